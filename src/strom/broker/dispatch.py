@@ -1,0 +1,148 @@
+"""Request dispatch: api key → handler, and the one place where failures become wire behaviour.
+
+A handler receives a :class:`Request` and returns the response *body* as a list of parts
+(``bytes``/``memoryview`` or file regions with a ``size``), ``None`` when no response is due
+(Produce with acks=0), or an awaitable of either (parked Fetch, durable Produce). The dispatcher
+adds the size prefix and the response header.
+
+Failure rules (Kafka's): an ApiVersions request above our range is answered in the v0 format
+with UNSUPPORTED_VERSION and our ranges (KIP-511); any other unknown API or unsupported version,
+and any malformed request, closes only that connection (:class:`CloseConnection`). Handlers
+report per-topic / per-partition errors inside their responses. An unexpected exception is
+logged once and closes the connection; it never crashes the broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from strom.common.errors import KafkaError, UnsupportedVersionError
+from strom.protocol.frame import RequestHeader, encode_response_header, parse_request_header
+from strom.protocol.versions import SUPPORTED, ApiKey, response_header_version
+
+log = logging.getLogger("strom.broker.dispatch")
+
+
+class Region(Protocol):
+    size: int
+
+
+Part = bytes | memoryview | Region
+ResponseParts = list[Part]
+HandlerResult = ResponseParts | None | Awaitable[ResponseParts | None]
+
+
+class CloseConnection(Exception):
+    """Raised to close the current connection without a response."""
+
+
+@dataclass(slots=True)
+class ConnectionContext:
+    """Per-connection facts handlers may need."""
+
+    peer: str
+    client_id: str | None = None
+    client_software: tuple[str, str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Request:
+    header: RequestHeader
+    body: memoryview
+    conn: ConnectionContext
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+Handler = Callable[[Request], HandlerResult]
+
+_INT16 = struct.Struct(">h")
+
+_SIZE = struct.Struct(">i")
+
+
+def part_size(part: Part) -> int:
+    if isinstance(part, bytes | memoryview | bytearray):
+        return len(part)
+    return part.size
+
+
+def frame_response(header: RequestHeader, body: ResponseParts) -> ResponseParts:
+    """Prefix the body with the frame size and the response header."""
+    head = encode_response_header(
+        header.correlation_id, response_header_version(header.api_key, header.api_version)
+    )
+    size = len(head) + sum(part_size(p) for p in body)
+    if body and isinstance(body[0], bytes):
+        return [_SIZE.pack(size) + head + body[0], *body[1:]]
+    return [_SIZE.pack(size) + head, *body]
+
+
+def unsupported_api_versions_response() -> bytes:
+    """ApiVersions v0 body: UNSUPPORTED_VERSION and every range we support."""
+    out = [_INT16.pack(UnsupportedVersionError.code), _SIZE.pack(len(SUPPORTED))]
+    for key, (low, high) in sorted(SUPPORTED.items()):
+        out.append(struct.pack(">hhh", key, low, high))
+    return b"".join(out)
+
+
+class Dispatcher:
+    """Routes frames to handlers. One instance per broker; stateless between requests."""
+
+    def __init__(self, handlers: dict[int, Handler]) -> None:
+        missing = set(SUPPORTED) - set(handlers)
+        extra = set(handlers) - set(SUPPORTED)
+        if missing or extra:
+            raise ValueError(f"handlers do not match versions.SUPPORTED: {missing=} {extra=}")
+        self._handlers = handlers
+
+    def dispatch(self, conn: ConnectionContext, frame: memoryview) -> HandlerResult:
+        try:
+            header, position = parse_request_header(frame)
+        except KafkaError as exc:
+            raise CloseConnection(f"malformed request header: {exc}") from None
+        if conn.client_id is None:
+            conn.client_id = header.client_id
+        supported = SUPPORTED.get(header.api_key)
+        if supported is None or not supported[0] <= header.api_version <= supported[1]:
+            if header.api_key == ApiKey.API_VERSIONS:
+                return frame_response(
+                    RequestHeader(header.api_key, 0, header.correlation_id, None, 1),
+                    [unsupported_api_versions_response()],
+                )
+            name = ApiKey(header.api_key).name if header.api_key in ApiKey._value2member_map_ else (
+                f"api key {header.api_key}"
+            )
+            raise CloseConnection(
+                f"unsupported request {name} v{header.api_version} from {conn.peer} "
+                f"(client {header.client_id!r}); supported: {supported}"
+            )
+        request = Request(header, frame[position:], conn)
+        try:
+            result = self._handlers[header.api_key](request)
+        except KafkaError as exc:
+            raise CloseConnection(
+                f"rejected {ApiKey(header.api_key).name} v{header.api_version} from {conn.peer}: "
+                f"{exc}"
+            ) from None
+        if result is None:
+            return None
+        if isinstance(result, list):
+            return frame_response(header, result)
+        return self._framed_later(header, result)
+
+    async def _framed_later(
+        self, header: RequestHeader, pending: Awaitable[ResponseParts | None]
+    ) -> ResponseParts | None:
+        try:
+            body = await pending
+        except KafkaError as exc:
+            raise CloseConnection(f"request failed: {exc}") from None
+        return None if body is None else frame_response(header, body)

@@ -1,0 +1,43 @@
+"""One module per Kafka API; :func:`build_handlers` maps api keys to handler instances."""
+
+from __future__ import annotations
+
+from strom.broker.dispatch import Handler
+from strom.broker.handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
+from strom.broker.handlers.api_versions import ApiVersionsHandler
+from strom.broker.handlers.create_partitions import CreatePartitionsHandler
+from strom.broker.handlers.create_topics import CreateTopicsHandler
+from strom.broker.handlers.delete_records import DeleteRecordsHandler
+from strom.broker.handlers.delete_topics import DeleteTopicsHandler
+from strom.broker.handlers.describe_cluster import DescribeClusterHandler
+from strom.broker.handlers.describe_configs import DescribeConfigsHandler
+from strom.broker.handlers.describe_log_dirs import DescribeLogDirsHandler
+from strom.broker.handlers.fetch import FetchHandler
+from strom.broker.handlers.init_producer_id import InitProducerIdHandler
+from strom.broker.handlers.list_offsets import ListOffsetsHandler
+from strom.broker.handlers.metadata import MetadataHandler
+from strom.broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from strom.broker.handlers.produce import ProduceHandler
+from strom.broker.state import BrokerState
+from strom.protocol.versions import ApiKey
+
+
+def build_handlers(state: BrokerState) -> dict[int, Handler]:
+    return {
+        ApiKey.PRODUCE: ProduceHandler(state),
+        ApiKey.FETCH: FetchHandler(state),
+        ApiKey.LIST_OFFSETS: ListOffsetsHandler(state),
+        ApiKey.METADATA: MetadataHandler(state),
+        ApiKey.API_VERSIONS: ApiVersionsHandler(state),
+        ApiKey.CREATE_TOPICS: CreateTopicsHandler(state),
+        ApiKey.DELETE_TOPICS: DeleteTopicsHandler(state),
+        ApiKey.DELETE_RECORDS: DeleteRecordsHandler(state),
+        ApiKey.INIT_PRODUCER_ID: InitProducerIdHandler(state),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochHandler(state),
+        ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(state),
+        ApiKey.ALTER_CONFIGS: AlterConfigsHandler(state),
+        ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(state),
+        ApiKey.CREATE_PARTITIONS: CreatePartitionsHandler(state),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsHandler(state),
+        ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(state),
+    }

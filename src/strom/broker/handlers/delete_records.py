@@ -1,0 +1,43 @@
+"""DeleteRecords (21), v0-2: advance partitions' log start offsets (-1 means the high watermark)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.common import as_kafka_error
+from strom.broker.state import BrokerState
+from strom.common.errors import UnknownTopicOrPartitionError
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+
+API_KEY = ApiKey.DELETE_RECORDS
+
+
+class DeleteRecordsHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> ResponseParts:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        topics = []
+        for topic in body.topics:
+            parts = [self._one(topic.name, p) for p in topic.partitions]
+            topics.append({"name": topic.name, "partitions": parts})
+        return [api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": topics})]
+
+    def _one(self, topic: str, p: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1,
+                               "error_code": 0}
+        partition = self._state.replicas.get(topic, p.partition_index)
+        if partition is None:
+            out["error_code"] = UnknownTopicOrPartitionError.code
+            return out
+        plog = partition.log
+        try:
+            offset = plog.high_watermark if p.offset == -1 else p.offset
+            out["low_watermark"] = plog.delete_records_before(offset)
+        except Exception as exc:
+            out["error_code"] = as_kafka_error(exc).code
+        return out

@@ -1,0 +1,54 @@
+"""DeleteTopics (20), v1-6: by name, or by topic id (v6)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.state import BrokerState
+from strom.common.errors import (
+    KafkaError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+
+API_KEY = ApiKey.DELETE_TOPICS
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class DeleteTopicsHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> ResponseParts:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        if version >= 6:
+            wanted = [(t.name, t.topic_id) for t in body.topics or []]
+        else:
+            wanted = [(name, None) for name in body.topic_names or []]
+        results = [self._delete(name, topic_id) for name, topic_id in wanted]
+        return [api.response(API_KEY, version, {"throttle_time_ms": 0, "responses": results})]
+
+    def _delete(self, name: str | None, topic_id: uuid.UUID | None) -> dict[str, Any]:
+        image = self._state.store.image
+        out: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": 0,
+                               "error_message": None}
+        try:
+            if name is None and topic_id is not None and topic_id != ZERO_UUID:
+                topic = image.topic_by_id(topic_id)
+                if topic is None:
+                    raise UnknownTopicIdError("Topic id does not exist.")
+                name = topic.name
+                out["name"] = name
+            if name is None or name not in image.topics:
+                raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+            deleted = self._state.delete_topic(name)
+            out["topic_id"] = deleted.topic_id
+        except KafkaError as exc:
+            out["error_code"] = exc.code
+            out["error_message"] = exc.message
+        return out

@@ -1,0 +1,40 @@
+"""DescribeCluster (60), v0-1: cluster id, controller and brokers (endpoint type 1 only)."""
+
+from __future__ import annotations
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.metadata import AUTH_OPS_NOT_REQUESTED, CLUSTER_OPERATIONS
+from strom.broker.state import BrokerState
+from strom.common.errors import error_class
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+
+API_KEY = ApiKey.DESCRIBE_CLUSTER
+BROKERS_ENDPOINT = 1
+
+
+class DescribeClusterHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> ResponseParts:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        image = self._state.store.image
+        endpoint = body.endpoint_type if version >= 1 else BROKERS_ENDPOINT
+        fields = {
+            "throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "endpoint_type": endpoint, "cluster_id": image.cluster_id,
+            "controller_id": image.controller_id,
+            "brokers": [
+                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in image.brokers.values()
+            ],
+            "authorized_operations": CLUSTER_OPERATIONS
+            if body.include_cluster_authorized_operations else AUTH_OPS_NOT_REQUESTED,
+        }
+        if endpoint != BROKERS_ENDPOINT:
+            err = error_class("UNSUPPORTED_ENDPOINT_TYPE")
+            fields.update(error_code=err.code, brokers=[],
+                          error_message="Only the brokers endpoint type is supported.")
+        return [api.response(API_KEY, version, fields)]

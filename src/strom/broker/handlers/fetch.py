@@ -1,0 +1,142 @@
+"""Fetch (1), v4-16: long-poll reads served as file regions (sendfile), woken by appends.
+
+Consumers only (follower fetches arrive with replication). No incremental fetch sessions yet:
+every response carries session id 0, which tells clients to keep sending full requests
+(KIP-227). Limits: ``partition_max_bytes`` per partition and ``max_bytes`` per response, with
+the first non-empty partition allowed to exceed them by one batch (KIP-74). A request that
+cannot reach ``min_bytes`` parks until data arrives on one of its partitions or ``max_wait_ms``
+passes, and is answered as soon as data arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.common import as_kafka_error, check_leader_epoch, topic_name_for
+from strom.broker.state import BrokerState
+from strom.common.errors import (
+    FetchSessionIdNotFoundError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from strom.common.types import TopicPartition
+from strom.protocol import fast
+from strom.protocol.versions import ApiKey
+from strom.replication.partition import Partition
+
+API_KEY = ApiKey.FETCH
+READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class _Target:
+    topic: fast.FetchTopic
+    request: fast.FetchPartition
+    name: str | None
+    partition: Partition | None
+
+
+class FetchHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> ResponseParts | object:
+        version = request.version
+        req = fast.decode_fetch_request(request.body, version)
+        if req.session_id != 0:
+            body = fast.encode_fetch_response(
+                version, [], error_code=FetchSessionIdNotFoundError.code, session_id=0
+            )
+            return body
+        image = self._state.store.image
+        replicas = self._state.replicas
+        targets: list[_Target] = []
+        for topic in req.topics:
+            name = topic_name_for(image, topic.name, topic.topic_id)
+            for p in topic.partitions:
+                partition = replicas.get(name, p.partition) if name is not None else None
+                targets.append(_Target(topic, p, name, partition))
+        topics, size, errors = self._read(req, version, targets)
+        if size >= req.min_bytes or req.max_wait_ms <= 0 or errors or not targets:
+            return fast.encode_fetch_response(version, topics)
+        return self._wait(req, version, targets)
+
+    async def _wait(
+        self, req: fast.FetchRequest, version: int, targets: list[_Target]
+    ) -> ResponseParts:
+        waiters = self._state.replicas.waiters
+        keys = [TopicPartition(t.name, t.request.partition) for t in targets if t.name]
+        deadline = time.monotonic() + req.max_wait_ms / 1000.0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            woke = await waiters.wait(keys, remaining)
+            topics, size, errors = self._read(req, version, targets)
+            if size >= req.min_bytes or errors:
+                return fast.encode_fetch_response(version, topics)
+            if not woke:
+                break
+            await asyncio.sleep(0)
+        topics, _size, _errors = self._read(req, version, targets)
+        return fast.encode_fetch_response(version, topics)
+
+    def _read(
+        self, req: fast.FetchRequest, version: int, targets: list[_Target]
+    ) -> tuple[list[fast.FetchTopicResult], int, bool]:
+        read_committed = req.isolation_level == READ_COMMITTED
+        budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+        total = 0
+        errors = False
+        min_one = True
+        results: list[fast.FetchTopicResult] = []
+        current: fast.FetchTopicResult | None = None
+        for target in targets:
+            if current is None or current.name != target.topic.name or (
+                current.topic_id != target.topic.topic_id
+            ):
+                current = fast.FetchTopicResult(target.topic.name, target.topic.topic_id, [])
+                results.append(current)
+            p = target.request
+            out = fast.FetchPartitionResult(p.partition)
+            current.partitions.append(out)
+            partition = target.partition
+            if partition is None:
+                error = UnknownTopicIdError if target.name is None else UnknownTopicOrPartitionError
+                out.error_code = error.code
+                errors = True
+                continue
+            plog = partition.log
+            try:
+                check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
+                max_bytes = min(p.partition_max_bytes, budget - total)
+                if max_bytes <= 0 and not min_one:
+                    data = None
+                else:
+                    data = partition.read(
+                        p.fetch_offset, max(max_bytes, 0), read_committed=read_committed,
+                        min_one=min_one,
+                    )
+            except Exception as exc:
+                err = as_kafka_error(exc)
+                out.error_code = err.code
+                out.high_watermark = plog.high_watermark
+                out.last_stable_offset = plog.last_stable_offset
+                out.log_start_offset = plog.log_start_offset
+                errors = True
+                continue
+            out.high_watermark = plog.high_watermark
+            out.last_stable_offset = plog.last_stable_offset
+            out.log_start_offset = plog.log_start_offset
+            if read_committed:
+                out.aborted_transactions = []
+            if data is not None and data.size > 0:
+                out.records = list(data.regions)
+                total += data.size
+                min_one = False
+            else:
+                out.records = []
+        return results, total, errors

@@ -1,0 +1,85 @@
+"""ListOffsets (2), v1-8: earliest, latest, max timestamp, and offset by timestamp.
+
+Special timestamps: -2 earliest (log start), -1 latest (high watermark, or last stable offset
+for read_committed), -3 the record with the largest timestamp (KIP-734), -4 earliest local
+(= earliest here), -5 latest tiered (none: -1). Any other timestamp finds the first record
+whose timestamp is at least it — exact per record, not per batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.common import as_kafka_error, check_leader_epoch
+from strom.broker.state import BrokerState
+from strom.common.errors import UnknownTopicOrPartitionError
+from strom.common.types import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+from strom.replication.partition import Partition
+
+API_KEY = ApiKey.LIST_OFFSETS
+READ_COMMITTED = 1
+
+
+class ListOffsetsHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> ResponseParts:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        read_committed = version >= 2 and body.isolation_level == READ_COMMITTED
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for p in topic.partitions:
+                partitions.append(self._one(topic.name, p, read_committed))
+            topics.append({"name": topic.name, "partitions": partitions})
+        return [api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": topics})]
+
+    def _one(self, topic: str, p: Any, read_committed: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "partition_index": p.partition_index,
+            "error_code": 0,
+            "timestamp": -1,
+            "offset": -1,
+            "leader_epoch": -1,
+        }
+        partition = self._state.replicas.get(topic, p.partition_index)
+        if partition is None:
+            out["error_code"] = UnknownTopicOrPartitionError.code
+            return out
+        try:
+            check_leader_epoch(getattr(p, "current_leader_epoch", -1), partition.leader_epoch)
+            self._resolve(partition, p.timestamp, read_committed, out)
+        except Exception as exc:
+            out["error_code"] = as_kafka_error(exc).code
+        return out
+
+    @staticmethod
+    def _resolve(partition: Partition, ts: int, read_committed: bool, out: dict[str, Any]) -> None:
+        plog = partition.log
+        if ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            out["offset"] = plog.log_start_offset
+            out["leader_epoch"] = partition.leader_epoch
+        elif ts == LATEST_TIMESTAMP:
+            out["offset"] = plog.last_stable_offset if read_committed else plog.high_watermark
+            out["leader_epoch"] = partition.leader_epoch
+        elif ts == LATEST_TIERED_TIMESTAMP:
+            pass
+        elif ts == MAX_TIMESTAMP:
+            found = plog.max_timestamp()
+            if found is not None:
+                out["offset"], out["timestamp"], out["leader_epoch"] = found
+        else:
+            found = plog.offset_for_timestamp(ts)
+            if found is not None:
+                out["offset"], out["timestamp"], out["leader_epoch"] = found

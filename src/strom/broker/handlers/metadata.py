@@ -1,0 +1,129 @@
+"""Metadata (3), v0-12: brokers, cluster id, controller, topics with ids and partitions.
+
+Auto-creates requested topics when ``auto.create.topics.enable`` is on and the client allows
+it (always before v4). A null topic list (v1+) or an empty one in v0 means all topics.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.state import BrokerState
+from strom.common.errors import KafkaError, UnknownTopicIdError, UnknownTopicOrPartitionError
+from strom.common.names import validate_topic_name
+from strom.metadata.image import TopicInfo
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+
+API_KEY = ApiKey.METADATA
+log = logging.getLogger("strom.broker.metadata")
+
+# All operations a topic supports (no authorizer yet): READ, WRITE, CREATE, DELETE, ALTER,
+# DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS — as the bit field Kafka encodes.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (4, 7, 8, 9, 10, 11, 12, 13, 14))
+AUTH_OPS_NOT_REQUESTED = -(2**31)
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def topic_entry(topic: TopicInfo, include_ops: bool) -> dict[str, Any]:
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.internal,
+        "partitions": [
+            {
+                "error_code": 0,
+                "partition_index": p.partition,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": [],
+            }
+            for p in topic.partitions
+        ],
+        "authorized_operations": TOPIC_OPERATIONS if include_ops else AUTH_OPS_NOT_REQUESTED,
+    }
+
+
+def error_entry(name: str | None, error: KafkaError, topic_id: uuid.UUID = ZERO_UUID) -> dict:  # type: ignore[type-arg]
+    return {
+        "error_code": error.code,
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": False,
+        "partitions": [],
+        "authorized_operations": AUTH_OPS_NOT_REQUESTED,
+    }
+
+
+class MetadataHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> ResponseParts:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        state = self._state
+        include_ops = bool(body.include_topic_authorized_operations) if version >= 8 else False
+        allow_auto = bool(body.allow_auto_topic_creation) if version >= 4 else True
+        requested = body.topics
+        entries: list[dict[str, Any]] = []
+        if requested is None or (version == 0 and not requested):
+            entries = [
+                topic_entry(t, include_ops)
+                for t in state.store.image.topics.values()
+            ]
+        else:
+            for wanted in requested:
+                entries.append(self._lookup(wanted, allow_auto, include_ops))
+        image = state.store.image
+        fields: dict[str, Any] = {
+            "throttle_time_ms": 0,
+            "brokers": [
+                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in image.brokers.values()
+            ],
+            "cluster_id": image.cluster_id,
+            "controller_id": image.controller_id,
+            "topics": entries,
+        }
+        if 8 <= version <= 10:
+            fields["authorized_operations"] = (
+                CLUSTER_OPERATIONS
+                if body.include_cluster_authorized_operations
+                else AUTH_OPS_NOT_REQUESTED
+            )
+        return [api.response(API_KEY, version, fields)]
+
+    def _lookup(self, wanted: Any, allow_auto: bool, include_ops: bool) -> dict[str, Any]:
+        state = self._state
+        image = state.store.image
+        name = wanted.name
+        topic_id = getattr(wanted, "topic_id", None)
+        if name is None and topic_id is not None and topic_id != ZERO_UUID:
+            found = image.topic_by_id(topic_id)
+            if found is None:
+                return error_entry(None, UnknownTopicIdError(), topic_id)
+            return topic_entry(found, include_ops)
+        topic = image.topics.get(name)
+        if topic is not None:
+            return topic_entry(topic, include_ops)
+        try:
+            validate_topic_name(name)
+        except KafkaError as exc:
+            return error_entry(name, exc)
+        if allow_auto and state.config.get("auto.create.topics.enable"):
+            try:
+                created = state.create_topic(name)
+                log.info("auto-created topic %s with %d partitions", name,
+                         len(created.partitions))
+                return topic_entry(created, include_ops)
+            except KafkaError as exc:
+                return error_entry(name, exc)
+        return error_entry(name, UnknownTopicOrPartitionError())

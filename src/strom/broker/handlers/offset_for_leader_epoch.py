@@ -1,0 +1,46 @@
+"""OffsetForLeaderEpoch (23), v2-4: the end offset of a leader epoch (KIP-101/KIP-320).
+
+Consumers use it to validate their position after a leader change; followers to truncate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.common import as_kafka_error, check_leader_epoch
+from strom.broker.state import BrokerState
+from strom.common.errors import UnknownTopicOrPartitionError
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
+
+
+class OffsetForLeaderEpochHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> ResponseParts:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        topics = []
+        for topic in body.topics:
+            parts = [self._one(topic.topic, p) for p in topic.partitions]
+            topics.append({"topic": topic.topic, "partitions": parts})
+        return [api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": topics})]
+
+    def _one(self, topic: str, p: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"error_code": 0, "partition": p.partition, "leader_epoch": -1,
+                               "end_offset": -1}
+        partition = self._state.replicas.get(topic, p.partition)
+        if partition is None:
+            out["error_code"] = UnknownTopicOrPartitionError.code
+            return out
+        try:
+            check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
+            epoch, end = partition.log.end_offset_for_epoch(p.leader_epoch)
+            out["leader_epoch"], out["end_offset"] = epoch, end
+        except Exception as exc:
+            out["error_code"] = as_kafka_error(exc).code
+        return out

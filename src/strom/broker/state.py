@@ -1,0 +1,95 @@
+"""Everything the handlers share: configuration, metadata, partitions, admin operations.
+
+One :class:`BrokerState` per broker, built by :mod:`strom.broker.server` and passed to each
+handler at construction. Owned by the event-loop thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from strom.broker.producer_ids import ProducerIdManager
+from strom.common.clock import Clock
+from strom.common.config import BrokerConfig, TopicConfig, validate_topic_configs
+from strom.common.errors import (
+    InvalidReplicationFactorError,
+    TopicDeletionDisabledError,
+)
+from strom.common.names import validate_topic_name
+from strom.metadata.image import TopicInfo
+from strom.metadata.local import LocalMetadataStore
+from strom.replication.flusher import GroupCommitFlusher
+from strom.replication.replica_manager import ReplicaManager
+
+
+@dataclass
+class BrokerState:
+    config: BrokerConfig
+    data_dir: Path
+    clock: Clock
+    store: LocalMetadataStore
+    replicas: ReplicaManager
+    producer_ids: ProducerIdManager
+    flusher: GroupCommitFlusher = field(default_factory=GroupCommitFlusher)
+
+    @property
+    def node_id(self) -> int:
+        return int(self.config.get("node.id"))
+
+    def topic_config(self, topic: str) -> TopicConfig:
+        info = self.store.image.topics.get(topic)
+        overrides = validate_topic_configs(info.configs) if info else {}
+        return TopicConfig(self.config, overrides)
+
+    # -- topic administration (CreateTopics, auto-create, DeleteTopics, CreatePartitions) ---
+    def check_new_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> tuple[int, int]:
+        """Validate a topic creation; return the effective (partitions, replication factor)."""
+        validate_topic_name(name)
+        if partitions == -1:
+            partitions = int(self.config.get("num.partitions"))
+        if replication_factor == -1:
+            replication_factor = int(self.config.get("default.replication.factor"))
+        if partitions < 1:
+            from strom.common.errors import InvalidPartitionsError  # noqa: PLC0415
+
+            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        if replication_factor < 1:
+            raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+        if replication_factor > len(self.store.image.brokers):
+            raise InvalidReplicationFactorError(
+                f"Replication factor: {replication_factor} larger than available brokers: "
+                f"{len(self.store.image.brokers)}."
+            )
+        validate_topic_configs(configs)
+        return partitions, replication_factor
+
+    def create_topic(
+        self, name: str, partitions: int = -1, replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
+    ) -> TopicInfo:
+        configs = configs or {}
+        partitions, _rf = self.check_new_topic(name, partitions, replication_factor, configs)
+        topic = self.store.create_topic(name, partitions, configs)
+        self.replicas.sync(self.store.image)
+        return topic
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        if not self.config.get("delete.topic.enable"):
+            raise TopicDeletionDisabledError("Topic deletion is disabled.")
+        topic = self.store.delete_topic(name)
+        self.replicas.sync(self.store.image)
+        return topic
+
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        topic = self.store.set_partition_count(name, count)
+        self.replicas.sync(self.store.image)
+        return topic
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+        validate_topic_configs(configs)
+        topic = self.store.set_topic_configs(name, configs)
+        self.replicas.update_configs(name)
+        return topic

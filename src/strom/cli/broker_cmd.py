@@ -1,0 +1,95 @@
+"""``strom broker``: run a broker in the foreground until SIGTERM / Ctrl-C.
+
+Configuration precedence: built-in defaults < ``--config FILE`` (Java properties) <
+``--set key=value`` < ``--listen`` / ``--data-dir``. Every broker key is listed by
+``strom broker --help-config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from strom.common.config import BROKER_KEYS, BrokerConfig
+from strom.common.errors import InvalidConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("broker", help="run a broker",
+                       description="Run a strom broker in the foreground.")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="address to listen on (default 127.0.0.1:9092; port 0 picks one)")
+    p.add_argument("--data-dir", metavar="DIR", help="data directory (default ./strom-data)")
+    p.add_argument("--config", metavar="FILE", help="broker config file (key=value lines)")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                   help="set any broker config key; repeatable")
+    p.add_argument("--help-config", action="store_true",
+                   help="list every broker config key with its default and exit")
+    p.set_defaults(run=run)
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Java-properties style: ``key=value`` or ``key: value`` lines, ``#`` / ``!`` comments."""
+    values: dict[str, str] = {}
+    for number, raw in enumerate(Path(path).read_text("utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                key, value = line.split(sep, 1)
+                values[key.strip()] = value.strip()
+                break
+        else:
+            raise InvalidConfigError(f"{path}:{number}: expected key=value, got {raw!r}")
+    return values
+
+
+def build_config(args: argparse.Namespace) -> BrokerConfig:
+    values: dict[str, object] = {}
+    if args.config:
+        values.update(read_properties(args.config))
+    for item in args.set:
+        if "=" not in item:
+            raise InvalidConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        values[key.strip()] = value.strip()
+    if args.listen:
+        values["listeners"] = f"PLAINTEXT://{args.listen}"
+    if args.data_dir:
+        values["log.dirs"] = args.data_dir
+    return BrokerConfig(values)
+
+
+def print_config_help() -> None:
+    for key in BROKER_KEYS.values():
+        default = key.render(key.default)
+        print(f"{key.name}  ({key.type.name.lower()}, default {default})\n    {key.doc}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.help_config:
+        print_config_help()
+        return 0
+    config = build_config(args)
+    return asyncio.run(_serve(config))
+
+
+async def _serve(config: BrokerConfig) -> int:
+    from strom.broker.server import BrokerServer  # noqa: PLC0415 - keep CLI start-up light
+
+    server = BrokerServer(config)
+    await server.start()
+    print(f"strom broker listening on {server.host}:{server.port} "
+          f"(data in {server.data_dir})", flush=True)
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    await stopping.wait()
+    print("strom broker shutting down", file=sys.stderr, flush=True)
+    await server.stop()
+    return 0

@@ -1,0 +1,1 @@
+"""Leaf package: typed ids, the Kafka error table, configuration declarations, clocks."""

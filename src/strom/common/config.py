@@ -1,0 +1,448 @@
+"""Configuration declared once: every key's type, default, validator, scope and doc.
+
+Two scopes exist, as in Kafka: broker keys (``log.retention.ms``, ``num.partitions`` …) and
+topic keys (``retention.ms`` …). A topic key names its broker synonym; a topic's effective value
+is its own override if set, else the broker's value of the synonym, else the default. The
+DescribeConfigs handler, ``strom broker --help`` and the docs are all generated from
+:data:`BROKER_KEYS` and :data:`TOPIC_KEYS`.
+
+Values are kept as Python values (``int``, ``bool``, ``float``, ``str``, ``list[str]``); on the
+wire and in files they are strings, converted by :meth:`ConfigKey.parse` / :meth:`ConfigKey.render`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.common.errors import InvalidConfigError
+
+ConfigValue = int | float | bool | str | list[str] | None
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs ``config_type`` codes (KIP-569)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs ``config_source`` codes."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+Validator = Callable[[Any], str | None]  # returns an error message, or None when valid
+
+
+def at_least(low: float) -> Validator:
+    return lambda v: None if v is None or v >= low else f"must be at least {low}"
+
+
+def between(low: float, high: float) -> Validator:
+    return lambda v: None if v is None or low <= v <= high else f"must be in [{low}, {high}]"
+
+
+def one_of(*choices: str) -> Validator:
+    def check(v: Any) -> str | None:
+        values = v if isinstance(v, list) else [v]
+        bad = [x for x in values if x not in choices]
+        return f"must be one of {', '.join(choices)}" if bad else None
+
+    return check
+
+
+_INT_RANGES = {
+    ConfigType.SHORT: (-(2**15), 2**15 - 1),
+    ConfigType.INT: (-(2**31), 2**31 - 1),
+    ConfigType.LONG: (-(2**63), 2**63 - 1),
+}
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One configuration key. ``synonym`` links a topic key to its broker key."""
+
+    name: str
+    type: ConfigType
+    default: ConfigValue
+    doc: str
+    validator: Validator | None = None
+    synonym: str | None = None
+    read_only: bool = False
+    sensitive: bool = False
+    extra_synonyms: tuple[str, ...] = field(default=())
+
+    def parse(self, raw: object) -> ConfigValue:
+        """Convert a string (or already-typed value) to this key's type; InvalidConfigError if bad."""
+        if raw is None:
+            value: ConfigValue = None
+        else:
+            try:
+                value = self._convert(raw)
+            except (TypeError, ValueError):
+                raise InvalidConfigError(
+                    f"Invalid value {raw!r} for configuration {self.name}: "
+                    f"expected {self.type.name.lower()}"
+                ) from None
+        if self.validator is not None:
+            problem = self.validator(value)
+            if problem:
+                raise InvalidConfigError(
+                    f"Invalid value {raw!r} for configuration {self.name}: {problem}"
+                )
+        return value
+
+    def _convert(self, raw: object) -> ConfigValue:
+        t = self.type
+        if t == ConfigType.BOOLEAN:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError(raw)
+            return text == "true"
+        if t in _INT_RANGES:
+            if isinstance(raw, bool):
+                raise ValueError(raw)
+            number = int(str(raw).strip()) if not isinstance(raw, int) else raw
+            low, high = _INT_RANGES[t]
+            if not low <= number <= high:
+                raise ValueError(raw)
+            return number
+        if t == ConfigType.DOUBLE:
+            return float(str(raw).strip()) if not isinstance(raw, float) else raw
+        if t == ConfigType.LIST:
+            if isinstance(raw, list):
+                return [str(x) for x in raw]
+            text = str(raw).strip()
+            return [part.strip() for part in text.split(",") if part.strip()] if text else []
+        return str(raw)
+
+    def render(self, value: ConfigValue) -> str | None:
+        """The wire / file form of a value."""
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, list):
+            return ",".join(value)
+        return str(value)
+
+
+def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
+    return {k.name: k for k in keys}
+
+
+_DAY_MS = 24 * 60 * 60 * 1000
+MAX_LONG = 2**63 - 1
+
+BROKER_KEYS: dict[str, ConfigKey] = _keys(
+    ConfigKey("node.id", ConfigType.INT, 0, "This broker's id.", at_least(0), read_only=True),
+    ConfigKey(
+        "listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092",
+        "Where the broker listens, as PLAINTEXT://HOST:PORT (port 0 picks a free one).",
+        read_only=True,
+    ),
+    ConfigKey(
+        "advertised.listeners", ConfigType.STRING, None,
+        "The address given to clients in metadata; defaults to the bound listener.",
+        read_only=True,
+    ),
+    ConfigKey("log.dirs", ConfigType.STRING, "./strom-data", "The data directory.", read_only=True),
+    ConfigKey("num.partitions", ConfigType.INT, 1, "Partitions of auto-created topics.",
+              at_least(1)),
+    ConfigKey("default.replication.factor", ConfigType.SHORT, 1,
+              "Replication factor of auto-created topics.", at_least(1)),
+    ConfigKey("auto.create.topics.enable", ConfigType.BOOLEAN, True,
+              "Create a topic when a client asks for its metadata or produces to it."),
+    ConfigKey("delete.topic.enable", ConfigType.BOOLEAN, True, "Allow DeleteTopics."),
+    ConfigKey("socket.request.max.bytes", ConfigType.INT, 104857600,
+              "The largest request frame accepted; a larger one closes the connection.",
+              at_least(1)),
+    ConfigKey("message.max.bytes", ConfigType.INT, 1048588,
+              "The largest record batch accepted (topic: max.message.bytes).", at_least(0)),
+    ConfigKey("log.segment.bytes", ConfigType.INT, 1073741824, "Segment size before rolling.",
+              at_least(14)),
+    ConfigKey("log.roll.ms", ConfigType.LONG, None,
+              "Roll a segment after this age (falls back to log.roll.hours).", at_least(1)),
+    ConfigKey("log.roll.hours", ConfigType.INT, 168, "Roll a segment after this many hours.",
+              at_least(1)),
+    ConfigKey("log.roll.jitter.ms", ConfigType.LONG, 0, "Random jitter subtracted from roll time.",
+              at_least(0)),
+    ConfigKey("log.retention.ms", ConfigType.LONG, None,
+              "Delete segments older than this (-1: forever; falls back to minutes / hours).",
+              at_least(-1)),
+    ConfigKey("log.retention.minutes", ConfigType.INT, None, "Retention in minutes.",
+              at_least(-1)),
+    ConfigKey("log.retention.hours", ConfigType.INT, 168, "Retention in hours.", at_least(-1)),
+    ConfigKey("log.retention.bytes", ConfigType.LONG, -1,
+              "Delete old segments while a partition is larger than this (-1: no limit)."),
+    ConfigKey("log.retention.check.interval.ms", ConfigType.LONG, 300000,
+              "How often retention runs.", at_least(1)),
+    ConfigKey("log.index.interval.bytes", ConfigType.INT, 4096,
+              "Bytes between offset-index entries.", at_least(0)),
+    ConfigKey("log.index.size.max.bytes", ConfigType.INT, 10485760,
+              "Maximum size of an offset index (a full index rolls the segment).", at_least(4)),
+    ConfigKey("log.flush.interval.messages", ConfigType.LONG, MAX_LONG,
+              "fsync after this many records; 1 means fsync before acknowledging (group-committed).",
+              at_least(1)),
+    ConfigKey("log.flush.interval.ms", ConfigType.LONG, None,
+              "fsync a partition's log at least this often.", at_least(0)),
+    ConfigKey("log.flush.scheduler.interval.ms", ConfigType.LONG, MAX_LONG,
+              "How often the time-based flusher checks logs.", at_least(0)),
+    ConfigKey("log.segment.delete.delay.ms", ConfigType.LONG, 60000,
+              "Delay before deleting a segment file after it left the log.", at_least(0)),
+    ConfigKey("log.cleanup.policy", ConfigType.LIST, ["delete"], "delete and/or compact.",
+              one_of("delete", "compact")),
+    ConfigKey("log.cleaner.delete.retention.ms", ConfigType.LONG, _DAY_MS,
+              "How long tombstones are kept on compacted topics.", at_least(0)),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", ConfigType.LONG, 0,
+              "Minimum age before a record may be compacted.", at_least(0)),
+    ConfigKey("log.cleaner.max.compaction.lag.ms", ConfigType.LONG, MAX_LONG,
+              "Maximum age before a record must be compacted.", at_least(1)),
+    ConfigKey("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, 0.5,
+              "Dirty ratio that triggers compaction.", between(0, 1)),
+    ConfigKey("log.message.timestamp.type", ConfigType.STRING, "CreateTime",
+              "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime")),
+    ConfigKey("log.message.timestamp.before.max.ms", ConfigType.LONG, MAX_LONG,
+              "How far in the past a CreateTime timestamp may be.", at_least(0)),
+    ConfigKey("log.message.timestamp.after.max.ms", ConfigType.LONG, 3600000,
+              "How far in the future a CreateTime timestamp may be.", at_least(0)),
+    ConfigKey("log.preallocate", ConfigType.BOOLEAN, False, "Preallocate segment files."),
+    ConfigKey("compression.type", ConfigType.STRING, "producer",
+              "Compression of stored batches; 'producer' keeps the producer's.",
+              one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigKey("min.insync.replicas", ConfigType.INT, 1,
+              "Replicas that must acknowledge an acks=all produce.", at_least(1)),
+    ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, False,
+              "Allow an out-of-sync replica to become leader."),
+    ConfigKey("group.initial.rebalance.delay.ms", ConfigType.INT, 3000,
+              "Delay of the first rebalance of a new group.", at_least(0)),
+    ConfigKey("transactional.id.expiration.ms", ConfigType.INT, 604800000,
+              "Expiry of idle transactional ids.", at_least(1)),
+    ConfigKey("producer.id.expiration.ms", ConfigType.INT, _DAY_MS,
+              "Expiry of idle idempotent producers' state.", at_least(1)),
+    ConfigKey("broker.rack", ConfigType.STRING, None, "This broker's rack.", read_only=True),
+    ConfigKey("cluster.id", ConfigType.STRING, None,
+              "The cluster id (generated and stored in meta.properties when absent).",
+              read_only=True),
+)
+
+TOPIC_KEYS: dict[str, ConfigKey] = _keys(
+    ConfigKey("cleanup.policy", ConfigType.LIST, ["delete"], "delete and/or compact.",
+              one_of("delete", "compact"), synonym="log.cleanup.policy"),
+    ConfigKey("compression.type", ConfigType.STRING, "producer",
+              "Compression of stored batches; 'producer' keeps the producer's.",
+              one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+              synonym="compression.type"),
+    ConfigKey("delete.retention.ms", ConfigType.LONG, _DAY_MS, "Tombstone retention.",
+              at_least(0), synonym="log.cleaner.delete.retention.ms"),
+    ConfigKey("file.delete.delay.ms", ConfigType.LONG, 60000, "Delay before deleting a file.",
+              at_least(0), synonym="log.segment.delete.delay.ms"),
+    ConfigKey("flush.messages", ConfigType.LONG, MAX_LONG,
+              "fsync after this many records (1: before acknowledging, group-committed).",
+              at_least(1), synonym="log.flush.interval.messages"),
+    ConfigKey("flush.ms", ConfigType.LONG, MAX_LONG, "fsync at least this often.", at_least(0),
+              synonym="log.flush.interval.ms"),
+    ConfigKey("index.interval.bytes", ConfigType.INT, 4096, "Bytes between index entries.",
+              at_least(0), synonym="log.index.interval.bytes"),
+    ConfigKey("max.compaction.lag.ms", ConfigType.LONG, MAX_LONG, "Max age before compaction.",
+              at_least(1), synonym="log.cleaner.max.compaction.lag.ms"),
+    ConfigKey("max.message.bytes", ConfigType.INT, 1048588, "Largest record batch accepted.",
+              at_least(0), synonym="message.max.bytes"),
+    ConfigKey("message.timestamp.type", ConfigType.STRING, "CreateTime",
+              "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime"),
+              synonym="log.message.timestamp.type"),
+    ConfigKey("message.timestamp.before.max.ms", ConfigType.LONG, MAX_LONG,
+              "How far in the past a CreateTime timestamp may be.", at_least(0),
+              synonym="log.message.timestamp.before.max.ms"),
+    ConfigKey("message.timestamp.after.max.ms", ConfigType.LONG, 3600000,
+              "How far in the future a CreateTime timestamp may be.", at_least(0),
+              synonym="log.message.timestamp.after.max.ms"),
+    ConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, 0.5, "Dirty ratio for compaction.",
+              between(0, 1), synonym="log.cleaner.min.cleanable.ratio"),
+    ConfigKey("min.compaction.lag.ms", ConfigType.LONG, 0, "Min age before compaction.",
+              at_least(0), synonym="log.cleaner.min.compaction.lag.ms"),
+    ConfigKey("min.insync.replicas", ConfigType.INT, 1, "Replicas needed for acks=all.",
+              at_least(1), synonym="min.insync.replicas"),
+    ConfigKey("preallocate", ConfigType.BOOLEAN, False, "Preallocate segment files.",
+              synonym="log.preallocate"),
+    ConfigKey("retention.bytes", ConfigType.LONG, -1, "Size limit of a partition (-1: none).",
+              synonym="log.retention.bytes"),
+    ConfigKey("retention.ms", ConfigType.LONG, 7 * _DAY_MS, "Age limit of segments (-1: none).",
+              at_least(-1), synonym="log.retention.ms",
+              extra_synonyms=("log.retention.minutes", "log.retention.hours")),
+    ConfigKey("segment.bytes", ConfigType.INT, 1073741824, "Segment size before rolling.",
+              at_least(14), synonym="log.segment.bytes"),
+    ConfigKey("segment.index.bytes", ConfigType.INT, 10485760, "Max offset-index size.",
+              at_least(4), synonym="log.index.size.max.bytes"),
+    ConfigKey("segment.jitter.ms", ConfigType.LONG, 0, "Roll jitter.", at_least(0),
+              synonym="log.roll.jitter.ms"),
+    ConfigKey("segment.ms", ConfigType.LONG, 7 * _DAY_MS, "Roll a segment after this age.",
+              at_least(1), synonym="log.roll.ms", extra_synonyms=("log.roll.hours",)),
+    ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, False,
+              "Allow unclean leader election.", synonym="unclean.leader.election.enable"),
+)
+
+# Broker keys whose value derives from a coarser unit key when unset.
+_UNIT_FALLBACK: dict[str, tuple[tuple[str, int], ...]] = {
+    "log.retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "log.roll.ms": (("log.roll.hours", 3_600_000),),
+    "log.flush.interval.ms": (("log.flush.scheduler.interval.ms", 1),),
+}
+
+
+class BrokerConfig:
+    """The broker's static configuration: defaults, then a config file, then ``--set`` flags.
+
+    Immutable after construction except through :meth:`with_overrides`; lookups by key name.
+    """
+
+    def __init__(self, values: Mapping[str, object] | None = None) -> None:
+        self._explicit: dict[str, ConfigValue] = {}
+        for name, raw in (values or {}).items():
+            key = BROKER_KEYS.get(name)
+            if key is None:
+                raise InvalidConfigError(f"Unknown broker configuration key {name!r}")
+            self._explicit[name] = key.parse(raw)
+
+    def with_overrides(self, values: Mapping[str, object]) -> BrokerConfig:
+        merged: dict[str, object] = dict(self._explicit)
+        merged.update(values)
+        return BrokerConfig(merged)
+
+    def is_set(self, name: str) -> bool:
+        return self._explicit.get(name) is not None
+
+    def get(self, name: str) -> Any:
+        """A broker key's effective value (unit fallbacks such as log.retention.hours applied)."""
+        value = self._explicit.get(name)
+        if value is not None:
+            return value
+        for fallback, factor in _UNIT_FALLBACK.get(name, ()):
+            raw = self._explicit.get(fallback)
+            if raw is not None:
+                return int(raw) * factor  # type: ignore[arg-type]
+        for fallback, factor in _UNIT_FALLBACK.get(name, ()):
+            default = BROKER_KEYS[fallback].default
+            if default is not None:
+                return int(default) * factor  # type: ignore[arg-type]
+        return BROKER_KEYS[name].default
+
+    def explicit(self) -> dict[str, ConfigValue]:
+        return dict(self._explicit)
+
+    def topic_default(self, topic_key: str) -> Any:
+        """The broker-level value a topic key falls back to."""
+        key = TOPIC_KEYS[topic_key]
+        if key.synonym is not None and key.synonym in BROKER_KEYS:
+            value = self.get(key.synonym)
+            if value is not None:
+                return value
+        return key.default
+
+    def topic_default_source(self, topic_key: str) -> tuple[ConfigSource, str | None]:
+        """Where the topic-level default comes from: a static broker key or the built-in default."""
+        key = TOPIC_KEYS[topic_key]
+        for name in (key.synonym, *key.extra_synonyms):
+            if name is not None and self.is_set(name):
+                return ConfigSource.STATIC_BROKER_CONFIG, name
+        return ConfigSource.DEFAULT_CONFIG, None
+
+
+def validate_topic_configs(raw: Mapping[str, str | None]) -> dict[str, ConfigValue]:
+    """Parse and validate topic overrides; InvalidConfigError names the first bad key."""
+    parsed: dict[str, ConfigValue] = {}
+    for name, value in raw.items():
+        key = TOPIC_KEYS.get(name)
+        if key is None:
+            raise InvalidConfigError(f"Unknown topic config name: {name}")
+        parsed[name] = key.parse(value)
+    return parsed
+
+
+class TopicConfig:
+    """A topic's effective configuration: its overrides over the broker's defaults.
+
+    Attribute-style helpers expose the values the storage layer reads on hot paths.
+    """
+
+    def __init__(self, broker: BrokerConfig, overrides: Mapping[str, ConfigValue]) -> None:
+        self.broker = broker
+        self.overrides: dict[str, ConfigValue] = dict(overrides)
+        self._effective = {name: self._resolve(name) for name in TOPIC_KEYS}
+
+    def _resolve(self, name: str) -> Any:
+        if name in self.overrides and self.overrides[name] is not None:
+            return self.overrides[name]
+        return self.broker.topic_default(name)
+
+    def get(self, name: str) -> Any:
+        return self._effective[name]
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return self._effective.items()
+
+    @property
+    def segment_bytes(self) -> int:
+        return int(self._effective["segment.bytes"])
+
+    @property
+    def segment_ms(self) -> int:
+        return int(self._effective["segment.ms"])
+
+    @property
+    def retention_ms(self) -> int:
+        return int(self._effective["retention.ms"])
+
+    @property
+    def retention_bytes(self) -> int:
+        return int(self._effective["retention.bytes"])
+
+    @property
+    def index_interval_bytes(self) -> int:
+        return int(self._effective["index.interval.bytes"])
+
+    @property
+    def segment_index_bytes(self) -> int:
+        return int(self._effective["segment.index.bytes"])
+
+    @property
+    def max_message_bytes(self) -> int:
+        return int(self._effective["max.message.bytes"])
+
+    @property
+    def flush_messages(self) -> int:
+        return int(self._effective["flush.messages"])
+
+    @property
+    def flush_ms(self) -> int:
+        return int(self._effective["flush.ms"])
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self._effective["message.timestamp.type"] == "LogAppendTime")
+
+    @property
+    def cleanup_policy(self) -> list[str]:
+        return list(self._effective["cleanup.policy"])

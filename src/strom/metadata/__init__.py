@@ -1,0 +1,1 @@
+"""Cluster metadata as an immutable image, and the stores that persist it."""

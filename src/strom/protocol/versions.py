@@ -1,0 +1,114 @@
+"""The API version ranges strom supports: the single source of the ApiVersions response.
+
+Advertise a coherent set (librdkafka picks the record format from the whole set: Fetch ≥ 4 with
+Produce ≥ 3 means record batch v2), and never advertise an API that is only stubbed — clients
+will use it. Minimums follow Kafka 4 (KIP-896 dropped pre-2.1 versions).
+
+``flexible_from`` says from which version an API uses flexible encoding (compact types and
+tagged fields), which also selects request header v2 / response header v1. It is read from
+kafka-python's JSON schemas, so it covers every API key, supported or not.
+"""
+
+from __future__ import annotations
+
+import enum
+from functools import cache
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLUSTER = 60
+
+
+# api key -> (min version, max version) that the broker serves.
+SUPPORTED: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 11),
+    ApiKey.FETCH: (4, 16),
+    ApiKey.LIST_OFFSETS: (1, 8),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+
+
+@cache
+def flexible_from(api_key: int) -> int | None:
+    """The first flexible version of ``api_key``, or None if it never is (or is unknown)."""
+    from kafka.protocol.api_message import ApiMessage  # noqa: PLC0415 - lazy: big import
+
+    for cls in _all_subclasses(ApiMessage):
+        json = getattr(cls, "_json", None)
+        if json and json.get("type") == "request" and json.get("apiKey") == api_key:
+            versions = cls._flexible_versions
+            return None if versions is None else int(versions[0])
+    return None
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    _import_all_messages()
+    out: list[type] = []
+    stack = [cls]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            out.append(sub)
+            stack.append(sub)
+    return out
+
+
+@cache
+def _import_all_messages() -> None:
+    import kafka.protocol.admin  # noqa: F401, PLC0415
+    import kafka.protocol.consumer  # noqa: F401, PLC0415
+    import kafka.protocol.metadata  # noqa: F401, PLC0415
+    import kafka.protocol.producer  # noqa: F401, PLC0415
+    import kafka.protocol.sasl  # noqa: F401, PLC0415
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    first = flexible_from(api_key)
+    return first is not None and version >= first
+
+
+def request_header_version(api_key: int, version: int) -> int:
+    return 2 if is_flexible(api_key, version) else 1
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    """ApiVersions responses always use header v0 so any client can parse them (KIP-511)."""
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, version) else 0

@@ -1,0 +1,1 @@
+"""Partition leadership state, the replica manager, delayed operations and durable flushing."""

@@ -1,0 +1,14 @@
+"""What users' tests need: a real strom broker on a free port, as a context manager or fixture.
+
+    from strom.testing import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+
+With pytest, the ``strom_broker`` fixture (installed with strom) gives the same, one broker per
+test session; ``strom_broker_factory`` starts dedicated brokers with their own settings.
+"""
+
+from strom.testing.broker import EmbeddedBroker
+
+__all__ = ["EmbeddedBroker"]

@@ -1,0 +1,134 @@
+"""An embedded broker for tests: a real ``strom broker`` process on a free port.
+
+The broker runs in a child process (so a test can kill -9 it, and the test's own event loop
+and GIL stay free), with a temporary data directory unless one is given. ``bootstrap`` is the
+address clients connect to. ``restart()`` keeps the data directory and the port.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+START_TIMEOUT_S = 30.0
+
+
+class EmbeddedBroker:
+    def __init__(
+        self,
+        config: Mapping[str, object] | None = None,
+        data_dir: str | Path | None = None,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        log_level: str = "WARNING",
+    ) -> None:
+        self.config = dict(config or {})
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="strom-"))
+        self.host = host
+        self.port = port
+        self.log_level = log_level
+        self.process: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+        self._reader: threading.Thread | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> EmbeddedBroker:
+        if self.process is not None and self.process.poll() is None:
+            raise RuntimeError("broker already running")
+        args = [sys.executable, "-m", "strom", "--log-level", self.log_level, "broker",
+                "--listen", f"{self.host}:{self.port}", "--data-dir", str(self.data_dir)]
+        for key, value in self.config.items():
+            args += ["--set", f"{key}={value}"]
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        assert self.process.stdout is not None
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                code = self.process.wait()
+                raise RuntimeError(
+                    f"strom broker exited with {code} before listening:\n" + "".join(self.output)
+                )
+            self.output.append(line)
+            if line.startswith("strom broker listening on "):
+                address = line.split("listening on ", 1)[1].split()[0]
+                host, _, port = address.rpartition(":")
+                self.host, self.port = host, int(port)
+                break
+            if time.monotonic() > deadline:
+                self.process.kill()
+                raise RuntimeError("strom broker did not start in time:\n" + "".join(self.output))
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+        return self
+
+    def _drain(self) -> None:
+        process = self.process
+        if process is None or process.stdout is None:
+            return
+        for line in process.stdout:
+            self.output.append(line)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait for a clean shutdown; returns the exit status."""
+        process = self.process
+        if process is None:
+            return 0
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        self.process = None
+        return process.returncode
+
+    def kill(self) -> None:
+        """kill -9: no shutdown at all, as in a crash."""
+        process = self.process
+        if process is not None:
+            process.kill()
+            process.wait()
+            if self._reader is not None:
+                self._reader.join(timeout=5)
+            self.process = None
+
+    def restart(self) -> EmbeddedBroker:
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

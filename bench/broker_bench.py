@@ -1,0 +1,169 @@
+"""strom vs Tansu with the same librdkafka client: throughput, CPU per record, latency, memory.
+
+    python bench/broker_bench.py [--records 1000000] [--big-records 5000000] [--out FILE]
+
+Every figure is measured for both brokers in the same run; the table reports strom / Tansu
+ratios so a noisy shared machine affects both sides alike. Clients run in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from brokers import RunningBroker, start_strom, start_tansu  # type: ignore[import-not-found]
+
+PARTITIONS = 8
+VALUE = b"x" * 100
+
+
+def create_topic(broker: RunningBroker, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
+        f.result(30)
+    time.sleep(0.5)
+
+
+@dataclass
+class Result:
+    records_per_s: float
+    cpu_s_per_million: float
+
+
+def measure(broker: RunningBroker, work: Callable[[], int]) -> Result:
+    cpu0 = broker.cpu_seconds()
+    t0 = time.perf_counter()
+    count = work()
+    elapsed = time.perf_counter() - t0
+    cpu = broker.cpu_seconds() - cpu0
+    return Result(count / elapsed, cpu / count * 1e6)
+
+
+def produce(broker: RunningBroker, topic: str, n: int, acks: str) -> int:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks,
+                         "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(topic, VALUE, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 10000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining:
+        raise RuntimeError(f"{remaining} records not delivered")
+    return n
+
+
+def consume(broker: RunningBroker, topic: str, n: int) -> int:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    count = 0
+    deadline = time.monotonic() + 300
+    while count < n and time.monotonic() < deadline:
+        for msg in consumer.consume(10000, 1.0):
+            if msg.error() is None:
+                count += 1
+            elif msg.error().code() != KafkaError._PARTITION_EOF:
+                raise RuntimeError(msg.error())
+    consumer.close()
+    return count
+
+
+def latency(broker: RunningBroker, topic: str, rate: int = 2000, seconds: float = 10.0
+            ) -> tuple[float, float]:
+    """p50 / p99 end-to-end ms at ``rate`` records/s with default client settings."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lat"})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    samples: list[float] = []
+    done = threading.Event()
+
+    def consume_loop() -> None:
+        while not done.is_set():
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                sent = float(msg.value().split(b" ")[0])
+                samples.append((time.time() - sent) * 1000)
+
+    thread = threading.Thread(target=consume_loop)
+    thread.start()
+    time.sleep(2.0)  # let the consumer join its partitions first
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    start = time.perf_counter()
+    total = int(rate * seconds)
+    for i in range(total):
+        target = start + i / rate
+        now = time.perf_counter()
+        if target > now:
+            time.sleep(target - now)
+        producer.produce(topic, f"{time.time():.6f} ".encode().ljust(100, b"x"))
+        producer.poll(0)
+    producer.flush(30)
+    time.sleep(1.0)
+    done.set()
+    thread.join()
+    consumer.close()
+    samples.sort()
+    if not samples:
+        return float("nan"), float("nan")
+    return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
+
+
+def bench_broker(broker: RunningBroker, records: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    create_topic(broker, "b1")
+    r = measure(broker, lambda: produce(broker, "b1", records, "1"))
+    out["produce acks=1 rec/s"], out["produce CPU s/M"] = r.records_per_s, r.cpu_s_per_million
+    create_topic(broker, "ball")
+    r = measure(broker, lambda: produce(broker, "ball", records, "all"))
+    out["produce acks=all rec/s"] = r.records_per_s
+    r = measure(broker, lambda: consume(broker, "b1", records))
+    out["consume rec/s"], out["consume CPU s/M"] = r.records_per_s, r.cpu_s_per_million
+    create_topic(broker, "lat")
+    out["latency p50 ms"], out["latency p99 ms"] = latency(broker, "lat")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--big-records", type=int, default=5_000_000)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    results: dict[str, dict[str, float]] = {}
+    for start in (start_tansu, start_strom,
+                  lambda: start_strom({"log.flush.interval.messages": "1"}, "strom durable")):
+        broker = start()
+        try:
+            results[broker.name] = bench_broker(broker, args.records)
+            if broker.name == "strom" and args.big_records:
+                create_topic(broker, "big")
+                produce(broker, "big", args.big_records, "1")
+                results[broker.name]["RSS MB after big"] = broker.rss_mb()
+        finally:
+            broker.stop()
+    lines = ["| metric | strom | strom durable | tansu | strom / tansu |", "|---|---|---|---|---|"]
+    for metric in results["strom"]:
+        s = results["strom"].get(metric, float("nan"))
+        d = results["strom durable"].get(metric, float("nan"))
+        t = results["tansu"].get(metric, float("nan"))
+        lines.append(f"| {metric} | {s:,.2f} | {d:,.2f} | {t:,.2f} | {s / t if t else float('nan'):.2f} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Bad input gets Kafka's error (or closes only the offending connection); nothing is appended."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from strom.common.errors import ErrorCode
+from strom.protocol.versions import ApiKey
+from strom.testing import EmbeddedBroker
+from tests.broker.raw import RawClient
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(config={"socket.request.max.bytes": 1_000_000}) as b:
+        client = RawClient(b.bootstrap)
+        client.call(ApiKey.CREATE_TOPICS, 5, {"topics": [
+            {"name": "errs", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+             "configs": [{"name": "max.message.bytes", "value": "2000"}]}],
+            "timeout_ms": 1000, "validate_only": False})
+        client.close()
+        yield b
+
+
+def batch(values: list[bytes], magic: int = 2) -> bytearray:
+    builder = DefaultRecordBatchBuilder(magic=magic, compression_type=0, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 20)
+    for v in values:
+        builder.append(0, timestamp=None, key=None, value=v, headers=[])
+    return builder.build()
+
+
+def produce(client: RawClient, records: bytes, topic: str = "errs", version: int = 9) -> int:
+    resp = client.call(ApiKey.PRODUCE, version, {
+        "transactional_id": None, "acks": 1, "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
+    return int(resp.responses[0].partition_responses[0].error_code)
+
+
+def end_offset(client: RawClient) -> int:
+    resp = client.call(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": "errs", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                         "timestamp": -1}]}]})
+    return int(resp.topics[0].partitions[0].offset)
+
+
+def test_valid_produce_then_errors_append_nothing(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    assert produce(client, bytes(batch([b"ok"]))) == 0
+    before = end_offset(client)
+
+    corrupt = batch([b"hello", b"world"])
+    corrupt[-1] ^= 0xFF  # breaks the CRC
+    assert produce(client, bytes(corrupt)) == ErrorCode.CORRUPT_MESSAGE  # type: ignore[attr-defined]
+
+    too_big = batch([b"x" * 5000])
+    assert produce(client, bytes(too_big)) == ErrorCode.MESSAGE_TOO_LARGE  # type: ignore[attr-defined]
+
+    old = bytes(struct.pack(">qi", 0, 14) + b"\x00" * 4 + b"\x01" + b"\x00" * 9)
+    assert produce(client, old) == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT  # type: ignore[attr-defined]
+
+    # A good batch followed by a truncated one: the whole partition payload is refused.
+    mixed = bytes(batch([b"good"])) + bytes(batch([b"bad"]))[:-3]
+    assert produce(client, mixed) == ErrorCode.CORRUPT_MESSAGE  # type: ignore[attr-defined]
+
+    # Produce never auto-creates (only Metadata does, as in Kafka).
+    assert produce(client, bytes(batch([b"x"])), topic="no-such-topic") == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # type: ignore[attr-defined]
+    assert end_offset(client) == before
+    client.close()
+
+
+def test_api_versions_above_max_gets_v0_error_with_ranges(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    client.send_frame(client.header(ApiKey.API_VERSIONS, 99) + b"\x00garbage")
+    frame = client.read_frame()
+    correlation, error, count = struct.unpack(">ihi", frame[:10])
+    assert correlation == client.correlation
+    assert error == ErrorCode.UNSUPPORTED_VERSION  # type: ignore[attr-defined]
+    keys = {struct.unpack(">hhh", frame[10 + 6 * i: 16 + 6 * i])[0] for i in range(count)}
+    assert ApiKey.PRODUCE in keys and ApiKey.FETCH in keys
+    # The connection stays usable.
+    resp = client.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "raw",
+                                                "client_software_version": "1"})
+    assert resp.error_code == 0
+    client.close()
+
+
+@pytest.mark.parametrize("payload", [
+    b"\x00\x01",                                       # shorter than a header
+    struct.pack(">hhih", ApiKey.METADATA, 99, 1, 0),   # unsupported version
+    struct.pack(">hhih", 999, 0, 1, 0),                # unknown api key
+    struct.pack(">hhih", ApiKey.METADATA, 12, 1, 0) + b"\x00\xff\xff\xff",  # malformed body
+])
+def test_bad_requests_close_only_that_connection(broker: EmbeddedBroker, payload: bytes) -> None:
+    bystander = RawClient(broker.bootstrap)
+    bad = RawClient(broker.bootstrap)
+    bad.send_frame(payload)
+    with pytest.raises((ConnectionError, socket.timeout)):
+        bad.read_frame()
+    bad.close()
+    resp = bystander.call(ApiKey.METADATA, 12, {"topics": None,
+                                                "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False})
+    assert any(t.name == "errs" for t in resp.topics)
+    bystander.close()
+
+
+def test_oversized_frame_closes_connection(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    client.sock.sendall(struct.pack(">i", 50_000_000))
+    with pytest.raises((ConnectionError, socket.timeout)):
+        client.read_frame()
+    client.close()
+    other = RawClient(broker.bootstrap)
+    assert other.call(ApiKey.API_VERSIONS, 0, {}).error_code == 0
+    other.close()

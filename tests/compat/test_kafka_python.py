@@ -1,0 +1,61 @@
+"""kafka-python 3.x against a real strom broker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
+from strom.testing import EmbeddedBroker
+
+CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_produce_consume(broker: EmbeddedBroker, new_topic: Callable[..., str],
+                         codec: str | None) -> None:
+    topic = new_topic(partitions=2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec,
+                             linger_ms=5)
+    futures = [
+        producer.send(topic, value=f"v{i}".encode(), key=(f"k{i % 5}".encode() if i % 2 else None),
+                      headers=[("n", str(i).encode())])
+        for i in range(1000)
+    ]
+    producer.flush(30)
+    metas = [f.get(timeout=30) for f in futures]
+    producer.close()
+    assert len({(m.partition, m.offset) for m in metas}) == 1000
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=5000)
+    consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    consumer.seek_to_beginning()
+    got = []
+    for record in consumer:
+        got.append(record)
+        if len(got) == 1000:
+            break
+    consumer.close()
+    assert len(got) == 1000
+    for p in (0, 1):
+        offsets = [r.offset for r in got if r.partition == p]
+        assert offsets == list(range(len(offsets)))
+    assert {r.value for r in got} == {f"v{i}".encode() for i in range(1000)}
+    assert all(r.headers[0][0] == "n" for r in got)
+
+
+def test_admin(broker: EmbeddedBroker) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic("kp-admin", 3, 1, topic_configs={"segment.ms": "60000"})])
+    with pytest.raises(TopicAlreadyExistsError):
+        admin.create_topics([NewTopic("kp-admin", 3, 1)])
+    assert "kp-admin" in admin.list_topics()
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-admin")])
+    text = repr(described)
+    assert "segment.ms" in text and "60000" in text
+    admin.delete_topics(["kp-admin"])
+    admin.close()

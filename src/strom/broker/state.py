@@ -53,7 +53,7 @@ class BrokerState:
         if replication_factor == -1:
             replication_factor = int(self.config.get("default.replication.factor"))
         if partitions < 1:
-            from strom.common.errors import InvalidPartitionsError  # noqa: PLC0415
+            from strom.common.errors import InvalidPartitionsError
 
             raise InvalidPartitionsError("Number of partitions must be larger than 0.")
         if replication_factor < 1:

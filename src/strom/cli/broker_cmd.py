@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: BrokerConfig) -> int:
-    from strom.broker.server import BrokerServer  # noqa: PLC0415 - keep CLI start-up light
+    from strom.broker.server import BrokerServer
 
     server = BrokerServer(config)
     await server.start()

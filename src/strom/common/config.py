@@ -93,7 +93,7 @@ class ConfigKey:
     extra_synonyms: tuple[str, ...] = field(default=())
 
     def parse(self, raw: object) -> ConfigValue:
-        """Convert a string (or already-typed value) to this key's type; InvalidConfigError if bad."""
+        """Convert a string (or typed value) to this key's type; InvalidConfigError if bad."""
         if raw is None:
             value: ConfigValue = None
         else:
@@ -204,7 +204,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.index.size.max.bytes", ConfigType.INT, 10485760,
               "Maximum size of an offset index (a full index rolls the segment).", at_least(4)),
     ConfigKey("log.flush.interval.messages", ConfigType.LONG, MAX_LONG,
-              "fsync after this many records; 1 means fsync before acknowledging (group-committed).",
+              "fsync after this many records; 1: fsync before acknowledging (group-committed).",
               at_least(1)),
     ConfigKey("log.flush.interval.ms", ConfigType.LONG, None,
               "fsync a partition's log at least this often.", at_least(0)),

@@ -118,17 +118,17 @@ class LocalMetadataStore:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
         return topic
 
-    def _copy(self) -> dict:  # type: ignore[type-arg]
-        copied: dict = json.loads(json.dumps(self._state))  # type: ignore[type-arg]
+    def _copy(self) -> dict:
+        copied: dict = json.loads(json.dumps(self._state))
         return copied
 
-    def _commit(self, state: dict) -> None:  # type: ignore[type-arg]
+    def _commit(self, state: dict) -> None:
         state["epoch"] = int(state["epoch"]) + 1
         self._write(state)
         self._state = state
         self._image = self._build(state)
 
-    def _build(self, state: dict) -> MetadataImage:  # type: ignore[type-arg]
+    def _build(self, state: dict) -> MetadataImage:
         node = self._broker.node_id
         topics: dict[str, TopicInfo] = {}
         for name, entry in state["topics"].items():
@@ -152,17 +152,17 @@ class LocalMetadataStore:
             topics=topics,
         )
 
-    def _read(self) -> dict | None:  # type: ignore[type-arg]
+    def _read(self) -> dict | None:
         try:
             raw = self._path.read_text("utf-8")
         except FileNotFoundError:
             return None
-        state: dict = json.loads(raw)  # type: ignore[type-arg]
+        state: dict = json.loads(raw)
         if state.get("version") != FORMAT_VERSION:
             raise ValueError(f"{self._path}: unsupported metadata format {state.get('version')}")
         return state
 
-    def _write(self, state: dict) -> None:  # type: ignore[type-arg]
+    def _write(self, state: dict) -> None:
         self._path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:

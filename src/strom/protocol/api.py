@@ -20,9 +20,9 @@ Message = Any  # a kafka.protocol ApiMessage instance (untyped library)
 
 @cache
 def _classes() -> dict[tuple[int, str], type]:
-    from kafka.protocol.api_message import ApiMessage  # noqa: PLC0415
+    from kafka.protocol.api_message import ApiMessage
 
-    from strom.protocol.versions import _all_subclasses  # noqa: PLC0415
+    from strom.protocol.versions import _all_subclasses
 
     table: dict[tuple[int, str], type] = {}
     for cls in _all_subclasses(ApiMessage):

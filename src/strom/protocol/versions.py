@@ -68,12 +68,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 @cache
 def flexible_from(api_key: int) -> int | None:
     """The first flexible version of ``api_key``, or None if it never is (or is unknown)."""
-    from kafka.protocol.api_message import ApiMessage  # noqa: PLC0415 - lazy: big import
+    from kafka.protocol.api_message import ApiMessage
 
     for cls in _all_subclasses(ApiMessage):
         json = getattr(cls, "_json", None)
         if json and json.get("type") == "request" and json.get("apiKey") == api_key:
-            versions = cls._flexible_versions
+            versions = getattr(cls, "_flexible_versions", None)
             return None if versions is None else int(versions[0])
     return None
 
@@ -81,21 +81,21 @@ def flexible_from(api_key: int) -> int | None:
 def _all_subclasses(cls: type) -> list[type]:
     _import_all_messages()
     out: list[type] = []
-    stack = [cls]
+    stack: list[type] = [cls]
     while stack:
-        for sub in stack.pop().__subclasses__():
-            out.append(sub)
-            stack.append(sub)
+        subclasses: list[type] = stack.pop().__subclasses__()
+        out.extend(subclasses)
+        stack.extend(subclasses)
     return out
 
 
 @cache
 def _import_all_messages() -> None:
-    import kafka.protocol.admin  # noqa: F401, PLC0415
-    import kafka.protocol.consumer  # noqa: F401, PLC0415
-    import kafka.protocol.metadata  # noqa: F401, PLC0415
-    import kafka.protocol.producer  # noqa: F401, PLC0415
-    import kafka.protocol.sasl  # noqa: F401, PLC0415
+    import kafka.protocol.admin
+    import kafka.protocol.consumer
+    import kafka.protocol.metadata
+    import kafka.protocol.producer
+    import kafka.protocol.sasl  # noqa: F401
 
 
 def is_flexible(api_key: int, version: int) -> bool:

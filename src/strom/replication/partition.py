@@ -43,6 +43,8 @@ class Partition:
             self.waiters.notify(self.tp)
         return result
 
-    def read(self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool) -> ReadResult:
+    def read(
+        self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool
+    ) -> ReadResult:
         upper = self.log.last_stable_offset if read_committed else self.log.high_watermark
         return self.log.read(offset, max_bytes, upper_bound=upper, min_one=min_one)

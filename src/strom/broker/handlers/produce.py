@@ -32,7 +32,7 @@ class ProduceHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def __call__(self, request: Request) -> ResponseParts | None | object:
+    def __call__(self, request: Request) -> ResponseParts | object | None:
         version = request.version
         req = fast.decode_produce_request(request.body, version)
         state = self._state

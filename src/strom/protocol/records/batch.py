@@ -120,7 +120,7 @@ class BatchHeader:
 
 def parse_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
     """Parse the header at ``position``; the caller guarantees 61 bytes are there."""
-    return BatchHeader(*_HEADER.unpack_from(buf, position), position)  # type: ignore[arg-type]
+    return BatchHeader(*_HEADER.unpack_from(buf, position), position)  # type: ignore[call-arg]
 
 
 def check_magic(buf: bytes | bytearray | memoryview, position: int) -> None:

@@ -1,0 +1,360 @@
+"""Decode record batches into records (consumer, Spark reader, compaction, markers).
+
+Input: a run of v2 record batches (a Fetch response's records, a log segment region), each
+a 61-byte header (:mod:`strom.protocol.records.batch`) followed by the records
+(:mod:`strom.protocol.records.record`), compressed as one stream when attribute bits 0-2
+name a codec (:mod:`strom.protocol.records.compression`).
+
+Like a Kafka consumer, the reader stops cleanly at a trailing partial batch (a fetch may cut
+the last batch short) and raises :class:`CorruptMessageError` for anything malformed —
+never ``IndexError``, ``struct.error`` or ``UnicodeDecodeError``. Magic v0/v1 batches raise
+:class:`UnsupportedForMessageFormatError`, unknown codec ids
+:class:`UnsupportedCompressionTypeError`.
+
+Record timestamps are ``base_timestamp + delta``, or the batch's ``max_timestamp`` for
+LogAppendTime batches; offsets are ``base_offset + delta``.
+
+The per-record loop inlines one-byte varints (nearly all lengths and deltas) and slices
+keys and values straight out of one ``bytes`` object.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from strom.common.errors import CorruptMessageError, KafkaError
+from strom.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    check_magic,
+    crc32c,
+    parse_header,
+)
+from strom.protocol.records.compression import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    Compression,
+    decompress,
+)
+from strom.protocol.records.record import Header, Record
+
+Buffer = bytes | bytearray | memoryview
+
+_INT32 = struct.Struct(">i")
+#: attributes, timestamp delta, offset delta, key length, value length, header count.
+_MIN_RECORD_BODY = 6
+_MIN_RECORD = _MIN_RECORD_BODY + 1
+
+
+def scan_batches(buf: Buffer, *, verify_crc: bool = True) -> Iterator[BatchHeader]:
+    """Headers of the complete batches in ``buf`` (positions relative to ``buf``).
+
+    Stops at a trailing partial batch. Raises CorruptMessageError for a batch length below
+    the 61-byte header, a negative record count or (with ``verify_crc``) a CRC mismatch.
+    """
+    view = memoryview(buf).cast("B")
+    total = len(view)
+    position = 0
+    unpack_length = _INT32.unpack_from
+    while total - position >= LOG_OVERHEAD:
+        (batch_length,) = unpack_length(view, position + 8)
+        end = position + LOG_OVERHEAD + batch_length
+        if end > total:
+            return  # a partial batch: the caller fetches the rest later
+        if batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            if batch_length >= 5:  # the magic byte is inside the batch
+                check_magic(view, position)
+            raise CorruptMessageError(f"record batch length {batch_length} below the minimum")
+        check_magic(view, position)
+        header = parse_header(view, position)
+        if header.records_count < 0:
+            raise CorruptMessageError(f"negative record count {header.records_count}")
+        if verify_crc and crc32c(view[position + ATTRIBUTES_OFFSET : end]) != header.crc:
+            raise CorruptMessageError(f"record batch CRC mismatch at position {position}")
+        yield header
+        position = end
+
+
+def decode_batches(
+    buf: Buffer,
+    *,
+    verify_crc: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> Iterator[tuple[BatchHeader, list[Record]]]:
+    """Each complete batch in ``buf`` with its decoded (and decompressed) records."""
+    for header in scan_batches(buf, verify_crc=verify_crc):
+        yield header, decode_records(buf, header, max_decompressed_size=max_decompressed_size)
+
+
+def decode_records(
+    buf: Buffer,
+    header: BatchHeader,
+    *,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[Record]:
+    """The records of the batch ``header`` describes (as returned by :func:`scan_batches`)."""
+    if header.records_count == 0:
+        return []
+    data, position, end = _records_section(buf, header, max_decompressed_size)
+    fixed_timestamp = header.max_timestamp if header.is_log_append_time else None
+    return _decode_records(
+        data,
+        position,
+        end,
+        header.records_count,
+        header.base_offset,
+        header.base_timestamp,
+        fixed_timestamp,
+    )
+
+
+def iter_offsets_and_timestamps(
+    buf: Buffer,
+    *,
+    verify_crc: bool = False,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> Iterator[tuple[int, int]]:
+    """``(offset, timestamp)`` of every record, skipping keys, values and headers.
+
+    The fast path for ListOffsets by timestamp and time-index rebuilds: it reads only each
+    record's length, timestamp delta and offset delta. Callers can skip whole batches by
+    ``max_timestamp`` with :func:`scan_batches` + :func:`batch_offsets_and_timestamps`.
+    """
+    for header in scan_batches(buf, verify_crc=verify_crc):
+        yield from batch_offsets_and_timestamps(
+            buf, header, max_decompressed_size=max_decompressed_size
+        )
+
+
+def batch_offsets_and_timestamps(
+    buf: Buffer,
+    header: BatchHeader,
+    *,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[tuple[int, int]]:
+    """``(offset, timestamp)`` of each record of one batch (see
+    :func:`iter_offsets_and_timestamps`)."""
+    if header.records_count == 0:
+        return []
+    data, position, end = _records_section(buf, header, max_decompressed_size)
+    fixed_timestamp = header.max_timestamp if header.is_log_append_time else None
+    return _decode_offsets_and_timestamps(
+        data,
+        position,
+        end,
+        header.records_count,
+        header.base_offset,
+        header.base_timestamp,
+        fixed_timestamp,
+    )
+
+
+def _records_section(
+    buf: Buffer, header: BatchHeader, max_decompressed_size: int
+) -> tuple[bytes, int, int]:
+    """``(data, start, end)``: the batch's records, decompressed if need be, as one bytes."""
+    start = header.position + HEADER_SIZE
+    end = header.position + header.size
+    codec = header.compression
+    if codec == Compression.NONE:
+        if type(buf) is bytes:
+            return buf, start, end
+        data = bytes(memoryview(buf).cast("B")[start:end])
+        return data, 0, len(data)
+    view = memoryview(buf).cast("B")[start:end]
+    data = decompress(codec, view, max_output_size=max_decompressed_size)
+    return data, 0, len(data)
+
+
+def _corrupt(detail: str) -> KafkaError:
+    return CorruptMessageError(f"invalid record: {detail}")
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Zigzag varint of up to 5 bytes (the slow path of the inlined one-byte case)."""
+    result = 0
+    shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 28:
+            raise _corrupt("varint longer than 5 bytes")
+
+
+def _read_varlong(data: bytes, pos: int) -> tuple[int, int]:
+    """Zigzag varlong of up to 10 bytes."""
+    result = 0
+    shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise _corrupt("varlong longer than 10 bytes")
+
+
+def _decode_records(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int | None,
+) -> list[Record]:
+    if count > (end - pos) // _MIN_RECORD:
+        raise _corrupt(f"{count} records cannot fit in {end - pos} bytes")
+    records: list[Record] = []
+    append = records.append
+    new_record = Record
+    read_varint = _read_varint
+    try:
+        for _ in range(count):
+            byte = data[pos]
+            if byte < 0x80:
+                length = (byte >> 1) ^ -(byte & 1)
+                pos += 1
+            else:
+                length, pos = read_varint(data, pos)
+            record_end = pos + length
+            if length < _MIN_RECORD_BODY or record_end > end:
+                raise _corrupt(f"record length {length} out of range")
+            # data[pos] is the (unused) attributes byte.
+            byte = data[pos + 1]
+            if byte < 0x80:
+                timestamp_delta = (byte >> 1) ^ -(byte & 1)
+                pos += 2
+            else:
+                timestamp_delta, pos = _read_varlong(data, pos + 1)
+            byte = data[pos]
+            if byte < 0x80:
+                offset_delta = (byte >> 1) ^ -(byte & 1)
+                pos += 1
+            else:
+                offset_delta, pos = read_varint(data, pos)
+            byte = data[pos]
+            if byte < 0x80:
+                size = (byte >> 1) ^ -(byte & 1)
+                pos += 1
+            else:
+                size, pos = read_varint(data, pos)
+            if size >= 0:
+                key: bytes | None = data[pos : pos + size]
+                pos += size
+            elif size == -1:
+                key = None
+            else:
+                raise _corrupt(f"key length {size}")
+            byte = data[pos]
+            if byte < 0x80:
+                size = (byte >> 1) ^ -(byte & 1)
+                pos += 1
+            else:
+                size, pos = read_varint(data, pos)
+            if size >= 0:
+                value: bytes | None = data[pos : pos + size]
+                pos += size
+            elif size == -1:
+                value = None
+            else:
+                raise _corrupt(f"value length {size}")
+            byte = data[pos]
+            if byte == 0:
+                headers: list[Header] = []
+                pos += 1
+            else:
+                headers, pos = _read_headers(data, pos, record_end)
+            if pos != record_end:
+                raise _corrupt(f"record body is {length} bytes but its fields end elsewhere")
+            timestamp = base_timestamp + timestamp_delta
+            append(new_record(base_offset + offset_delta, timestamp, key, value, headers))
+    except IndexError as exc:
+        raise _corrupt("truncated record") from exc
+    if pos != end:
+        raise CorruptMessageError(f"{end - pos} bytes left after the batch's {count} records")
+    if fixed_timestamp is not None:  # LogAppendTime: every record carries the batch's time
+        for record in records:
+            record.timestamp = fixed_timestamp
+    return records
+
+
+def _read_headers(data: bytes, pos: int, record_end: int) -> tuple[list[Header], int]:
+    count, pos = _read_varint(data, pos)
+    if count < 0 or count > (record_end - pos) // 2:
+        raise _corrupt(f"header count {count} out of range")
+    headers: list[Header] = []
+    for _ in range(count):
+        size, pos = _read_varint(data, pos)
+        if size < 0:
+            raise _corrupt(f"header key length {size}")
+        try:
+            header_key = data[pos : pos + size].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _corrupt("header key is not UTF-8") from exc
+        pos += size
+        size, pos = _read_varint(data, pos)
+        if size >= 0:
+            header_value: bytes | None = data[pos : pos + size]
+            pos += size
+        elif size == -1:
+            header_value = None
+        else:
+            raise _corrupt(f"header value length {size}")
+        headers.append((header_key, header_value))
+    return headers, pos
+
+
+def _decode_offsets_and_timestamps(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int | None,
+) -> list[tuple[int, int]]:
+    if count > (end - pos) // _MIN_RECORD:
+        raise _corrupt(f"{count} records cannot fit in {end - pos} bytes")
+    result: list[tuple[int, int]] = []
+    append = result.append
+    read_varint = _read_varint
+    try:
+        for _ in range(count):
+            byte = data[pos]
+            if byte < 0x80:
+                length = (byte >> 1) ^ -(byte & 1)
+                pos += 1
+            else:
+                length, pos = read_varint(data, pos)
+            record_end = pos + length
+            if length < _MIN_RECORD_BODY or record_end > end:
+                raise _corrupt(f"record length {length} out of range")
+            byte = data[pos + 1]
+            if byte < 0x80:
+                timestamp_delta = (byte >> 1) ^ -(byte & 1)
+                pos += 2
+            else:
+                timestamp_delta, pos = _read_varlong(data, pos + 1)
+            byte = data[pos]
+            if byte < 0x80:
+                offset_delta = (byte >> 1) ^ -(byte & 1)
+            else:
+                offset_delta, _ = read_varint(data, pos)
+            append((base_offset + offset_delta, base_timestamp + timestamp_delta))
+            pos = record_end
+    except IndexError as exc:
+        raise _corrupt("truncated record") from exc
+    if pos != end:
+        raise CorruptMessageError(f"{end - pos} bytes left after the batch's {count} records")
+    if fixed_timestamp is not None:  # LogAppendTime: every record carries the batch's time
+        return [(offset, fixed_timestamp) for offset, _ in result]
+    return result

@@ -35,7 +35,7 @@ def produce_all(bootstrap: str, topic: str, records: list[tuple[bytes | None, by
         producer.produce(topic, value=value, key=key, on_delivery=on_delivery,
                          headers=[("h", b"v")] if key else None)
     assert producer.flush(30) == 0
-    assert not errors, errors
+    assert not errors, f"{len(errors)} delivery errors, first: {errors[:3]}"
     return delivered
 
 

@@ -46,5 +46,8 @@ def test_produce_consume(broker: EmbeddedBroker, new_topic: Callable[..., str],
     for p in (0, 1):
         offsets = [r.offset for r in got if r.partition == p]  # type: ignore[attr-defined]
         assert offsets == list(range(len(offsets)))
-        keys = {r.key for r in got if r.partition == p}  # type: ignore[attr-defined]
-        assert keys  # the keys split over partitions deterministically
+    partitions_of: dict[bytes, set[int]] = {}
+    for r in got:
+        partitions_of.setdefault(r.key, set()).add(r.partition)  # type: ignore[attr-defined]
+    assert set(partitions_of) == {b"k0", b"k1", b"k2"}
+    assert all(len(ps) == 1 for ps in partitions_of.values())  # one partition per key

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -13,10 +14,12 @@ from tests.compat.helpers import consume_all, consume_to_end, create_topic, prod
 
 
 def test_restart_reads_everything_back(tmp_path: Path) -> None:
-    with EmbeddedBroker(data_dir=tmp_path, config={"log.segment.bytes": 64 * 1024}) as broker:
+    with EmbeddedBroker(data_dir=tmp_path, config={"log.segment.bytes": 16 * 1024}) as broker:
         create_topic(broker.bootstrap, "durable", 4)
-        records = [(f"k{i}".encode(), f"value-{i}".encode() * 10) for i in range(3000)]
-        produce_all(broker.bootstrap, "durable", records, **{"compression.type": "zstd"})
+        records = [(f"k{i}".encode(), f"value-{i}-".encode() + os.urandom(40).hex().encode())
+                   for i in range(3000)]
+        produce_all(broker.bootstrap, "durable", records,
+                    **{"compression.type": "zstd", "batch.size": 8192})
         broker.restart()
         messages = consume_all(broker.bootstrap, "durable", 4, len(records))
         assert sorted(m.value() for m in messages) == sorted(v for _, v in records)  # type: ignore[attr-defined]

@@ -30,7 +30,7 @@ class DescribeClusterHandler:
                 {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                 for b in image.brokers.values()
             ],
-            "authorized_operations": CLUSTER_OPERATIONS
+            "authorized_operations": set(CLUSTER_OPERATIONS)
             if body.include_cluster_authorized_operations else AUTH_OPS_NOT_REQUESTED,
         }
         if endpoint != BROKERS_ENDPOINT:

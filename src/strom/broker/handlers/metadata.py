@@ -21,11 +21,12 @@ from strom.protocol.versions import ApiKey
 API_KEY = ApiKey.METADATA
 log = logging.getLogger("strom.broker.metadata")
 
-# All operations a topic supports (no authorizer yet): READ, WRITE, CREATE, DELETE, ALTER,
-# DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS — as the bit field Kafka encodes.
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (4, 7, 8, 9, 10, 11, 12, 13, 14))
-AUTH_OPS_NOT_REQUESTED = -(2**31)
+# Authorized operations, as the set of AclOperation codes the adapter encodes as a bit field
+# (no authorizer yet, so everything is allowed): READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
+# DESCRIBE_CONFIGS, ALTER_CONFIGS for topics. None encodes INT32_MIN: "not requested".
+TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+CLUSTER_OPERATIONS = frozenset({4, 7, 8, 9, 10, 11, 12, 13, 14})
+AUTH_OPS_NOT_REQUESTED = None
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -47,7 +48,7 @@ def topic_entry(topic: TopicInfo, include_ops: bool) -> dict[str, Any]:
             }
             for p in topic.partitions
         ],
-        "authorized_operations": TOPIC_OPERATIONS if include_ops else AUTH_OPS_NOT_REQUESTED,
+        "authorized_operations": set(TOPIC_OPERATIONS) if include_ops else AUTH_OPS_NOT_REQUESTED,
     }
 
 
@@ -95,7 +96,7 @@ class MetadataHandler:
         }
         if 8 <= version <= 10:
             fields["authorized_operations"] = (
-                CLUSTER_OPERATIONS
+                set(CLUSTER_OPERATIONS)
                 if body.include_cluster_authorized_operations
                 else AUTH_OPS_NOT_REQUESTED
             )

@@ -1,0 +1,98 @@
+"""Small file-system helpers shared by the storage modules: names, atomic writes, fsync.
+
+Every file that must never be seen half-written (checkpoints, snapshots) is written to
+``<name>.tmp``, fsynced, renamed over the target and the directory fsynced, so a crash leaves
+either the old or the new content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from strom.common.errors import StromError
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+TMP_SUFFIX = ".tmp"
+DELETED_DIR_SUFFIX = "-delete"
+
+
+class CorruptIndexError(StromError):
+    """An index file failed its sanity check; the caller rebuilds it from the log."""
+
+
+class CorruptFileError(StromError):
+    """A checkpoint or snapshot file cannot be parsed (or fails its CRC)."""
+
+
+def file_name(offset: int, suffix: str) -> str:
+    """Kafka's file naming: the offset zero-padded to 20 digits, then the suffix."""
+    return f"{offset:020d}{suffix}"
+
+
+def offset_from_name(name: str, suffix: str) -> int | None:
+    """The offset encoded in a ``<20 digits><suffix>`` file name, or None if it is not one."""
+    if not name.endswith(suffix):
+        return None
+    stem = name[: -len(suffix)]
+    if len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make renames / creations / unlinks in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_fully(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    """``os.pwrite`` until every byte is written (short writes are legal for regular files)."""
+    view = memoryview(data)
+    written = 0
+    total = len(view)
+    while written < total:
+        written += os.pwrite(fd, view[written:], position + written)
+
+
+def read_fully(fd: int, size: int, position: int) -> bytes:
+    """``os.pread`` up to ``size`` bytes; fewer only at end of file."""
+    data = os.pread(fd, size, position)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` via tmp + fsync + rename (+ directory fsync)."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_fully(fd, data, 0)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def unlink_quietly(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

@@ -1,0 +1,807 @@
+"""The log of one partition: segments, offsets, appends, reads, retention, recovery."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import random
+import shutil
+import threading
+import uuid
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from strom.common.clock import Clock
+from strom.common.config import TopicConfig
+from strom.common.errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from strom.protocol.records.batch import (
+    BatchHeader,
+    iter_batches,
+    patch_base_offset,
+    patch_leader_epoch,
+    set_log_append_time,
+)
+from strom.protocol.records.reader import batch_offsets_and_timestamps
+from strom.storage.files import (
+    DELETED_DIR_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    file_name,
+    fsync_dir,
+    offset_from_name,
+    unlink_quietly,
+)
+from strom.storage.leader_epoch import LeaderEpochCache
+from strom.storage.producer_state import ProducerStateManager
+from strom.storage.segment import FileRegion, LogSegment
+
+__all__ = ["AppendResult", "FileRegion", "Log", "ReadResult", "parse_partition_dir"]
+
+log = logging.getLogger("strom.storage.log")
+
+NO_TIMESTAMP = -1
+
+
+@dataclass(slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    record_count: int
+    duplicate: bool
+
+
+@dataclass(slots=True)
+class ReadResult:
+    regions: list[FileRegion]
+    size: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """``<topic>-<partition>`` -> (topic, partition); ValueError if the name is not one."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
+    return topic, int(partition)
+
+
+class _Settings:
+    """The topic config values read on hot paths, resolved once per config change."""
+
+    __slots__ = (
+        "after_max_ms", "before_max_ms", "delete_delay_ms", "delete_policy", "flush_messages",
+        "flush_ms", "index_interval_bytes", "log_append_time", "max_index_bytes",
+        "max_message_bytes", "producer_expiration_ms", "retention_bytes", "retention_ms",
+        "segment_bytes", "segment_jitter_ms", "segment_ms",
+    )
+
+    def __init__(self, config: TopicConfig) -> None:
+        self.segment_bytes = config.segment_bytes
+        self.segment_ms = config.segment_ms
+        self.segment_jitter_ms = int(config.get("segment.jitter.ms"))
+        self.index_interval_bytes = config.index_interval_bytes
+        self.max_index_bytes = config.segment_index_bytes
+        self.max_message_bytes = config.max_message_bytes
+        self.log_append_time = config.log_append_time
+        self.before_max_ms = int(config.get("message.timestamp.before.max.ms"))
+        self.after_max_ms = int(config.get("message.timestamp.after.max.ms"))
+        self.retention_ms = config.retention_ms
+        self.retention_bytes = config.retention_bytes
+        self.delete_policy = "delete" in config.cleanup_policy
+        self.flush_messages = config.flush_messages
+        self.flush_ms = config.flush_ms
+        self.delete_delay_ms = int(config.get("file.delete.delay.ms"))
+        self.producer_expiration_ms = int(config.broker.get("producer.id.expiration.ms"))
+
+
+class Log:
+    """A partition's log: an ordered list of :class:`LogSegment` in ``<data-dir>/<topic>-<n>/``.
+
+    Directory contents: ``<base>.log/.index/.timeindex`` per segment,
+    ``leader-epoch-checkpoint`` (:class:`LeaderEpochCache`) and ``<offset>.snapshot`` producer
+    state (:class:`ProducerStateManager`). The last segment is the active one; appends go
+    there, rolling to a new segment by ``segment.bytes`` / ``segment.ms`` / a full index.
+
+    Offsets: ``log_start_offset <= high_watermark <= log_end_offset`` (LEO, the next offset to
+    assign); ``last_stable_offset <= high_watermark``; ``recovery_point`` is the offset below
+    which everything is fsynced. With a single replica, HW and LSO follow the LEO after every
+    append; they are separate attributes so replication can move them independently.
+
+    Appends are all-or-nothing: the whole produce payload is validated (header, CRC, record
+    count, sizes, timestamps, producer sequences) before a byte is written; records are never
+    decoded on the append and read paths.
+
+    Thread-safety: owned by the event-loop thread, which appends, reads, truncates and applies
+    retention. :meth:`flush` may run in a worker thread at the same time (it fsyncs up to the
+    LEO it captured first, then advances ``recovery_point``); segments leaving the log (retention,
+    truncation) are unlinked at once but their descriptors are closed only after
+    ``file.delete.delay.ms`` so concurrent fsyncs and in-flight sendfiles stay valid.
+
+    Lifecycle: :meth:`open` (recovering from a crash unless ``clean_shutdown``), use,
+    :meth:`close` (producer snapshot, final index entries) or :meth:`delete`.
+    """
+
+    def __init__(self, directory: Path, config: TopicConfig, clock: Clock) -> None:
+        self.directory = directory
+        self.topic, self.partition = parse_partition_dir(directory.name)
+        self.config = config
+        self.clock = clock
+        self._settings = _Settings(config)
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.last_stable_offset = 0
+        self.recovery_point = 0
+        self.last_flush_ms = clock.now_ms()
+        self.producer_state = ProducerStateManager(directory)
+        self.leader_epochs = LeaderEpochCache(directory)
+        self._graveyard: list[tuple[float, LogSegment]] = []
+        self._flush_lock = threading.Lock()
+        self._dir_dirty = False
+        self._closed = False
+
+    # ------------------------------------------------------------------------------------
+    # opening and recovery
+    # ------------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: TopicConfig,
+        *,
+        clock: Clock,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ) -> Log:
+        """Open (or create) the log in ``directory``.
+
+        Without ``clean_shutdown`` every segment from the one holding ``recovery_point`` on is
+        validated batch by batch (CRC); a torn or corrupt tail is cut and any later segment
+        dropped. Missing or unsound indexes are rebuilt in every case.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        self = cls(directory, config, clock)
+        try:
+            self._load(recovery_point, log_start_offset, clean_shutdown)
+        except BaseException:
+            self._close_files()
+            raise
+        return self
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        now = self.clock.now_ms()
+        bases = self._scan_directory()
+        recover_from = _recovery_start(bases, recovery_point) if not clean_shutdown else None
+        recovered: list[BatchHeader] = []
+        truncated_at: int | None = None
+        for base in bases:
+            if truncated_at is not None:  # after a torn segment: the rest is not trustworthy
+                log.warning("%s: deleting segment %d after a truncated one", self.directory, base)
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    unlink_quietly(self.directory / file_name(base, suffix))
+                continue
+            needs_recovery = recover_from is not None and base >= recover_from
+            segment, result = LogSegment.open(
+                self.directory, base, index_interval_bytes=self._settings.index_interval_bytes,
+                max_index_bytes=self._settings.max_index_bytes, now_ms=now,
+                recover=needs_recovery, roll_jitter_ms=self._jitter(),
+            )
+            self._segments.append(segment)
+            self._bases.append(base)
+            if result is not None:
+                recovered.extend(result.headers)
+                if result.truncated_bytes and needs_recovery:
+                    truncated_at = base
+        if not self._segments:
+            self._add_segment(log_start_offset, now)
+        self.log_end_offset = self._segments[-1].next_offset
+        if log_start_offset > self.log_end_offset:
+            # The start offset was checkpointed but the data above it was lost in the crash.
+            self._truncate_fully(log_start_offset)
+        self.log_start_offset = max(log_start_offset, self._bases[0])
+        for segment in self._segments[:-1]:
+            segment.on_inactive()
+        # Leader epochs: the checkpoint may be ahead of the log (written before the append).
+        epochs = self.leader_epochs
+        loaded = epochs.entries()
+        epochs.truncate_from_end(self.log_end_offset, flush=False)
+        for header in recovered:  # epochs the checkpoint missed (only ever newer ones)
+            if header.partition_leader_epoch > epochs.latest_epoch:
+                epochs.assign(header.partition_leader_epoch, header.base_offset, flush=False)
+        epochs.truncate_from_start(self.log_start_offset, flush=False)
+        if epochs.entries() != loaded:
+            epochs.flush()
+        self._rebuild_producer_state()
+        self.high_watermark = self.last_stable_offset = self.log_end_offset
+        if clean_shutdown:
+            self.recovery_point = self.log_end_offset
+        else:
+            self.recovery_point = min(recovery_point, self.log_end_offset)
+            self._dir_dirty = True
+            self.flush()  # what was recovered is now durable: the next crash starts from here
+
+    def _scan_directory(self) -> list[int]:
+        """Base offsets of the segments present, after removing leftovers of crashed writes."""
+        bases = []
+        for name in os.listdir(self.directory):
+            path = self.directory / name
+            if name.endswith(TMP_SUFFIX):
+                unlink_quietly(path)
+                continue
+            base = offset_from_name(name, LOG_SUFFIX)
+            if base is not None:
+                bases.append(base)
+        bases.sort()
+        present = set(bases)
+        for name in os.listdir(self.directory):  # indexes without a log file are orphans
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                base = offset_from_name(name, suffix)
+                if base is not None and base not in present:
+                    unlink_quietly(self.directory / name)
+        return bases
+
+    def _rebuild_producer_state(self) -> None:
+        """Newest snapshot <= LEO, then replay the batch headers after it."""
+        state = self.producer_state
+        start = state.load(self.log_end_offset)
+        if start < 0:
+            start = self._bases[0]
+            state.clear(start)
+        if start >= self.log_end_offset:
+            state.map_end_offset = self.log_end_offset
+            return
+        first = max(0, bisect_right(self._bases, start) - 1)
+        for segment in self._segments[first:]:
+            found = segment.translate_offset(start)
+            if found is None:
+                continue
+            for header in segment.headers(found[0]):
+                if header.base_offset >= start:
+                    state.replay(header)
+        state.map_end_offset = self.log_end_offset
+        state.evict_before(self.log_start_offset)
+
+    def _jitter(self) -> int:
+        jitter = self._settings.segment_jitter_ms
+        return random.randrange(jitter) if jitter > 0 else 0
+
+    def _add_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        segment = LogSegment.create(
+            self.directory, base_offset, index_interval_bytes=self._settings.index_interval_bytes,
+            max_index_bytes=self._settings.max_index_bytes, now_ms=now_ms,
+            roll_jitter_ms=self._jitter(),
+        )
+        self._segments.append(segment)
+        self._bases.append(base_offset)
+        self._dir_dirty = True
+        return segment
+
+    # ------------------------------------------------------------------------------------
+    # appends
+    # ------------------------------------------------------------------------------------
+    def append(
+        self, buf: memoryview, *, leader_epoch: int, now_ms: int | None = None
+    ) -> AppendResult:
+        """Validate, assign offsets to and append a produce payload (one or more batches).
+
+        ``buf`` should be writable (a memoryview over a bytearray): base offsets and the
+        partition leader epoch are patched in place (a read-only buffer is copied first).
+        """
+        if self._closed:
+            raise KafkaStorageError(f"log {self.directory.name} is closed")
+        settings = self._settings
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        headers = iter_batches(buf)
+        if not headers:
+            raise InvalidRecordError("produce payload holds no record batch")
+        total = len(buf)
+        if total > settings.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{total} bytes of batches exceed segment.bytes {settings.segment_bytes}"
+            )
+        check_time = not settings.log_append_time
+        earliest = now - settings.before_max_ms
+        latest = now + settings.after_max_ms
+        record_count = 0
+        has_producer = False
+        for header in headers:
+            if header.records_count == 0:
+                raise InvalidRecordError("record batch holds no records")
+            if header.records_count != header.last_offset_delta + 1:
+                raise InvalidRecordError(
+                    f"record batch of {header.records_count} records has last offset delta "
+                    f"{header.last_offset_delta}"
+                )
+            if header.size > settings.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"record batch of {header.size} bytes exceeds max.message.bytes "
+                    f"{settings.max_message_bytes}"
+                )
+            if check_time:
+                # Header-level check (first and max timestamp); records are not decoded.
+                for ts in (header.base_timestamp, header.max_timestamp):
+                    if ts != NO_TIMESTAMP and not earliest <= ts <= latest:
+                        raise InvalidTimestampError(
+                            f"timestamp {ts} is out of the accepted range [{earliest}, {latest}]"
+                        )
+            record_count += header.records_count
+            if header.producer_id >= 0:
+                has_producer = True
+
+        state = self.producer_state
+        if has_producer:
+            for header in headers:
+                if header.producer_id >= 0:
+                    dup = state.find_duplicate(header)
+                    if dup is not None:
+                        return AppendResult(
+                            dup.first_offset, dup.last_offset,
+                            dup.timestamp if settings.log_append_time else -1,
+                            self.log_start_offset, dup.last_offset - dup.first_offset + 1, True,
+                        )
+
+        # Assign offsets (validation of producer sequences needs them).
+        if buf.readonly:
+            buf = memoryview(bytearray(buf))
+        next_offset = self.log_end_offset
+        base_offset = next_offset
+        for header in headers:
+            header.base_offset = next_offset
+            header.partition_leader_epoch = leader_epoch
+            next_offset += header.last_offset_delta + 1
+        pending = state.validate(headers) if has_producer else None
+
+        segment = self._segments[-1]
+        if segment.should_roll(total, next_offset - 1, now, settings.segment_bytes,
+                               settings.segment_ms):
+            segment = self._roll(now)
+
+        for header in headers:
+            position = header.position
+            patch_base_offset(buf, position, header.base_offset)
+            patch_leader_epoch(buf, position, leader_epoch)
+            if settings.log_append_time:
+                set_log_append_time(buf, position, header.size, now)
+                header.max_timestamp = now
+        if leader_epoch >= 0 and leader_epoch != self.leader_epochs.latest_epoch:
+            self.leader_epochs.assign(leader_epoch, base_offset)
+        segment.append(buf, headers)
+        if pending is not None:
+            state.commit(pending, next_offset)
+        else:
+            state.map_end_offset = next_offset
+        self.log_end_offset = next_offset
+        # Single replica: everything appended is committed and stable.
+        self.high_watermark = next_offset
+        self.last_stable_offset = next_offset
+        return AppendResult(base_offset, next_offset - 1,
+                            now if settings.log_append_time else -1,
+                            self.log_start_offset, record_count, False)
+
+    def _roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the LEO (snapshotting producer state there)."""
+        old = self._segments[-1]
+        old.on_inactive()
+        self.producer_state.map_end_offset = self.log_end_offset
+        self.producer_state.take_snapshot(sync=False)  # CRC-protected; fsynced on close
+        segment = self._add_segment(self.log_end_offset, now_ms)
+        self._prune_snapshots()
+        return segment
+
+    def _prune_snapshots(self) -> None:
+        """Keep the snapshots taken at segment starts (truncation reloads from them) and the
+        newest one; drop the rest (e.g. those of earlier clean shutdowns)."""
+        state = self.producer_state
+        offsets = state.snapshot_offsets()
+        keep = set(self._bases)
+        for offset in offsets[:-1]:
+            if offset not in keep:
+                unlink_quietly(state.snapshot_path(offset))
+
+    def roll(self, now_ms: int | None = None) -> None:
+        """Force a roll (if the active segment holds data)."""
+        if self._segments[-1].size:
+            self._roll(self.clock.now_ms() if now_ms is None else now_ms)
+
+    # ------------------------------------------------------------------------------------
+    # reads
+    # ------------------------------------------------------------------------------------
+    def _empty(self) -> ReadResult:
+        return ReadResult([], 0, self.log_start_offset, self.log_end_offset, self.high_watermark)
+
+    def read(
+        self, offset: int, max_bytes: int, *, upper_bound: int | None = None, min_one: bool = True
+    ) -> ReadResult:
+        """Bytes of the batches from the one holding ``offset``, as one file region.
+
+        Stops at ``max_bytes`` (cut at a batch boundary; the first batch is returned whole
+        if it alone is larger and ``min_one``), at ``upper_bound`` (default: the high
+        watermark) and at the end of the segment. OffsetOutOfRangeError if ``offset`` is
+        below the log start or above the LEO.
+        """
+        leo = self.log_end_offset
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {leo}] of "
+                f"{self.topic}-{self.partition}"
+            )
+        upper = self.high_watermark if upper_bound is None else min(upper_bound, leo)
+        if offset >= upper:
+            return self._empty()
+        segments = self._segments
+        slot = bisect_right(self._bases, offset) - 1
+        while slot < len(segments):
+            segment = segments[slot]
+            found = segment.translate_offset(offset)
+            if found is None:  # offset falls in a gap at the end of this segment
+                slot += 1
+                continue
+            position, header = found
+            if header.base_offset >= upper:
+                return self._empty()
+            end = segment.size
+            if upper < segment.next_offset:
+                bound = segment.translate_offset(upper, position)
+                if bound is not None:
+                    end = bound[0]
+            available = end - position
+            if available <= 0:
+                return self._empty()
+            if available <= max_bytes:
+                size = available
+            elif header.size > max_bytes:
+                if not min_one:
+                    return self._empty()
+                size = min(header.size, available)
+            else:
+                size = segment.batch_boundary(position, header, position + max_bytes) - position
+            return ReadResult([segment.region(position, size)], size, self.log_start_offset,
+                              leo, self.high_watermark)
+        return self._empty()
+
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The live segments, oldest first (a copy)."""
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    # ------------------------------------------------------------------------------------
+    # timestamps and epochs (ListOffsets, OffsetForLeaderEpoch)
+    # ------------------------------------------------------------------------------------
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """(offset, timestamp, leader epoch) of the first record at or after the log start
+        whose timestamp is >= ``timestamp``; None if there is none."""
+        start = self.log_start_offset
+        for segment in self._segments:
+            if segment.next_offset <= start or segment.max_timestamp < timestamp:
+                continue
+            # Every record at or before a strictly smaller time-index entry is too old.
+            entry = segment.time_index.lookup(timestamp, strict=True)
+            from_offset = max(start, entry[1] + 1 if entry else segment.base_offset)
+            found = segment.translate_offset(from_offset)
+            if found is None:
+                continue
+            for header in segment.headers(found[0]):
+                if header.max_timestamp < timestamp or header.last_offset < start:
+                    continue
+                for offset, ts in _record_timestamps(segment, header):
+                    if offset >= start and ts >= timestamp:
+                        return offset, ts, header.partition_leader_epoch
+        return None
+
+    def max_timestamp(self) -> tuple[int, int, int] | None:
+        """(offset, timestamp, leader epoch) of the earliest record holding the largest
+        timestamp; None for an empty log or one without timestamps."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.next_offset <= self.log_start_offset:
+                continue
+            if segment.max_timestamp >= 0 and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        if best is None:
+            return None
+        found = best.translate_offset(best.offset_of_max_timestamp)
+        if found is None:
+            return None
+        header = found[1]
+        for offset, ts in _record_timestamps(best, header):
+            if ts == header.max_timestamp:
+                return offset, ts, header.partition_leader_epoch
+        return header.base_offset, header.max_timestamp, header.partition_leader_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) — see :class:`LeaderEpochCache`."""
+        return self.leader_epochs.end_offset_for_epoch(leader_epoch, self.log_end_offset)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.leader_epochs.latest_epoch
+
+    # ------------------------------------------------------------------------------------
+    # log start, retention, truncation
+    # ------------------------------------------------------------------------------------
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start up to ``offset``; returns the new log start."""
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: the high watermark is "
+                f"{self.high_watermark}"
+            )
+        if offset > self.log_start_offset:
+            self._advance_log_start(offset)
+            self._delete_segments(self._below_log_start())
+        return self.log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.leader_epochs.truncate_from_start(offset)
+        self.producer_state.evict_before(offset)
+
+    def _below_log_start(self) -> list[LogSegment]:
+        """Non-active segments wholly below the log start."""
+        out = []
+        for i, segment in enumerate(self._segments[:-1]):
+            if self._bases[i + 1] > self.log_start_offset:
+                break
+            out.append(segment)
+        return out
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole old segments by ``retention.ms``, ``retention.bytes`` and the log start
+        (never the active segment); returns the bytes deleted."""
+        self._close_expired_graveyard()
+        settings = self._settings
+        deleted = 0
+        if settings.delete_policy and settings.retention_ms >= 0:
+            limit = settings.retention_ms
+            deleted += self._delete_segments(self._oldest_while(
+                lambda s: now_ms - s.largest_timestamp() > limit))
+        if settings.delete_policy and settings.retention_bytes >= 0:
+            excess = self.size_in_bytes() - settings.retention_bytes
+            doomed = []
+            for segment in self._segments[:-1]:
+                if excess - segment.size < 0:
+                    break
+                excess -= segment.size
+                doomed.append(segment)
+            deleted += self._delete_segments(doomed)
+        deleted += self._delete_segments(self._below_log_start())
+        return deleted
+
+    def _oldest_while(self, predicate: Callable[[LogSegment], bool]) -> list[LogSegment]:
+        out = []
+        for segment in self._segments[:-1]:
+            if not predicate(segment):
+                break
+            out.append(segment)
+        return out
+
+    def _delete_segments(self, doomed: list[LogSegment]) -> int:
+        """Remove the oldest ``len(doomed)`` segments from the log and unlink their files."""
+        if not doomed:
+            return 0
+        count = len(doomed)
+        assert self._segments[:count] == doomed and count < len(self._segments)
+        del self._segments[:count]
+        del self._bases[:count]
+        removed = sum(segment.size for segment in doomed)
+        new_start = self._bases[0]
+        if new_start > self.log_start_offset:
+            self._advance_log_start(new_start)
+        self._bury(doomed)
+        self.producer_state.delete_snapshots_before(new_start)
+        return removed
+
+    def _bury(self, segments: list[LogSegment]) -> None:
+        """Unlink now, close after file.delete.delay.ms (in-flight reads and fsyncs finish)."""
+        deadline = self.clock.monotonic() + self._settings.delete_delay_ms / 1000.0
+        for segment in segments:
+            segment.unlink()
+            self._graveyard.append((deadline, segment))
+        self._dir_dirty = True
+
+    def _close_expired_graveyard(self) -> None:
+        now = self.clock.monotonic()
+        keep = []
+        for deadline, segment in self._graveyard:
+            if deadline <= now:
+                segment.close()
+            else:
+                keep.append((deadline, segment))
+        self._graveyard = keep
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget idempotent producers idle for ``producer.id.expiration.ms``."""
+        return self.producer_state.remove_expired(now_ms, self._settings.producer_expiration_ms)
+
+    def truncate_to(self, offset: int) -> None:
+        """Make ``offset`` the log end: remove every batch holding an offset >= ``offset``.
+
+        A batch straddling ``offset`` is removed whole (replication only truncates at batch
+        boundaries); the LEO is ``offset`` regardless, as in Kafka, so it never drops below
+        the log start."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset or offset < self._bases[0]:
+            self._truncate_fully(offset)
+            return
+        keep = bisect_right(self._bases, offset)  # segments with base <= offset stay
+        doomed = self._segments[keep:]
+        del self._segments[keep:]
+        del self._bases[keep:]
+        self._bury(doomed)
+        active = self._segments[-1]
+        active.truncate_to(offset)
+        active.next_offset = max(active.next_offset, offset)
+        self._after_truncation(offset)
+
+    def _after_truncation(self, end: int) -> None:
+        self.log_end_offset = end
+        self.high_watermark = min(self.high_watermark, end)
+        self.last_stable_offset = min(self.last_stable_offset, end)
+        self.recovery_point = min(self.recovery_point, end)
+        self.leader_epochs.truncate_from_end(end)
+        self.producer_state.delete_snapshots_after(end)
+        self._rebuild_producer_state()
+
+    def _truncate_fully(self, offset: int) -> None:
+        """Drop every segment and start empty at ``offset``."""
+        doomed = self._segments
+        self._segments = []
+        self._bases = []
+        self._bury(doomed)
+        self._add_segment(offset, self.clock.now_ms())
+        self.log_start_offset = offset
+        self.leader_epochs.clear()
+        self.producer_state.delete_snapshots_after(-1)
+        self.producer_state.clear(offset)
+        self._after_truncation(offset)
+
+    # ------------------------------------------------------------------------------------
+    # durability
+    # ------------------------------------------------------------------------------------
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    def needs_flush(self) -> bool:
+        """``flush.messages`` reached: the appended records must be fsynced before acking."""
+        return self.unflushed_messages >= self._settings.flush_messages
+
+    def time_since_flush_ms(self, now_ms: int | None = None) -> int:
+        return (self.clock.now_ms() if now_ms is None else now_ms) - self.last_flush_ms
+
+    @property
+    def flush_ms(self) -> int:
+        return self._settings.flush_ms
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync the segments holding offsets below ``up_to`` (default: the LEO) and advance
+        ``recovery_point``. Safe to call from a worker thread while appends continue."""
+        with self._flush_lock:
+            target = self.log_end_offset  # captured first: everything below it is written
+            if up_to is not None:
+                target = min(target, up_to)
+            start = self.recovery_point
+            dir_dirty = self._dir_dirty
+            self._dir_dirty = False
+            segments = list(self._segments)
+            if self._closed:
+                return
+            try:
+                if dir_dirty:
+                    fsync_dir(self.directory)
+            except OSError:
+                self._dir_dirty = True
+                raise
+            if target > start:
+                for i, segment in enumerate(segments):
+                    if segment.base_offset >= target:
+                        break
+                    if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
+                        continue
+                    try:
+                        segment.flush()
+                    except OSError:
+                        # A segment that left the log (retention, truncation) may be closed
+                        # under us; its data no longer matters.
+                        if not segment.closed and not self._closed:
+                            raise
+            if target > self.recovery_point:
+                self.recovery_point = target
+            self.last_flush_ms = self.clock.now_ms()
+
+    # ------------------------------------------------------------------------------------
+    # configuration and lifecycle
+    # ------------------------------------------------------------------------------------
+    def update_config(self, config: TopicConfig) -> None:
+        self.config = config
+        self._settings = _Settings(config)
+        for segment in self._segments:
+            segment.index_interval_bytes = self._settings.index_interval_bytes
+
+    def close(self) -> None:
+        """Write the producer-state snapshot and final index entries; close every file.
+
+        Does not fsync the log data (call :meth:`flush` first for a clean shutdown)."""
+        if self._closed:
+            return
+        with self._flush_lock:
+            try:
+                self._segments[-1].on_inactive()
+                self.producer_state.map_end_offset = self.log_end_offset
+                self.producer_state.take_snapshot(sync=True)
+                self._prune_snapshots()
+            finally:
+                self._close_files()
+
+    def _close_files(self) -> None:
+        self._closed = True
+        for segment in self._segments:
+            segment.close()
+        for _, segment in self._graveyard:
+            segment.close()
+        self._graveyard = []
+
+    def delete(self) -> None:
+        """Close and remove the partition directory (renamed first, so a crash midway leaves
+        a ``-delete`` directory that the log manager removes at the next start)."""
+        with self._flush_lock:
+            self._close_files()
+        doomed = self.directory.with_name(
+            f"{self.directory.name}.{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}"
+        )
+        try:
+            os.rename(self.directory, doomed)
+        except FileNotFoundError:
+            return
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self._segments)})")
+
+
+def _record_timestamps(segment: LogSegment, header: BatchHeader) -> list[tuple[int, int]]:
+    """(offset, timestamp) of each record of a stored batch (decompressing if needed)."""
+    batch = segment.read_bytes(header.position, header.size)
+    return batch_offsets_and_timestamps(batch, dataclasses.replace(header, position=0))
+
+
+def _recovery_start(bases: list[int], recovery_point: int) -> int:
+    """Base offset of the first segment to recover: the one holding the recovery point."""
+    slot = bisect_right(bases, recovery_point) - 1
+    return bases[slot] if slot >= 0 else -1

@@ -1,0 +1,174 @@
+"""All partition logs of one data directory: loading, creation, deletion, checkpoints."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from strom.common.clock import Clock
+from strom.common.config import BrokerConfig, TopicConfig
+from strom.common.types import TopicPartition
+from strom.storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    read_offsets,
+    write_offsets,
+)
+from strom.storage.files import (
+    DELETED_DIR_SUFFIX,
+    CorruptFileError,
+    atomic_write,
+    fsync_dir,
+)
+from strom.storage.log import Log, parse_partition_dir
+
+log = logging.getLogger("strom.storage.log_manager")
+
+CLEAN_SHUTDOWN_FILE = ".strom_cleanshutdown"
+_PARTITION_DIR = re.compile(r"^.+-\d+$")
+
+
+class LogManager:
+    """Owns every :class:`Log` under ``data_dir`` (one ``<topic>-<partition>`` directory each).
+
+    Data-directory files: ``recovery-point-offset-checkpoint`` and
+    ``log-start-offset-checkpoint`` (Kafka's offset checkpoint format, rewritten atomically by
+    :meth:`checkpoint`), and ``.strom_cleanshutdown``, an empty marker written last by
+    :meth:`shutdown` and removed by :meth:`load`: when it is missing at load the previous run
+    crashed, and each log recovers the segments after its checkpointed recovery point.
+
+    Thread-safety: owned by the event-loop thread. :meth:`flush_due` and :meth:`checkpoint`
+    only read the log map and may run in a worker thread (``Log.flush`` is thread-safe).
+    Lifecycle: construct, :meth:`load` once, use, :meth:`shutdown`.
+    """
+
+    def __init__(self, data_dir: Path, broker_config: BrokerConfig, clock: Clock) -> None:
+        self.data_dir = Path(data_dir)
+        self.broker_config = broker_config
+        self.clock = clock
+        self._logs: dict[TopicPartition, Log] = {}
+        self.loaded_cleanly: bool | None = None
+
+    # -- loading --------------------------------------------------------------------------
+    def load(self, topic_configs: Callable[[str], TopicConfig]) -> None:
+        """Open every partition directory (recovering after a crash) and remove the marker."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.loaded_cleanly = clean
+        recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        log_starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        if clean:
+            marker.unlink()
+            fsync_dir(self.data_dir)
+        else:
+            log.info("no clean-shutdown marker in %s: recovering logs", self.data_dir)
+        for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(DELETED_DIR_SUFFIX):
+                shutil.rmtree(entry.path, ignore_errors=True)  # a deletion the crash cut short
+                continue
+            if not _PARTITION_DIR.match(entry.name):
+                continue
+            topic, partition = parse_partition_dir(entry.name)
+            tp = TopicPartition(topic, partition)
+            self._logs[tp] = Log.open(
+                Path(entry.path), topic_configs(topic), clock=self.clock,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_starts.get(tp, 0), clean_shutdown=clean,
+            )
+        self.checkpoint()
+
+    def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
+        try:
+            return read_offsets(self.data_dir / name)
+        except (CorruptFileError, OSError) as exc:
+            # Losing it only costs time (full recovery) or a later log start; never data.
+            log.warning("ignoring unreadable %s: %s", name, exc)
+            return {}
+
+    # -- the log map ----------------------------------------------------------------------
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get(TopicPartition(topic, partition))
+
+    def logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def create(self, topic: str, partition: int, config: TopicConfig) -> Log:
+        """The log of a partition, created empty if it does not exist yet."""
+        tp = TopicPartition(topic, partition)
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        directory = self.data_dir / str(tp)
+        created = not directory.exists()
+        plog = Log.open(directory, config, clock=self.clock, clean_shutdown=True)
+        if created:
+            fsync_dir(self.data_dir)
+        self._logs[tp] = plog
+        return plog
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete every partition log of ``topic`` (directories removed)."""
+        for tp in [tp for tp in self._logs if tp.topic == topic]:
+            self._logs.pop(tp).delete()
+        fsync_dir(self.data_dir)
+
+    # -- periodic work --------------------------------------------------------------------
+    def checkpoint(self) -> None:
+        """Write every log's recovery point and log start offset."""
+        logs = list(self._logs.items())
+        write_offsets(self.data_dir / RECOVERY_POINT_CHECKPOINT,
+                      {tp: plog.recovery_point for tp, plog in logs})
+        write_offsets(self.data_dir / LOG_START_OFFSET_CHECKPOINT,
+                      {tp: plog.log_start_offset for tp, plog in logs})
+
+    def run_retention(self, now_ms: int) -> int:
+        """Apply retention to every log and expire idle producers; returns bytes deleted.
+
+        A failing log does not stop the others; the first error is raised at the end."""
+        deleted = 0
+        error: BaseException | None = None
+        for plog in list(self._logs.values()):
+            try:
+                deleted += plog.apply_retention(now_ms)
+                plog.remove_expired_producers(now_ms)
+            except OSError as exc:
+                log.error("retention failed for %r: %s", plog, exc)
+                error = error or exc
+        if error is not None:
+            raise error
+        return deleted
+
+    def flush_due(self, now_ms: int) -> int:
+        """fsync logs whose ``flush.ms`` elapsed, and segments that rolled since the last
+        flush (so crash recovery only has the active segment to scan); returns logs flushed."""
+        flushed = 0
+        for plog in list(self._logs.values()):
+            if plog.closed or plog.unflushed_messages <= 0:
+                continue
+            rolled = plog.recovery_point < plog.active_segment.base_offset
+            if now_ms - plog.last_flush_ms >= plog.flush_ms:
+                plog.flush()
+            elif rolled:
+                plog.flush(plog.active_segment.base_offset)
+            else:
+                continue
+            flushed += 1
+        return flushed
+
+    # -- shutdown -------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
+        for plog in self._logs.values():
+            plog.flush()
+        for plog in self._logs.values():
+            plog.close()
+        self.checkpoint()
+        atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
+        self._logs = {}

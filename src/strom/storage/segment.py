@@ -1,0 +1,560 @@
+"""One log segment: a ``.log`` file of record batches plus its offset and time indexes."""
+
+from __future__ import annotations
+
+import io
+import logging
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from strom.common.errors import CorruptMessageError
+from strom.protocol.records.batch import (
+    CURRENT_MAGIC,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    BatchHeader,
+    parse_header,
+    scan_valid_prefix,
+)
+from strom.storage.files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    CorruptIndexError,
+    file_name,
+    read_fully,
+    unlink_quietly,
+    write_fully,
+)
+from strom.storage.offset_index import OffsetIndex
+from strom.storage.time_index import TimeIndex
+
+log = logging.getLogger("strom.storage.segment")
+
+MAX_RELATIVE_OFFSET = 2**31 - 1
+SCAN_CHUNK = 8192
+_INT32 = struct.Struct(">i")
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_BOUNDARY_SCAN_LIMIT = 64  # headers read at most when cutting a read at a batch boundary
+
+
+@dataclass(slots=True)
+class FileRegion:
+    """``size`` bytes at ``position`` of an open segment file, sent with sendfile / pread.
+
+    ``file`` is the segment's raw (unbuffered) file object; its seek position is never used
+    by storage, so senders may move it (asyncio's sendfile does).
+    """
+
+    file: BinaryIO
+    position: int
+    size: int
+
+
+def iter_headers(fd: int, start: int, end: int, chunk: int = SCAN_CHUNK) -> Iterator[BatchHeader]:
+    """Headers of the batches in ``[start, end)`` of a file, read with chunked ``os.pread``.
+
+    Checks structure only (magic, length, batch inside ``end``), not CRCs; raises
+    CorruptMessageError when the bytes at a batch start are not a batch. Each header's
+    ``position`` is its absolute file position.
+    """
+    pos = start
+    buf = b""
+    buf_start = start
+    while pos < end:
+        rel = pos - buf_start
+        if rel + HEADER_SIZE > len(buf):
+            buf = read_fully(fd, min(max(chunk, HEADER_SIZE), end - pos), pos)
+            buf_start = pos
+            rel = 0
+            if len(buf) < HEADER_SIZE:
+                raise CorruptMessageError(f"truncated batch header at position {pos}")
+        if buf[rel + MAGIC_OFFSET] != CURRENT_MAGIC:
+            raise CorruptMessageError(f"bad magic {buf[rel + MAGIC_OFFSET]} at position {pos}")
+        header = parse_header(buf, rel)
+        header.position = pos
+        if header.batch_length < _MIN_BATCH_LENGTH or pos + header.size > end:
+            raise CorruptMessageError(f"bad batch length {header.batch_length} at position {pos}")
+        yield header
+        pos += header.size
+
+
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
+_LAST_DELTA_OFFSET = 23
+
+
+def _find_batch(fd: int, start: int, end: int, offset: int) -> BatchHeader | None:
+    """The header of the first batch in ``[start, end)`` whose last offset is >= ``offset``.
+
+    The hot-path twin of :func:`iter_headers`: reads only base offset, length and last offset
+    delta of the batches it skips, and parses one full header.
+    """
+    pos = start
+    buf = b""
+    buf_start = start
+    unpack_head = _BASE_AND_LENGTH.unpack_from
+    unpack_delta = _LAST_DELTA.unpack_from
+    while pos < end:
+        rel = pos - buf_start
+        if rel + HEADER_SIZE > len(buf):
+            buf = read_fully(fd, min(SCAN_CHUNK, end - pos), pos)
+            buf_start = pos
+            rel = 0
+            if len(buf) < HEADER_SIZE:
+                raise CorruptMessageError(f"truncated batch header at position {pos}")
+        base, length = unpack_head(buf, rel)
+        if buf[rel + MAGIC_OFFSET] != CURRENT_MAGIC or length < _MIN_BATCH_LENGTH:
+            raise CorruptMessageError(f"no record batch at position {pos}")
+        if base + unpack_delta(buf, rel + _LAST_DELTA_OFFSET)[0] >= offset:
+            header = parse_header(buf, rel)
+            header.position = pos
+            if pos + header.size > end:
+                raise CorruptMessageError(f"batch at position {pos} runs past the segment")
+            return header
+        pos += length + LOG_OVERHEAD
+    return None
+
+
+def _last_batch_end(fd: int, start: int, end: int, limit: int, max_steps: int) -> int:
+    """From the batch start ``start``, the end of the last whole batch ending <= ``limit``
+    (``start`` itself if none does), reading at most ``max_steps`` headers."""
+    pos = start
+    buf = read_fully(fd, min(4096, end - pos), pos)
+    buf_start = pos
+    unpack_length = _INT32.unpack_from
+    for _ in range(max_steps):
+        if pos >= end:
+            break
+        rel = pos - buf_start
+        if rel + LOG_OVERHEAD > len(buf):
+            buf = read_fully(fd, min(4096, end - pos), pos)
+            buf_start = pos
+            rel = 0
+            if len(buf) < LOG_OVERHEAD:
+                break
+        next_pos = pos + unpack_length(buf, rel + 8)[0] + LOG_OVERHEAD
+        if next_pos > limit or next_pos <= pos:
+            break
+        pos = next_pos
+    return pos
+
+
+@dataclass(slots=True)
+class RecoveryResult:
+    """What :meth:`LogSegment.recover` found: the valid batches and the bytes cut off."""
+
+    headers: list[BatchHeader]
+    truncated_bytes: int
+
+
+class LogSegment:
+    """A segment of a partition's log: batches ``[base_offset, next_offset)``.
+
+    On disk, in the partition directory (names are the base offset padded to 20 digits):
+
+    * ``<base>.log`` — record batches (magic v2) back to back, exactly as produced after
+      offset assignment; no header. Appended with ``os.pwrite`` on an unbuffered descriptor,
+      so a write that returned is in the page cache and survives kill -9 (not power loss:
+      that needs :meth:`flush`). ``pwrite`` rather than ``write`` because the same descriptor
+      serves :class:`FileRegion` reads and asyncio's sendfile moves its file offset.
+    * ``<base>.index`` — :class:`~strom.storage.offset_index.OffsetIndex`.
+    * ``<base>.timeindex`` — :class:`~strom.storage.time_index.TimeIndex`.
+
+    Index entries are added for a batch when more than ``index_interval_bytes`` were appended
+    since the previous entry (Kafka's rule). In memory the segment tracks its size, next
+    offset, the first batch's timestamp (for ``segment.ms``), the max timestamp and the last
+    offset of the batch holding it.
+
+    Invariants: batches have increasing offsets, all >= ``base_offset`` and within int32 of
+    it; ``size`` is the file length covered by whole batches; the indexes only reference
+    batches inside ``size``. A missing or unsound index is rebuilt by :meth:`recover`, which
+    also cuts a torn or corrupt tail (checked by CRC).
+
+    Thread-safety: owned by the thread that appends (the event loop); :meth:`flush` may run
+    concurrently in a worker thread. Readers use positions with ``pread`` / ``sendfile`` only.
+    Lifecycle: :meth:`create` or :meth:`open`, appends while active, :meth:`on_inactive` when
+    a newer segment takes over, :meth:`close`; :meth:`unlink` removes the files (the
+    descriptors stay usable until :meth:`close`, so in-flight reads finish).
+    """
+
+    __slots__ = (
+        "_bytes_since_index",
+        "_fd",
+        "base_offset",
+        "created_ms",
+        "directory",
+        "file",
+        "first_batch_timestamp",
+        "index_interval_bytes",
+        "max_timestamp",
+        "next_offset",
+        "offset_index",
+        "offset_of_max_timestamp",
+        "roll_jitter_ms",
+        "size",
+        "time_index",
+    )
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        file: io.FileIO,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        *,
+        index_interval_bytes: int,
+        created_ms: int,
+        roll_jitter_ms: int = 0,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.file = file
+        self._fd = file.fileno()
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms
+        self.size = 0
+        self.next_offset = base_offset
+        self.first_batch_timestamp = -1
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self._bytes_since_index = 0
+
+    # -- paths ----------------------------------------------------------------------------
+    @staticmethod
+    def log_path_for(directory: Path, base_offset: int) -> Path:
+        return directory / file_name(base_offset, LOG_SUFFIX)
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / file_name(self.base_offset, LOG_SUFFIX)
+
+    @property
+    def index_path(self) -> Path:
+        return self.directory / file_name(self.base_offset, INDEX_SUFFIX)
+
+    @property
+    def time_index_path(self) -> Path:
+        return self.directory / file_name(self.base_offset, TIME_INDEX_SUFFIX)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        now_ms: int,
+        roll_jitter_ms: int = 0,
+    ) -> LogSegment:
+        """A new empty segment (files at that base offset are replaced)."""
+        file = open(cls.log_path_for(directory, base_offset), "w+b", buffering=0)  # noqa: SIM115
+        try:
+            oi = OffsetIndex.create(directory / file_name(base_offset, INDEX_SUFFIX),
+                                    base_offset, max_index_bytes)
+            ti = TimeIndex.create(directory / file_name(base_offset, TIME_INDEX_SUFFIX),
+                                  base_offset, max_index_bytes)
+        except BaseException:
+            file.close()
+            raise
+        return cls(directory, base_offset, file, oi, ti, index_interval_bytes=index_interval_bytes,
+                   created_ms=now_ms, roll_jitter_ms=roll_jitter_ms)
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        now_ms: int,
+        recover: bool = False,
+        roll_jitter_ms: int = 0,
+    ) -> tuple[LogSegment, RecoveryResult | None]:
+        """Open an existing segment.
+
+        With ``recover`` the whole file is validated (CRC) and the indexes rebuilt. Otherwise
+        the indexes are loaded and sanity-checked and the batches after the last index entry
+        are scanned; any problem falls back to recovery. The second value is the recovery
+        result when recovery ran.
+        """
+        file = open(cls.log_path_for(directory, base_offset), "r+b", buffering=0)  # noqa: SIM115
+        size = os.fstat(file.fileno()).st_size
+        oi_path = directory / file_name(base_offset, INDEX_SUFFIX)
+        ti_path = directory / file_name(base_offset, TIME_INDEX_SUFFIX)
+        oi: OffsetIndex | None = None
+        ti: TimeIndex | None = None
+        try:
+            if not recover:
+                try:
+                    oi = OffsetIndex.load(oi_path, base_offset, max_index_bytes, size)
+                    ti = TimeIndex.load(ti_path, base_offset, max_index_bytes)
+                    segment = cls(directory, base_offset, file, oi, ti,
+                                  index_interval_bytes=index_interval_bytes, created_ms=now_ms,
+                                  roll_jitter_ms=roll_jitter_ms)
+                    segment.size = size
+                    segment._load_tail_state()
+                    return segment, None
+                except (FileNotFoundError, CorruptIndexError, CorruptMessageError) as exc:
+                    log.warning("rebuilding segment %s: %s", cls.log_path_for(directory,
+                                                                               base_offset), exc)
+                    for index in (oi, ti):
+                        if index is not None:
+                            index.close()
+            oi = OffsetIndex.create(oi_path, base_offset, max_index_bytes)
+            ti = TimeIndex.create(ti_path, base_offset, max_index_bytes)
+        except BaseException:
+            file.close()
+            for index in (oi, ti):
+                if index is not None:
+                    index.close()
+            raise
+        segment = cls(directory, base_offset, file, oi, ti,
+                      index_interval_bytes=index_interval_bytes, created_ms=now_ms,
+                      roll_jitter_ms=roll_jitter_ms)
+        segment.size = size
+        return segment, segment.recover()
+
+    def close(self) -> None:
+        """Close the files (idempotent). Indexes are fsynced first so a clean close is durable."""
+        if self.file.closed:
+            return
+        for index in (self.offset_index, self.time_index):
+            try:
+                index.flush()
+            finally:
+                index.close()
+        self.file.close()
+
+    def unlink(self) -> None:
+        """Remove the segment's files; open descriptors keep working until :meth:`close`."""
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            unlink_quietly(path)
+
+    def flush(self) -> None:
+        """fsync the log and both indexes (no-op once closed)."""
+        if self.file.closed:
+            return
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self.file.closed
+
+    # -- state loading and recovery -------------------------------------------------------
+    def _load_tail_state(self) -> None:
+        """Derive next offset, max timestamp and index bookkeeping from the indexes plus a scan
+        of the batches after the last offset-index entry. Raises on inconsistencies."""
+        last_indexed, position = self.offset_index.last_entry()
+        entry = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = entry if entry else (-1, -1)
+        self.next_offset = self.base_offset
+        self._bytes_since_index = 0
+        expected = self.base_offset
+        first = True
+        for header in iter_headers(self._fd, position, self.size):
+            if first and len(self.offset_index) and header.last_offset != last_indexed:
+                raise CorruptIndexError(
+                    f"{self.index_path}: last entry ({last_indexed}, {position}) does not match "
+                    f"the batch there (last offset {header.last_offset})"
+                )
+            first = False
+            if header.base_offset < expected or (
+                header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+            ):
+                raise CorruptMessageError(f"offsets out of order at position {header.position}")
+            expected = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            self._bytes_since_index += header.size
+        self.next_offset = expected
+        if len(self.offset_index) and first:
+            raise CorruptIndexError(f"{self.index_path}: last entry points past the data")
+        if entry is not None and entry[1] >= self.next_offset:
+            raise CorruptIndexError(f"{self.time_index_path}: entry beyond the segment's data")
+        self.first_batch_timestamp = -1
+        if self.size >= HEADER_SIZE:
+            head = parse_header(read_fully(self._fd, HEADER_SIZE, 0))
+            self.first_batch_timestamp = head.max_timestamp
+
+    def recover(self) -> RecoveryResult:
+        """Validate every batch (CRC, offsets), cut the file after the valid prefix, rebuild
+        both indexes and the in-memory state."""
+        size = os.fstat(self._fd).st_size
+        headers: list[BatchHeader] = []
+        valid = 0
+        if size:
+            with mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    headers, valid = scan_valid_prefix(view)
+                finally:
+                    view.release()
+        expected = self.base_offset
+        for i, header in enumerate(headers):
+            if header.base_offset < expected or (
+                header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+            ):
+                valid = header.position
+                del headers[i:]
+                break
+            expected = header.next_offset
+        truncated = size - valid
+        if truncated:
+            log.warning("%s: truncating %d invalid bytes at position %d", self.log_path,
+                        truncated, valid)
+            os.ftruncate(self._fd, valid)
+        self.size = valid
+        self.next_offset = expected
+        self.max_timestamp = self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = headers[0].max_timestamp if headers else -1
+        self._bytes_since_index = 0
+        index_entries, time_entries = self._track(headers, 0, -1)
+        self.offset_index.replace_all(index_entries)
+        self.time_index.replace_all(time_entries)
+        return RecoveryResult(headers, truncated)
+
+    def _track(
+        self, headers: list[BatchHeader], base_position: int, last_time_entry: int
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """Update max-timestamp / index bookkeeping for appended batches; return the new
+        offset-index and time-index entries they call for."""
+        index_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
+        interval = self.index_interval_bytes
+        for header in headers:
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            if self._bytes_since_index > interval:
+                index_entries.append((header.last_offset, base_position + header.position))
+                if self.max_timestamp > last_time_entry:
+                    time_entries.append((self.max_timestamp, self.offset_of_max_timestamp))
+                    last_time_entry = self.max_timestamp
+                self._bytes_since_index = 0
+            self._bytes_since_index += header.size
+        return index_entries, time_entries
+
+    # -- appends --------------------------------------------------------------------------
+    def append(self, buf: memoryview, headers: list[BatchHeader]) -> None:
+        """Append ``buf`` (whole batches, offsets already assigned) at the end of the file.
+
+        ``headers`` describe the batches in ``buf`` (positions relative to ``buf``, offsets and
+        timestamps as written). Nothing is visible (``size``) until every byte is written.
+        """
+        position = self.size
+        try:
+            write_fully(self._fd, buf, position)
+        except BaseException:
+            os.ftruncate(self._fd, position)  # no torn batch left behind on ENOSPC / EIO
+            raise
+        if position == 0:
+            self.first_batch_timestamp = headers[0].max_timestamp
+        last = self.time_index.last_entry()
+        index_entries, time_entries = self._track(headers, position, last[0] if last else -1)
+        for offset, pos in index_entries:
+            self.offset_index.append(offset, pos)
+        for timestamp, offset in time_entries:
+            self.time_index.maybe_append(timestamp, offset)
+        self.size = position + len(buf)
+        self.next_offset = headers[-1].next_offset
+
+    def should_roll(
+        self,
+        incoming_bytes: int,
+        last_offset: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Kafka's roll rules: size, age (first batch's timestamp, else creation time, minus
+        jitter), a full index, or offsets that no longer fit a 32-bit relative offset."""
+        if self.size == 0:
+            return False
+        if self.size > segment_bytes - incoming_bytes:
+            return True
+        since = self.first_batch_timestamp if self.first_batch_timestamp >= 0 else self.created_ms
+        if now_ms - since > segment_ms - self.roll_jitter_ms:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+
+    def on_inactive(self) -> None:
+        """A newer segment became active: record the final max timestamp in the time index."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # -- reads ----------------------------------------------------------------------------
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= ``offset``.
+
+        Index lookup, then a header scan with ``pread``. None if no such batch is here.
+        """
+        _, position = self.offset_index.lookup(offset)
+        header = _find_batch(self._fd, max(position, start_position), self.size, offset)
+        return None if header is None else (header.position, header)
+
+    def batch_boundary(self, start: int, first: BatchHeader, limit: int) -> int:
+        """The largest batch end in ``[start + first.size, limit]`` (assumes the first fits).
+
+        Uses the offset index to jump close to ``limit``, then reads a few headers.
+        """
+        best = start + first.size
+        if best >= limit:
+            return best
+        indexed = self.offset_index.floor_position(limit)
+        if indexed > best:
+            best = indexed
+        return _last_batch_end(self._fd, best, self.size, limit, _BOUNDARY_SCAN_LIMIT)
+
+    def region(self, position: int, size: int) -> FileRegion:
+        return FileRegion(self.file, position, size)
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        return read_fully(self._fd, size, position)
+
+    def headers(self, start_position: int = 0) -> Iterator[BatchHeader]:
+        """Headers of the batches from ``start_position`` to the end (structure-checked)."""
+        return iter_headers(self._fd, start_position, self.size)
+
+    def largest_timestamp(self) -> int:
+        """For retention: the max record timestamp, else the file's modification time."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    # -- truncation -----------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batches whose last offset is >= ``offset``; returns the bytes removed."""
+        if offset >= self.next_offset:
+            return 0
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self._load_tail_state()
+        return removed

@@ -135,15 +135,19 @@ class BrokerServer:
         assert self._logs is not None
         self._logs.run_retention(self.clock.now_ms())
 
-    def _flush_due(self) -> None:
-        assert self._logs is not None
-        self._logs.flush_due(self.clock.now_ms())
+    async def _flush_due(self) -> None:
+        """Time-based flushes (flush.ms) fsync in a worker thread, never on the event loop."""
+        logs = self._logs
+        assert logs is not None
+        await asyncio.to_thread(logs.flush_due, self.clock.now_ms())
 
     async def _every(self, seconds: float, action: Any) -> None:
         while True:
             await asyncio.sleep(seconds)
             try:
-                action()
+                result = action()
+                if asyncio.iscoroutine(result):
+                    await result
             except Exception:
                 log.exception("background task %s failed", getattr(action, "__name__", action))
 

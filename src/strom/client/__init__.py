@@ -1,0 +1,46 @@
+"""strom's Python client: asyncio first, with blocking facades in :mod:`strom.client.sync`.
+
+    from strom.client import AdminClient, Producer, Fetcher
+
+    async with Producer("127.0.0.1:9092") as producer:
+        metadata = await producer.send_and_wait("events", b"hello", key=b"k")
+
+Imports only :mod:`strom.common` and :mod:`strom.protocol` (DESIGN.md layers).
+"""
+
+from strom.client.admin import AdminClient
+from strom.client.admin_types import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+from strom.client.cluster import Cluster
+from strom.client.conn import Connection
+from strom.client.fetcher import Fetcher
+from strom.client.producer import Producer
+from strom.client.records import ConsumerRecord, RecordMetadata
+from strom.client.sync import SyncAdminClient, SyncFetcher, SyncProducer
+
+__all__ = [
+    "AdminClient",
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "Cluster",
+    "ConfigEntry",
+    "ConfigResource",
+    "Connection",
+    "ConsumerRecord",
+    "Fetcher",
+    "NewTopic",
+    "OffsetSpec",
+    "Producer",
+    "RecordMetadata",
+    "ResourceType",
+    "SyncAdminClient",
+    "SyncFetcher",
+    "SyncProducer",
+]

@@ -1,0 +1,180 @@
+"""``strom topics``: create, list, describe, alter and delete topics."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from strom.cli.common import UsageError, add_bootstrap, parse_key_values, positive
+from strom.client.admin_types import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigResource,
+    TopicDescription,
+)
+from strom.client.sync import SyncAdminClient
+from strom.common.config import ConfigSource
+from strom.common.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("topics", help="create, list, describe, alter and delete topics",
+                       description="Manage topics.")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+
+    c = actions.add_parser("create", help="create a topic")
+    c.add_argument("name", metavar="NAME")
+    c.add_argument("--partitions", type=positive, default=None,
+                   help="number of partitions (default: the broker's num.partitions)")
+    c.add_argument("--replication-factor", type=positive, default=None,
+                   help="copies of each partition (default: default.replication.factor)")
+    c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a topic config override; repeatable")
+    c.add_argument("--if-not-exists", action="store_true",
+                   help="succeed quietly when the topic already exists")
+    c.add_argument("--validate-only", action="store_true",
+                   help="check the request without creating the topic")
+    add_bootstrap(c)
+    c.set_defaults(run=run_create)
+
+    ls = actions.add_parser("list", help="list topic names")
+    ls.add_argument("--include-internal", action="store_true",
+                    help="also list internal topics (__consumer_offsets, …)")
+    add_bootstrap(ls)
+    ls.set_defaults(run=run_list)
+
+    d = actions.add_parser("describe", help="partitions, leaders, replicas, ISR and overrides")
+    d.add_argument("names", nargs="*", metavar="NAME", help="topics (default: all)")
+    d.add_argument("--include-internal", action="store_true",
+                   help="with no NAME, include internal topics")
+    add_bootstrap(d)
+    d.set_defaults(run=run_describe)
+
+    a = actions.add_parser("alter", help="add partitions or change config overrides")
+    a.add_argument("name", metavar="NAME")
+    a.add_argument("--partitions", type=positive, default=None,
+                   help="the new (larger) total number of partitions")
+    a.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a config override; repeatable")
+    a.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                   help="remove a config override; repeatable")
+    add_bootstrap(a)
+    a.set_defaults(run=run_alter)
+
+    rm = actions.add_parser("delete", help="delete topics")
+    rm.add_argument("names", nargs="+", metavar="NAME")
+    rm.add_argument("--if-exists", action="store_true",
+                    help="succeed quietly when a topic does not exist")
+    add_bootstrap(rm)
+    rm.set_defaults(run=run_delete)
+
+
+def _admin(args: argparse.Namespace) -> SyncAdminClient:
+    return SyncAdminClient(args.bootstrap_server,
+                           request_timeout_s=args.request_timeout_ms / 1000)
+
+
+def run_create(args: argparse.Namespace) -> int:
+    configs = parse_key_values(args.config)
+    with _admin(args) as admin:
+        try:
+            created = admin.create_topic(
+                args.name,
+                -1 if args.partitions is None else args.partitions,
+                -1 if args.replication_factor is None else args.replication_factor,
+                configs,
+                validate_only=args.validate_only,
+            )
+        except TopicAlreadyExistsError:
+            if args.if_not_exists:
+                return 0
+            raise
+    verb = "Validated" if args.validate_only else "Created"
+    details = ""
+    if created.num_partitions >= 0:
+        details = (f" with {created.num_partitions} partition(s), replication factor "
+                   f"{created.replication_factor}")
+    print(f"{verb} topic {args.name}{details}.")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        names = admin.list_topics(include_internal=args.include_internal)
+    for name in names:
+        print(name)
+    return 0
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        if args.names:
+            topics = admin.describe_topics(args.names)
+        else:
+            topics = [t for t in admin.describe_topics(None)
+                      if args.include_internal or not t.is_internal]
+        overrides = admin.describe_configs([ConfigResource.topic(t.name) for t in topics])
+    for topic in topics:
+        entries = overrides.get(ConfigResource.topic(topic.name), [])
+        custom = [e for e in entries if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG]
+        print(format_topic(topic, {e.name: e.value for e in custom}))
+    return 0
+
+
+def format_topic(topic: TopicDescription, overrides: dict[str, str | None]) -> str:
+    """kafka-topics style: one summary line, then one line per partition."""
+    rf = max((len(p.replicas) for p in topic.partitions), default=0)
+    configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    head = [f"Topic: {topic.name}"]
+    if topic.topic_id:
+        head.append(f"TopicId: {topic.topic_id}")
+    head += [f"PartitionCount: {len(topic.partitions)}", f"ReplicationFactor: {rf}",
+             f"Configs: {configs}"]
+    lines = ["\t".join(head)]
+    for p in topic.partitions:
+        leader = str(p.leader) if p.leader >= 0 else "none"
+        line = (f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}\t"
+                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
+        if p.offline_replicas:
+            line += f"\tOffline: {_ids(p.offline_replicas)}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _ids(ids: tuple[int, ...]) -> str:
+    return ",".join(map(str, ids))
+
+
+def run_alter(args: argparse.Namespace) -> int:
+    sets = parse_key_values(args.config)
+    deletes = [k.strip() for k in args.delete_config]
+    if args.partitions is None and not sets and not deletes:
+        raise UsageError("nothing to alter: give --partitions, --config or --delete-config")
+    overlap = set(sets) & set(deletes)
+    if overlap:
+        raise UsageError(f"both set and deleted: {', '.join(sorted(overlap))}")
+    with _admin(args) as admin:
+        if args.partitions is not None:
+            admin.create_partitions({args.name: args.partitions})
+            print(f"Topic {args.name} now has {args.partitions} partitions.")
+        if sets or deletes:
+            ops = [AlterConfigOp(k, AlterConfigOpType.SET, v) for k, v in sets.items()]
+            ops += [AlterConfigOp(k, AlterConfigOpType.DELETE) for k in deletes]
+            admin.describe_topics([args.name])  # a clear error for a missing topic
+            admin.incremental_alter_configs(ConfigResource.topic(args.name), ops)
+            print(f"Updated config of topic {args.name}.")
+    return 0
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        for name in args.names:
+            try:
+                admin.delete_topics([name])
+            except UnknownTopicOrPartitionError:
+                if args.if_exists:
+                    continue
+                raise
+            print(f"Deleted topic {name}.", file=sys.stdout)
+    return 0

@@ -1,0 +1,403 @@
+"""``AdminClient``: topics, partitions, configs, records, offsets, cluster and log dirs.
+
+Every call returns plain data (:mod:`strom.client.admin_types`) or raises the
+:class:`~strom.common.errors.KafkaError` subclass for the broker's error code, with the
+broker's message when it sent one. Topic changes go to the controller (any broker when it is
+unknown); partition-scoped calls go to each partition's leader; retriable errors are retried
+until the request timeout.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from strom.client.admin_types import (
+    AlterConfigOp,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSynonym,
+    CreatedTopic,
+    LogDirDescription,
+    NewTopic,
+    OffsetAndTimestamp,
+    ReplicaInfo,
+    ResourceType,
+    TopicDescription,
+)
+from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster, retrying, topic_error
+from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
+from strom.client.metadata import BrokerNode, uuid_text
+from strom.client.offsets import READ_UNCOMMITTED, list_offsets
+from strom.common.errors import (
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+    error_class,
+    error_for,
+)
+from strom.common.types import TopicPartition
+from strom.protocol.versions import ApiKey
+
+NotControllerError = error_class("NOT_CONTROLLER")
+
+
+def _raise_for(code: int, message: str | None, what: str) -> None:
+    if code:
+        raise error_for(code, message or what)
+
+
+class AdminClient:
+    """Administrative operations against a strom (or Kafka) cluster.
+
+    Lifecycle: ``await start()`` (or ``async with``), calls, ``await close()``. Runs on the event
+    loop that started it; see :class:`strom.client.sync.SyncAdminClient` for blocking use.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str = DEFAULT_BOOTSTRAP,
+        *,
+        client_id: str = "strom-admin",
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    ) -> None:
+        self.cluster = Cluster(bootstrap, client_id=client_id,
+                               request_timeout_s=request_timeout_s)
+        self.request_timeout_s = request_timeout_s
+
+    async def start(self) -> AdminClient:
+        await self.cluster.start()
+        return self
+
+    async def close(self) -> None:
+        await self.cluster.close()
+
+    async def __aenter__(self) -> AdminClient:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def _timeout_ms(self) -> int:
+        return int(self.request_timeout_s * 1000)
+
+    async def _to_controller(self, api_key: int, build: Any, results: str) -> Any:
+        """Send ``build(conn)`` to the controller; when a result (in the response's ``results``
+        list) says NOT_CONTROLLER, refresh metadata and send again to the new controller."""
+
+        async def attempt() -> Any:
+            conn = await self.cluster.controller()
+            response = await conn.request(api_key, build(conn))
+            if any(r.error_code == NotControllerError.code for r in getattr(response, results)):
+                raise NotControllerError(f"broker {conn.node_id} is not the controller")
+            return response
+
+        async def refresh(_exc: KafkaError) -> None:
+            await self.cluster.refresh(None)
+
+        return await retrying(attempt, timeout_s=self.request_timeout_s, on_retry=refresh)
+
+    # -- topics ------------------------------------------------------------------------------
+    async def create_topics(
+        self, topics: Sequence[NewTopic], *, validate_only: bool = False
+    ) -> dict[str, CreatedTopic]:
+        """Create topics; raises the first topic's error (TopicAlreadyExistsError, …)."""
+
+        def build(_conn: Connection) -> dict[str, Any]:
+            return {
+                "topics": [
+                    {
+                        "name": t.name,
+                        "num_partitions": t.num_partitions if not t.assignments else -1,
+                        "replication_factor": t.replication_factor if not t.assignments else -1,
+                        "assignments": [
+                            {"partition_index": p, "broker_ids": list(brokers)}
+                            for p, brokers in sorted(t.assignments.items())
+                        ],
+                        "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
+                    }
+                    for t in topics
+                ],
+                "timeout_ms": self._timeout_ms,
+                "validate_only": validate_only,
+            }
+
+        response = await self._to_controller(ApiKey.CREATE_TOPICS, build, "topics")
+        created: dict[str, CreatedTopic] = {}
+        for result in response.topics:
+            _raise_for(result.error_code, result.error_message, f"topic {result.name!r}")
+            created[result.name] = CreatedTopic(
+                result.name,
+                getattr(result, "num_partitions", -1),
+                getattr(result, "replication_factor", -1),
+                uuid_text(getattr(result, "topic_id", None)),
+            )
+        if not validate_only:
+            await self.cluster.refresh([t.name for t in topics])
+        return created
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> CreatedTopic:
+        """Create one topic (see :meth:`create_topics`)."""
+        topic = NewTopic(name, num_partitions, replication_factor, dict(configs or {}))
+        result = await self.create_topics([topic], validate_only=validate_only)
+        return result[name]
+
+    async def delete_topics(self, names: Iterable[str]) -> None:
+        """Delete topics by name; raises the first error (UnknownTopicOrPartitionError, …)."""
+        wanted = list(names)
+
+        def build(conn: Connection) -> dict[str, Any]:
+            fields: dict[str, Any] = {"timeout_ms": self._timeout_ms}
+            if conn.version(ApiKey.DELETE_TOPICS) >= 6:
+                fields["topics"] = [{"name": n} for n in wanted]
+            else:
+                fields["topic_names"] = wanted
+            return fields
+
+        response = await self._to_controller(ApiKey.DELETE_TOPICS, build, "responses")
+        for result in response.responses:
+            _raise_for(result.error_code, getattr(result, "error_message", None),
+                       f"topic {result.name!r}")
+        self.cluster.forget_topics(wanted)
+
+    async def list_topics(self, *, include_internal: bool = False) -> list[str]:
+        """Names of all topics, sorted (internal topics such as __consumer_offsets on request)."""
+        meta = await self.cluster.refresh(None)
+        return sorted(
+            name for name, t in meta.topics.items() if include_internal or not t.is_internal
+        )
+
+    async def describe_topics(self, names: Iterable[str] | None = None) -> list[TopicDescription]:
+        """Partitions, leaders, replicas and ISR of ``names`` (every topic when None)."""
+        wanted = None if names is None else list(names)
+        meta = await self.cluster.refresh(wanted)
+        out: list[TopicDescription] = []
+        for name in sorted(meta.topics) if wanted is None else wanted:
+            topic = meta.topics.get(name)
+            code = UnknownTopicOrPartitionError.code if topic is None else topic.error_code
+            if code or topic is None:
+                raise topic_error(code, name)
+            out.append(TopicDescription(name, tuple(topic.partitions.values()),
+                                        topic.is_internal, topic.topic_id))
+        return out
+
+    async def create_partitions(
+        self, new_counts: Mapping[str, int], *, validate_only: bool = False
+    ) -> None:
+        """Grow topics to the given total partition counts."""
+
+        def build(_conn: Connection) -> dict[str, Any]:
+            return {
+                "topics": [{"name": n, "count": c, "assignments": None}
+                           for n, c in new_counts.items()],
+                "timeout_ms": self._timeout_ms,
+                "validate_only": validate_only,
+            }
+
+        response = await self._to_controller(ApiKey.CREATE_PARTITIONS, build, "results")
+        for result in response.results:
+            _raise_for(result.error_code, result.error_message, f"topic {result.name!r}")
+        if not validate_only:
+            await self.cluster.refresh(list(new_counts))
+
+    # -- configs -----------------------------------------------------------------------------
+    async def _for_resource(self, resource: ConfigResource) -> Connection:
+        if resource.type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and resource.name:
+            try:
+                node = int(resource.name)
+            except ValueError:
+                raise InvalidRequestError(
+                    f"broker id must be an integer, got {resource.name!r}"
+                ) from None
+            return await self.cluster.connection(node)
+        return await self.cluster.any_connection()
+
+    async def describe_configs(
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        keys: Sequence[str] | None = None,
+    ) -> dict[ConfigResource, list[ConfigEntry]]:
+        """Config entries per resource (all keys, or only ``keys``)."""
+        groups: dict[int, list[ConfigResource]] = defaultdict(list)
+        conns: dict[int, Connection] = {}
+        for resource in resources:
+            conn = await self._for_resource(resource)
+            conns[id(conn)] = conn
+            groups[id(conn)].append(resource)
+        out: dict[ConfigResource, list[ConfigEntry]] = {}
+        for key, group in groups.items():
+            conn = conns[key]
+            fields = {
+                "resources": [
+                    {"resource_type": int(r.type), "resource_name": r.name,
+                     "configuration_keys": None if keys is None else list(keys)}
+                    for r in group
+                ],
+                "include_synonyms": include_synonyms,
+                "include_documentation": include_documentation,
+            }
+            response = await conn.request(ApiKey.DESCRIBE_CONFIGS, fields)
+            for result in response.results:
+                what = f"{ResourceType(result.resource_type).name.lower()} {result.resource_name!r}"
+                _raise_for(result.error_code, result.error_message, what)
+                resource = ConfigResource(ResourceType(result.resource_type), result.resource_name)
+                out[resource] = [_config_entry(c) for c in result.configs]
+        return out
+
+    async def alter_configs(
+        self,
+        resource: ConfigResource,
+        configs: Mapping[str, str | None],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Replace the resource's whole set of overrides with ``configs`` (legacy AlterConfigs)."""
+        conn = await self._for_resource(resource)
+        fields = {
+            "resources": [{
+                "resource_type": int(resource.type),
+                "resource_name": resource.name,
+                "configs": [{"name": k, "value": v} for k, v in configs.items()],
+            }],
+            "validate_only": validate_only,
+        }
+        response = await conn.request(ApiKey.ALTER_CONFIGS, fields)
+        for result in response.responses:
+            _raise_for(result.error_code, result.error_message, f"{resource.name!r}")
+
+    async def incremental_alter_configs(
+        self,
+        resource: ConfigResource,
+        ops: Sequence[AlterConfigOp],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Set, delete, append to or subtract from individual keys."""
+        conn = await self._for_resource(resource)
+        fields = {
+            "resources": [{
+                "resource_type": int(resource.type),
+                "resource_name": resource.name,
+                "configs": [{"name": op.name, "config_operation": int(op.op), "value": op.value}
+                            for op in ops],
+            }],
+            "validate_only": validate_only,
+        }
+        response = await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, fields)
+        for result in response.responses:
+            _raise_for(result.error_code, result.error_message, f"{resource.name!r}")
+
+    # -- records and offsets -----------------------------------------------------------------
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Delete records before the given offsets (-1: the high watermark).
+
+        Returns each partition's new low watermark (log start offset).
+        """
+
+        async def call(conn: Connection, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
+            by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
+            for tp in tps:
+                by_topic[tp.topic].append({"partition_index": tp.partition,
+                                           "offset": offsets[tp]})
+            fields = {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                      "timeout_ms": self._timeout_ms}
+            response = await conn.request(ApiKey.DELETE_RECORDS, fields)
+            out: dict[TopicPartition, Any] = {}
+            for topic in response.topics:
+                for p in topic.partitions:
+                    tp = TopicPartition(topic.name, p.partition_index)
+                    out[tp] = (error_for(p.error_code, f"DeleteRecords for {tp}")
+                               if p.error_code else p.low_watermark)
+            return out
+
+        return await self.cluster.per_leader(offsets, call, timeout_s=self.request_timeout_s)
+
+    async def list_offsets(
+        self, specs: Mapping[TopicPartition, int], *, isolation_level: int = READ_UNCOMMITTED
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """Offsets by :class:`~strom.client.admin_types.OffsetSpec` sentinel or timestamp."""
+        return await list_offsets(self.cluster, specs, isolation_level=isolation_level,
+                                  timeout_s=self.request_timeout_s)
+
+    # -- cluster -----------------------------------------------------------------------------
+    async def describe_cluster(self) -> ClusterDescription:
+        """Cluster id, controller and brokers (DescribeCluster, else Metadata)."""
+        conn = await self.cluster.any_connection()
+        if ApiKey.DESCRIBE_CLUSTER in conn.versions:
+            response = await conn.request(ApiKey.DESCRIBE_CLUSTER,
+                                          {"include_cluster_authorized_operations": False})
+            _raise_for(response.error_code, response.error_message, "DescribeCluster")
+            brokers = tuple(sorted(
+                (BrokerNode(b.broker_id, b.host, b.port, b.rack) for b in response.brokers),
+                key=lambda b: b.node_id,
+            ))
+            return ClusterDescription(response.cluster_id, response.controller_id, brokers)
+        meta = await self.cluster.refresh([])
+        return ClusterDescription(meta.cluster_id, meta.controller_id,
+                                  tuple(sorted(meta.brokers.values(), key=lambda b: b.node_id)))
+
+    async def describe_log_dirs(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[int, list[LogDirDescription]]:
+        """Log dirs and the replicas in them, per broker (all brokers / partitions by default)."""
+        meta = self.cluster.metadata if self.cluster.metadata.brokers else \
+            await self.cluster.refresh(None)
+        nodes = sorted(meta.brokers) if broker_ids is None else list(broker_ids)
+        topics: list[dict[str, Any]] | None = None
+        if partitions is not None:
+            grouped: dict[str, list[int]] = defaultdict(list)
+            for tp in partitions:
+                grouped[tp.topic].append(tp.partition)
+            topics = [{"topic": t, "partitions": ps} for t, ps in grouped.items()]
+        out: dict[int, list[LogDirDescription]] = {}
+        for node in nodes:
+            conn = await self.cluster.connection(node)
+            response = await conn.request(ApiKey.DESCRIBE_LOG_DIRS, {"topics": topics})
+            _raise_for(getattr(response, "error_code", 0), None, f"DescribeLogDirs on {node}")
+            out[node] = [
+                LogDirDescription(
+                    path=r.log_dir,
+                    error_code=r.error_code,
+                    replicas=tuple(
+                        ReplicaInfo(t.name, p.partition_index, p.partition_size, p.offset_lag,
+                                    p.is_future_key)
+                        for t in r.topics for p in t.partitions
+                    ),
+                    total_bytes=getattr(r, "total_bytes", -1),
+                    usable_bytes=getattr(r, "usable_bytes", -1),
+                )
+                for r in response.results
+            ]
+        return out
+
+
+def _config_entry(c: Any) -> ConfigEntry:
+    synonyms = tuple(ConfigSynonym(s.name, s.value, s.source) for s in (c.synonyms or ()))
+    return ConfigEntry(
+        name=c.name,
+        value=c.value,
+        source=getattr(c, "config_source", -1),
+        read_only=bool(c.read_only),
+        sensitive=bool(c.is_sensitive),
+        synonyms=synonyms,
+        config_type=getattr(c, "config_type", 0) or 0,
+        documentation=getattr(c, "documentation", None),
+    )

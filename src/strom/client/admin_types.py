@@ -1,0 +1,146 @@
+"""Arguments and results of :class:`~strom.client.admin.AdminClient` (plain, immutable data)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from strom.client.metadata import BrokerNode, PartitionMetadata
+from strom.common.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+
+
+class ResourceType(enum.IntEnum):
+    """Config resource types (DescribeConfigs / AlterConfigs)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigResource(NamedTuple):
+    """A topic (by name) or a broker (by id, as a string; ``""`` = cluster-wide default)."""
+
+    type: ResourceType
+    name: str
+
+    @classmethod
+    def topic(cls, name: str) -> ConfigResource:
+        return cls(ResourceType.TOPIC, name)
+
+    @classmethod
+    def broker(cls, broker_id: int | str) -> ConfigResource:
+        return cls(ResourceType.BROKER, str(broker_id))
+
+
+class AlterConfigOpType(enum.IntEnum):
+    """IncrementalAlterConfigs operations."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class AlterConfigOp(NamedTuple):
+    name: str
+    op: AlterConfigOpType
+    value: str | None = None
+
+
+class ConfigSynonym(NamedTuple):
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One config value as DescribeConfigs reports it; ``source`` is a ConfigSource code."""
+
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    config_type: int = 0
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == 5  # ConfigSource.DEFAULT_CONFIG
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """A topic to create. ``-1`` partitions / replication factor mean the broker's defaults."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+    assignments: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    """What CreateTopics reported for one topic (v5+ includes the effective values)."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    topic_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    partitions: tuple[PartitionMetadata, ...]
+    is_internal: bool = False
+    topic_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerNode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """One partition replica in a log dir."""
+
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    path: str
+    error_code: int
+    replicas: tuple[ReplicaInfo, ...]
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
+class OffsetSpec:
+    """ListOffsets targets: the sentinels, or any timestamp in ms (first offset at or after)."""
+
+    EARLIEST = EARLIEST_TIMESTAMP
+    LATEST = LATEST_TIMESTAMP
+    MAX_TIMESTAMP = MAX_TIMESTAMP
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """A ListOffsets answer: ``offset`` is -1 when no record matches the timestamp."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1

@@ -1,0 +1,339 @@
+"""``Fetcher``: read assigned partitions from their leaders, without consumer groups.
+
+Assign partitions, position each one (:meth:`Fetcher.seek`, ``seek_to_beginning`` / ``_end`` /
+``_timestamp``, or the ``auto_offset_reset`` policy on first fetch), then call
+:meth:`Fetcher.fetch` (one round of Fetch requests, one per leader, concurrently) or iterate
+``async for record in fetcher``. Positions only move forward past records handed out.
+
+Record batches are decoded with :func:`strom.protocol.records.reader.decode_batches`, which
+decompresses and stops at a partial trailing batch (the broker cuts responses at
+``max_partition_bytes``); the next fetch starts at the first offset not yet returned. Batches
+that begin before the position (a fetch returns whole batches) have their earlier records
+skipped; control batches (transaction markers) are skipped. With ``isolation_level=1``
+(read committed) records of aborted transactions are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from strom.client.admin_types import OffsetSpec
+from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster
+from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
+from strom.client.offsets import READ_COMMITTED, READ_UNCOMMITTED, list_offsets
+from strom.client.records import ClientConfigError, ConsumerRecord
+from strom.common.errors import (
+    KafkaError,
+    NetworkError,
+    OffsetOutOfRangeError,
+    StromError,
+    UnknownTopicOrPartitionError,
+    error_for,
+)
+from strom.common.types import TopicPartition
+from strom.protocol.records.reader import decode_batches
+from strom.protocol.versions import ApiKey
+
+log = logging.getLogger("strom.client.fetcher")
+
+RESET_POLICIES = ("earliest", "latest", "none")
+
+
+class NoOffsetError(StromError):
+    """A partition has no position and ``auto_offset_reset`` is ``"none"``."""
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """What the fetcher knows about one assigned partition."""
+
+    position: int | None = None
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    last_stable_offset: int = -1
+    max_bytes: int = 0
+
+
+class Fetcher:
+    """A group-less consumer of explicitly assigned partitions.
+
+    Lifecycle: ``await start()`` (or ``async with``), ``assign`` / ``seek*``, ``fetch`` or
+    ``async for``, ``await close()``. Runs on the loop that started it.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str = DEFAULT_BOOTSTRAP,
+        *,
+        client_id: str = "strom-fetcher",
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        max_bytes: int = 52428800,
+        max_partition_bytes: int = 1048576,
+        isolation_level: int = READ_UNCOMMITTED,
+        auto_offset_reset: str = "latest",
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    ) -> None:
+        if auto_offset_reset not in RESET_POLICIES:
+            raise ClientConfigError(
+                f"auto_offset_reset must be one of {', '.join(RESET_POLICIES)}, "
+                f"got {auto_offset_reset!r}"
+            )
+        if isolation_level not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise ClientConfigError("isolation_level must be 0 (uncommitted) or 1 (committed)")
+        self.cluster = Cluster(bootstrap, client_id=client_id,
+                               request_timeout_s=request_timeout_s)
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.max_partition_bytes = max_partition_bytes
+        self.isolation_level = isolation_level
+        self.auto_offset_reset = auto_offset_reset
+        self.request_timeout_s = request_timeout_s
+        self._state: dict[TopicPartition, PartitionState] = {}
+
+    async def start(self) -> Fetcher:
+        await self.cluster.start()
+        return self
+
+    async def close(self) -> None:
+        await self.cluster.close()
+
+    async def __aenter__(self) -> Fetcher:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- assignment and positions ------------------------------------------------------------
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Replace the assignment; partitions kept from before keep their positions."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        self._state = {tp: self._state.get(tp) or PartitionState() for tp in wanted}
+
+    async def assign_topic(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> list[TopicPartition]:
+        """Assign ``partitions`` of ``topic`` (all of them when None); returns the assignment."""
+        count = await self.cluster.topic_partitions(topic)
+        chosen = range(count) if partitions is None else list(partitions)
+        for p in chosen:
+            if not 0 <= p < count:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {p} of topic {topic!r} does not exist (it has {count})"
+                )
+        tps = [TopicPartition(topic, p) for p in chosen]
+        self.assign([*self._state, *tps])
+        return tps
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._state)
+
+    def position(self, tp: TopicPartition) -> int | None:
+        """The next offset to return for ``tp`` (None until positioned)."""
+        return self._state[tp].position
+
+    def high_watermark(self, tp: TopicPartition) -> int:
+        """The high watermark seen in the last fetch of ``tp`` (-1 before any)."""
+        return self._state[tp].high_watermark
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._state_of(tp).position = offset
+
+    async def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        await self._seek_spec(partitions, OffsetSpec.EARLIEST)
+
+    async def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        await self._seek_spec(partitions, OffsetSpec.LATEST)
+
+    async def seek_to_timestamp(
+        self, timestamp_ms: int, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """Position at the first record with timestamp ≥ ``timestamp_ms`` (the end if none)."""
+        tps = self._targets(partitions)
+        found = await list_offsets(self.cluster, dict.fromkeys(tps, timestamp_ms),
+                                   isolation_level=self.isolation_level)
+        missing = [tp for tp, o in found.items() if o.offset < 0]
+        ends = await list_offsets(self.cluster, dict.fromkeys(missing, OffsetSpec.LATEST),
+                                  isolation_level=self.isolation_level) if missing else {}
+        positions: dict[TopicPartition, int] = {}
+        for tp in tps:
+            offset = found[tp].offset if found[tp].offset >= 0 else ends[tp].offset
+            self._state_of(tp).position = offset
+            positions[tp] = offset
+        return positions
+
+    async def _seek_spec(self, partitions: Iterable[TopicPartition] | None, spec: int) -> None:
+        tps = self._targets(partitions)
+        found = await list_offsets(self.cluster, dict.fromkeys(tps, spec),
+                                   isolation_level=self.isolation_level)
+        for tp, answer in found.items():
+            self._state_of(tp).position = answer.offset
+
+    def _targets(self, partitions: Iterable[TopicPartition] | None) -> list[TopicPartition]:
+        return list(self._state) if partitions is None else [TopicPartition(*p) for p in partitions]
+
+    def _state_of(self, tp: TopicPartition) -> PartitionState:
+        tp = TopicPartition(*tp)
+        state = self._state.get(tp)
+        if state is None:
+            raise ClientConfigError(f"partition {tp} is not assigned")
+        return state
+
+    async def _reset_missing(self) -> None:
+        missing = [tp for tp, s in self._state.items() if s.position is None]
+        if not missing:
+            return
+        if self.auto_offset_reset == "none":
+            raise NoOffsetError(f"no position for {', '.join(map(str, missing))}")
+        spec = OffsetSpec.EARLIEST if self.auto_offset_reset == "earliest" else OffsetSpec.LATEST
+        await self._seek_spec(missing, spec)
+
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """Current end offsets (high watermark, or last stable offset when read committed)."""
+        tps = self._targets(partitions)
+        found = await list_offsets(self.cluster, dict.fromkeys(tps, OffsetSpec.LATEST),
+                                   isolation_level=self.isolation_level)
+        return {tp: o.offset for tp, o in found.items()}
+
+    # -- fetching ----------------------------------------------------------------------------
+    async def fetch(self) -> list[ConsumerRecord]:
+        """One round of Fetch requests to every leader; the records past each position.
+
+        Returns an empty list when nothing arrived within ``max_wait_ms``.
+        """
+        if not self._state:
+            raise ClientConfigError("no partitions assigned")
+        await self._reset_missing()
+        groups: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in self._state:
+            groups[await self.cluster.leader_for(tp)].append(tp)
+        results = await asyncio.gather(
+            *(self._fetch_from(node, tps) for node, tps in groups.items())
+        )
+        return [record for chunk in results for record in chunk]
+
+    async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        while True:
+            for record in await self.fetch():
+                yield record
+
+    async def _fetch_from(self, node: int, tps: list[TopicPartition]) -> list[ConsumerRecord]:
+        try:
+            conn = await self.cluster.connection(node)
+            response = await self._request(conn, tps)
+        except NetworkError as exc:
+            log.debug("fetch from broker %d failed: %s", node, exc)
+            for tp in tps:
+                self.cluster.invalidate(tp)
+            await asyncio.sleep(0.1)
+            return []
+        if getattr(response, "error_code", 0):
+            raise error_for(response.error_code, f"Fetch from broker {node}")
+        records: list[ConsumerRecord] = []
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition_index)
+                state = self._state.get(tp)
+                if state is None:
+                    continue
+                if p.error_code:
+                    await self._handle_error(tp, error_for(p.error_code, f"fetching {tp}"))
+                    continue
+                state.high_watermark = p.high_watermark
+                state.log_start_offset = getattr(p, "log_start_offset", -1)
+                state.last_stable_offset = getattr(p, "last_stable_offset", -1)
+                if p.records:
+                    records.extend(self._decode(tp, state, p))
+        return records
+
+    async def _request(self, conn: Connection, tps: list[TopicPartition]) -> Any:
+        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for tp in tps:
+            state = self._state[tp]
+            by_topic[tp.topic].append({
+                "partition": tp.partition,
+                "fetch_offset": state.position,
+                "log_start_offset": -1,
+                "partition_max_bytes": state.max_bytes or self.max_partition_bytes,
+            })
+        fields = {
+            "replica_id": -1,
+            "max_wait_ms": self.max_wait_ms,
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "isolation_level": self.isolation_level,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        return await conn.request(ApiKey.FETCH, fields,
+                                  timeout_s=self.request_timeout_s + self.max_wait_ms / 1000)
+
+    async def _handle_error(self, tp: TopicPartition, error: KafkaError) -> None:
+        if isinstance(error, OffsetOutOfRangeError) and self.auto_offset_reset != "none":
+            log.info("%s: position %s out of range; resetting to %s", tp,
+                     self._state[tp].position, self.auto_offset_reset)
+            self._state[tp].position = None
+            await self._reset_missing()
+            return
+        if error.retriable:
+            self.cluster.invalidate(tp)
+            return
+        raise error
+
+    def _decode(self, tp: TopicPartition, state: PartitionState, p: Any) -> list[ConsumerRecord]:
+        position = state.position if state.position is not None else 0
+        aborted = _aborted_ranges(p) if self.isolation_level == READ_COMMITTED else {}
+        aborting: set[int] = set()
+        out: list[ConsumerRecord] = []
+        advanced = False
+        for header, batch_records in decode_batches(p.records):
+            advanced = True
+            next_offset = header.base_offset + header.last_offset_delta + 1
+            if header.is_control:
+                aborting.discard(header.producer_id)
+                position = max(position, next_offset)
+                continue
+            if header.is_transactional and any(
+                first <= header.base_offset for first in aborted.get(header.producer_id, ())
+            ):
+                aborting.add(header.producer_id)
+            if header.producer_id in aborting:
+                position = max(position, next_offset)
+                continue
+            timestamp_type = 1 if header.is_log_append_time else 0
+            for r in batch_records:
+                if r.offset < position:
+                    continue
+                out.append(ConsumerRecord(
+                    tp.topic, tp.partition, r.offset,
+                    r.timestamp, timestamp_type,
+                    r.key, r.value, tuple(r.headers), header.partition_leader_epoch,
+                ))
+            position = max(position, next_offset)
+        if not advanced and len(p.records) >= (state.max_bytes or self.max_partition_bytes):
+            # Only a partial batch fit: a batch is larger than the fetch size. Grow it.
+            state.max_bytes = 2 * (state.max_bytes or self.max_partition_bytes)
+            log.info("%s: a batch exceeds the fetch size; raising it to %d", tp, state.max_bytes)
+        else:
+            state.max_bytes = 0
+        state.position = position
+        return out
+
+
+def _aborted_ranges(p: Any) -> dict[int, list[int]]:
+    """Aborted transactions of a fetched partition, as producer id → first offsets."""
+    out: dict[int, list[int]] = defaultdict(list)
+    for txn in getattr(p, "aborted_transactions", None) or ():
+        out[txn.producer_id].append(txn.first_offset)
+    return out

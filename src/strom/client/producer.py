@@ -1,0 +1,506 @@
+"""``Producer``: batches records per partition and sends them to partition leaders.
+
+Flow: :meth:`Producer.send` picks a partition (:mod:`strom.client.partitioner`), appends the
+record to that partition's open batch and returns a future of
+:class:`~strom.client.records.RecordMetadata`. A batch closes when it reaches ``batch_size``
+bytes or ``linger_ms`` after its first record (or on :meth:`Producer.flush`). The sender task
+(owned by the producer) builds closed batches into v2 record batches, groups them by leader
+and sends one Produce request per leader with at most one batch per partition, keeping up to
+``max_in_flight`` batches per partition in flight (at most five when idempotent).
+
+Retriable errors (leader moves, timeouts, lost connections) refresh metadata and resend the
+same batch bytes after a backoff, until ``delivery_timeout_s``; retried batches go back in
+their original order. With ``idempotent=True`` the producer gets a producer id from
+InitProducerId and numbers each partition's batches (:mod:`strom.client.sequencing`), so the
+broker drops duplicates from retries and keeps order; idempotence needs ``acks=-1``.
+
+Backpressure: at most ``buffer_memory`` bytes of records wait unsent; ``send`` waits for room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections import defaultdict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.client.batching import build_batch, estimate_record_size
+from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster
+from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
+from strom.client.partitioner import DefaultPartitioner, Partitioner
+from strom.client.records import ClientConfigError, Header, RecordMetadata, codec_id
+from strom.client.sequencing import MAX_IN_FLIGHT, Sequencer
+from strom.common.errors import (
+    DuplicateSequenceNumberError,
+    KafkaError,
+    MessageTooLargeError,
+    NetworkError,
+    StromError,
+    UnknownTopicOrPartitionError,
+    error_for,
+)
+from strom.common.types import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TopicPartition
+from strom.protocol.versions import ApiKey
+
+log = logging.getLogger("strom.client.producer")
+
+RETRY_BACKOFF_S = 0.1
+
+
+class ProducerClosedError(StromError):
+    """``send`` was called on a closed producer."""
+
+
+@dataclass(slots=True)
+class _PendingRecord:
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+@dataclass(slots=True, eq=False)
+class _Batch:
+    """Records for one partition, sent together. ``payload`` is built once, on first send."""
+
+    tp: TopicPartition
+    created: float
+    order: int
+    records: list[_PendingRecord] = field(default_factory=list)
+    futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
+    size: int = 0
+    payload: bytes | None = None
+    base_sequence: int = NO_SEQUENCE
+    generation: int = 0
+    attempts: int = 0
+    retry_at: float = 0.0
+    deadline: float = 0.0
+
+
+def _parse_acks(acks: int | str) -> int:
+    text = str(acks).strip().lower()
+    if text == "all":
+        return -1
+    try:
+        value = int(text)
+    except ValueError:
+        value = 99
+    if value not in (-1, 0, 1):
+        raise ClientConfigError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
+    return value
+
+
+class Producer:
+    """An asyncio producer.
+
+    Lifecycle: ``await start()`` (or ``async with``), any number of ``send`` calls from
+    coroutines of the same loop, ``await flush()`` as needed, ``await close()`` (flushes first).
+    """
+
+    def __init__(
+        self,
+        bootstrap: str = DEFAULT_BOOTSTRAP,
+        *,
+        acks: int | str = -1,
+        compression: str | int | None = "none",
+        linger_ms: float = 5.0,
+        batch_size: int = 16384,
+        max_request_size: int = 1048576,
+        buffer_memory: int = 32 * 1024 * 1024,
+        idempotent: bool = False,
+        max_in_flight: int = 5,
+        delivery_timeout_s: float = 120.0,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        partitioner: Partitioner | None = None,
+        client_id: str = "strom-producer",
+        allow_auto_create_topics: bool = True,
+    ) -> None:
+        self.acks = _parse_acks(acks)
+        self.codec = codec_id(compression)
+        if idempotent and self.acks != -1:
+            raise ClientConfigError("an idempotent producer needs acks=all (-1)")
+        if batch_size < 1 or max_request_size < 1 or max_in_flight < 1:
+            raise ClientConfigError("batch_size, max_request_size and max_in_flight must be > 0")
+        self.linger_s = max(linger_ms, 0.0) / 1000.0
+        self.batch_size = batch_size
+        self.max_request_size = max_request_size
+        self.buffer_memory = buffer_memory
+        self.idempotent = idempotent
+        self.max_in_flight = min(max_in_flight, MAX_IN_FLIGHT) if idempotent else max_in_flight
+        self.delivery_timeout_s = delivery_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.partitioner: Partitioner = partitioner or DefaultPartitioner(batch_size)
+        self.cluster = Cluster(bootstrap, client_id=client_id,
+                               request_timeout_s=request_timeout_s,
+                               allow_auto_create_topics=allow_auto_create_topics)
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self._open: dict[TopicPartition, _Batch] = {}
+        self._ready: dict[TopicPartition, deque[_Batch]] = defaultdict(deque)
+        self._in_flight: dict[TopicPartition, int] = defaultdict(int)
+        self._sequencer = Sequencer()
+        self._order = itertools.count()
+        self._incomplete: dict[_Batch, asyncio.Future[None]] = {}
+        self._buffered = 0
+        self._room = asyncio.Event()
+        self._wakeup = asyncio.Event()
+        self._flushing = 0
+        self._closed = False
+        self._sender: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._refreshing: asyncio.Task[Any] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> Producer:
+        await self.cluster.start()
+        if self.idempotent:
+            await self._init_producer_id()
+        self._sender = asyncio.create_task(self._send_loop(), name="strom-producer-sender")
+        return self
+
+    async def __aenter__(self) -> Producer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Flush (up to ``timeout_s``), stop the sender and close connections."""
+        if self._closed:
+            return
+        try:
+            if self._sender is not None:
+                await asyncio.wait_for(self.flush(), timeout_s)
+        finally:
+            self._closed = True
+            for batch in list(self._incomplete):
+                self._fail(batch, ProducerClosedError("producer closed before delivery"))
+            for task in [self._sender, *self._tasks]:
+                if task is not None:
+                    task.cancel()
+            for task in [self._sender, *self._tasks]:
+                if task is not None:
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+            await self.cluster.close()
+
+    async def _init_producer_id(self) -> None:
+        conn = await self.cluster.any_connection()
+        response = await conn.request(ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": None, "transaction_timeout_ms": 60000,
+        })
+        if response.error_code:
+            raise error_for(response.error_code, "InitProducerId failed")
+        self.producer_id = response.producer_id
+        self.producer_epoch = response.producer_epoch
+
+    # -- sending -----------------------------------------------------------------------------
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Iterable[Header] | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue a record; the returned future resolves to its (partition, offset).
+
+        Waits only when ``buffer_memory`` is full or the topic's metadata is not known yet.
+        """
+        if self._closed or self._sender is None:
+            raise ProducerClosedError("the producer is not running (call start() first)")
+        if self._sender.done():
+            self._sender.result()  # re-raise what stopped the sender
+        header_tuple = tuple(headers) if headers else ()
+        size = estimate_record_size(key, value, header_tuple)
+        if size + 128 > self.max_request_size:
+            raise MessageTooLargeError(
+                f"record of about {size} bytes exceeds max_request_size={self.max_request_size}"
+            )
+        count = await self.cluster.topic_partitions(topic)
+        if partition is None:
+            partition = self.partitioner.partition(topic, key, count, size)
+        elif not 0 <= partition < count:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of topic {topic!r} does not exist (it has {count})"
+            )
+        while self._buffered + size > self.buffer_memory and self._buffered > 0:
+            self._room.clear()
+            await self._room.wait()
+            if self._closed:
+                raise ProducerClosedError("producer closed while waiting for buffer space")
+        tp = TopicPartition(topic, partition)
+        now = time.monotonic()
+        batch = self._open.get(tp)
+        closed = False
+        if batch is not None and batch.records and batch.size + size > self.batch_size:
+            self._close_batch(batch)
+            batch = None
+            closed = True
+        if batch is None:
+            batch = _Batch(tp, now, next(self._order), deadline=now + self.delivery_timeout_s)
+            self._open[tp] = batch
+            self._incomplete[batch] = asyncio.get_running_loop().create_future()
+            self._wakeup.set()  # the sender starts the linger timer
+        ts = int(time.time() * 1000) if timestamp is None else timestamp
+        batch.records.append(_PendingRecord(ts, key, value, header_tuple))
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        batch.futures.append(future)
+        batch.size += size
+        self._buffered += size
+        if batch.size >= self.batch_size:
+            self._close_batch(batch)
+            closed = True
+        if closed:
+            # A full batch is ready: let the sender run, as Kafka's sender thread would, so a
+            # tight send loop does not buffer everything until flush().
+            await asyncio.sleep(0)
+        return future
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Iterable[Header] | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> RecordMetadata:
+        """``send``, close the open batches at once, and wait for the acknowledgement."""
+        future = await self.send(topic, value, key, headers, partition, timestamp)
+        for batch in list(self._open.values()):
+            self._close_batch(batch)
+        return await future
+
+    async def flush(self) -> None:
+        """Send everything queued so far and wait until each record is acknowledged or failed."""
+        self._flushing += 1
+        try:
+            for batch in list(self._open.values()):
+                self._close_batch(batch)
+            waiting = list(self._incomplete.values())
+            if waiting:
+                await asyncio.gather(*(asyncio.shield(f) for f in waiting))
+        finally:
+            self._flushing -= 1
+
+    def _close_batch(self, batch: _Batch) -> None:
+        if self._open.get(batch.tp) is batch:
+            del self._open[batch.tp]
+            self._ready[batch.tp].append(batch)
+            self._wakeup.set()
+
+    # -- the sender task ---------------------------------------------------------------------
+    async def _send_loop(self) -> None:
+        while True:
+            self._wakeup.clear()
+            next_wake = self._close_lingered(time.monotonic())
+            while True:
+                started, retry_at = self._dispatch_ready(time.monotonic())
+                if retry_at is not None:
+                    next_wake = retry_at if next_wake is None else min(next_wake, retry_at)
+                if not started:
+                    break
+            timeout = None if next_wake is None else max(next_wake - time.monotonic(), 0.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    def _close_lingered(self, now: float) -> float | None:
+        """Close open batches whose linger time is up; return when the next one is due."""
+        next_due: float | None = None
+        for batch in list(self._open.values()):
+            due = batch.created + self.linger_s
+            if self._flushing or due <= now:
+                self._close_batch(batch)
+            else:
+                next_due = due if next_due is None else min(next_due, due)
+        return next_due
+
+    def _dispatch_ready(self, now: float) -> tuple[bool, float | None]:
+        """Start requests for sendable batches (at most one per partition per request).
+
+        Returns whether any request started, and the earliest time a backed-off batch may go.
+        """
+        by_leader: dict[int, list[_Batch]] = defaultdict(list)
+        next_retry: float | None = None
+        for tp, queue in self._ready.items():
+            if not queue or self._in_flight[tp] >= self.max_in_flight:
+                continue
+            batch = queue[0]
+            if batch.retry_at > now:
+                if next_retry is None or batch.retry_at < next_retry:
+                    next_retry = batch.retry_at
+                continue
+            leader = self.cluster.metadata.leader(tp)
+            if leader is None:
+                self._refresh_soon(tp)
+                continue
+            queue.popleft()
+            self._in_flight[tp] += 1
+            by_leader[leader].append(batch)
+        for leader, batches in by_leader.items():
+            for request in self._split(batches):
+                task = asyncio.create_task(self._produce(leader, request))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        return bool(by_leader), next_retry
+
+    def _split(self, batches: list[_Batch]) -> list[list[_Batch]]:
+        """Group batches into requests no larger than ``max_request_size``."""
+        requests: list[list[_Batch]] = [[]]
+        size = 0
+        for batch in batches:
+            payload = self._payload(batch)
+            if requests[-1] and size + len(payload) > self.max_request_size:
+                requests.append([])
+                size = 0
+            requests[-1].append(batch)
+            size += len(payload)
+        return requests
+
+    def _payload(self, batch: _Batch) -> bytes:
+        """The batch's bytes, built on first send (and rebuilt when its sequence numbers
+        belong to a generation that ended because an earlier batch failed)."""
+        if batch.payload is not None and (
+            not self.idempotent or self._sequencer.is_current(batch.tp, batch.generation)
+        ):
+            return batch.payload
+        if self.idempotent:
+            batch.base_sequence, batch.generation = self._sequencer.assign(
+                batch.tp, len(batch.records)
+            )
+        batch.payload = build_batch(
+            [(r.timestamp, r.key, r.value, r.headers) for r in batch.records],
+            codec=self.codec,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=batch.base_sequence,
+        )
+        return batch.payload
+
+    def _refresh_soon(self, tp: TopicPartition) -> None:
+        if self._refreshing is not None and not self._refreshing.done():
+            return
+
+        async def refresh() -> None:
+            try:
+                await self.cluster.refresh([tp.topic])
+            except KafkaError as exc:
+                log.debug("metadata refresh for %s failed: %s", tp, exc)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+            self._wakeup.set()
+
+        self._refreshing = asyncio.create_task(refresh())
+        self._tasks.add(self._refreshing)
+        self._refreshing.add_done_callback(self._tasks.discard)
+
+    async def _produce(self, leader: int, batches: list[_Batch]) -> None:
+        try:
+            conn = await self.cluster.connection(leader)
+            results = await self._request(conn, batches)
+        except KafkaError as exc:
+            results = dict.fromkeys((b.tp for b in batches), (exc, -1))
+        except Exception as exc:  # never leave a batch unresolved
+            log.exception("unexpected error producing to broker %d", leader)
+            results = dict.fromkeys((b.tp for b in batches), (error_for(-1, str(exc)), -1))
+        for batch in batches:
+            self._in_flight[batch.tp] -= 1
+            error, base_offset = results.get(
+                batch.tp, (error_for(-1, f"no response for {batch.tp}"), -1)
+            )
+            if error is None:
+                self._complete(batch, base_offset)
+            else:
+                self._retry_or_fail(batch, error)
+        self._wakeup.set()
+
+    async def _request(
+        self, conn: Connection, batches: list[_Batch]
+    ) -> dict[TopicPartition, tuple[KafkaError | None, int]]:
+        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for batch in batches:
+            by_topic[batch.tp.topic].append(
+                {"index": batch.tp.partition, "records": self._payload(batch)}
+            )
+        fields = {
+            "transactional_id": None,
+            "acks": self.acks,
+            "timeout_ms": int(self.request_timeout_s * 1000),
+            "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()],
+        }
+        if self.acks == 0:
+            await conn.request(ApiKey.PRODUCE, fields, expect_response=False)
+            return {b.tp: (None, -1) for b in batches}
+        response = await conn.request(ApiKey.PRODUCE, fields,
+                                      timeout_s=self.request_timeout_s + 5.0)
+        out: dict[TopicPartition, tuple[KafkaError | None, int]] = {}
+        for topic in response.responses:
+            for p in topic.partition_responses:
+                tp = TopicPartition(topic.name, p.index)
+                if p.error_code == DuplicateSequenceNumberError.code:
+                    out[tp] = (None, -1)
+                elif p.error_code:
+                    message = getattr(p, "error_message", None) or f"producing to {tp}"
+                    out[tp] = (error_for(p.error_code, message), -1)
+                else:
+                    out[tp] = (None, p.base_offset)
+        return out
+
+    def _complete(self, batch: _Batch, base_offset: int) -> None:
+        if self.idempotent:
+            self._sequencer.acknowledged(batch.tp, batch.base_sequence, len(batch.records))
+        partition = batch.tp.partition
+        for i, future in enumerate(batch.futures):
+            if not future.done():
+                offset = -1 if base_offset < 0 else base_offset + i
+                future.set_result(RecordMetadata(partition, offset))
+        self._finish(batch)
+
+    def _retry_or_fail(self, batch: _Batch, error: KafkaError) -> None:
+        now = time.monotonic()
+        retry = error.retriable
+        if self.idempotent:
+            retry = self._sequencer.should_retry(batch.tp, batch.base_sequence, error)
+        if retry and not self._closed and now + RETRY_BACKOFF_S < batch.deadline:
+            batch.attempts += 1
+            batch.retry_at = now + min(RETRY_BACKOFF_S * 2 ** (batch.attempts - 1), 1.0)
+            self.cluster.invalidate(batch.tp)
+            log.debug("retrying batch for %s after %s", batch.tp, error)
+            self._requeue(batch)
+            return
+        self._fail(batch, error)
+        if self.idempotent:
+            self._sequencer.reset(batch.tp)
+
+    def _requeue(self, batch: _Batch) -> None:
+        """Put a batch back before every later-created batch of its partition."""
+        queue = self._ready[batch.tp]
+        index = 0
+        while index < len(queue) and queue[index].order < batch.order:
+            index += 1
+        queue.insert(index, batch)
+
+    def _fail(self, batch: _Batch, error: BaseException) -> None:
+        for future in batch.futures:
+            if not future.done():
+                future.set_exception(error)
+        self._finish(batch)
+
+    def _finish(self, batch: _Batch) -> None:
+        self._buffered -= batch.size
+        batch.size = 0
+        self._room.set()
+        done = self._incomplete.pop(batch, None)
+        if done is not None and not done.done():
+            done.set_result(None)
+        if self._open.get(batch.tp) is batch:
+            del self._open[batch.tp]
+
+
+__all__ = ["NetworkError", "Producer", "ProducerClosedError", "RecordMetadata"]

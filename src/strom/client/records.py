@@ -1,0 +1,58 @@
+"""Record types the client hands to users, and the compression codec names it accepts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from strom.common.errors import StromError
+
+Header = tuple[str, bytes | None]
+
+# Kafka's codec ids (record batch attributes bits 0-2).
+CODECS: dict[str, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CODEC_NAMES: dict[int, str] = {v: k for k, v in CODECS.items()}
+
+
+class ClientConfigError(StromError):
+    """A client option is invalid (bad codec, acks, partition, …)."""
+
+
+def codec_id(name: str | int | None) -> int:
+    """The codec id for ``name`` ("none", "gzip", "snappy", "lz4", "zstd"); also accepts ids."""
+    if name is None:
+        return 0
+    if isinstance(name, int):
+        if name in CODEC_NAMES:
+            return name
+        raise ClientConfigError(f"unknown compression codec id {name}")
+    key = name.strip().lower()
+    if key in ("", "uncompressed"):
+        key = "none"
+    if key not in CODECS:
+        raise ClientConfigError(
+            f"unknown compression {name!r}: expected one of {', '.join(CODECS)}"
+        )
+    return CODECS[key]
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed. ``offset`` is -1 when acks=0 (nothing is reported)."""
+
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """One fetched record. ``timestamp_type`` is 0 for CreateTime, 1 for LogAppendTime."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+    leader_epoch: int = -1

@@ -1,0 +1,328 @@
+"""Blocking facades over the asyncio clients, for scripts and the CLI.
+
+Each facade owns a :class:`LoopThread`: a daemon thread running a private event loop on which
+the wrapped asyncio client lives. Calls hop onto that loop and block for the result (with an
+optional timeout). Facades are context managers; ``close()`` closes the client, stops the loop
+and joins the thread. They may be used from any one thread at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import threading
+from collections import deque
+from collections.abc import Awaitable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from strom.client.admin import AdminClient
+from strom.client.admin_types import (
+    AlterConfigOp,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    CreatedTopic,
+    LogDirDescription,
+    NewTopic,
+    OffsetAndTimestamp,
+    TopicDescription,
+)
+from strom.client.fetcher import Fetcher
+from strom.client.producer import Producer
+from strom.client.records import ConsumerRecord, Header, RecordMetadata
+from strom.common.types import TopicPartition
+
+T = TypeVar("T")
+
+DEFAULT_MAX_PENDING_SENDS = 10000
+
+
+class LoopThread:
+    """An event loop in a daemon thread; :meth:`run` executes a coroutine there and waits."""
+
+    def __init__(self, name: str = "strom-client") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        """Run ``coro`` on the loop and return its result (TimeoutError after ``timeout_s``)."""
+        future = self.submit(coro)
+        try:
+            return future.result(timeout_s)
+        except BaseException:
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+class _Facade:
+    """Shared lifecycle: start the async client on the loop thread; close it and the loop."""
+
+    _client: AdminClient | Producer | Fetcher
+
+    def __init__(self, name: str) -> None:
+        self._loop = LoopThread(name)
+
+    def _start(self, start: Awaitable[Any]) -> None:
+        async def go() -> None:
+            await start
+
+        try:
+            self._loop.run(go())
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        return self._loop.run(coro, timeout_s)
+
+    def close(self) -> None:
+        try:
+            self._loop.run(self._client.close())
+        finally:
+            self._loop.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class SyncAdminClient(_Facade):
+    """Blocking :class:`~strom.client.admin.AdminClient` (same methods, same results)."""
+
+    def __init__(self, bootstrap: str, **options: Any) -> None:
+        super().__init__("strom-admin")
+        self._client = self.admin = AdminClient(bootstrap, **options)
+        self._start(self.admin.start())
+
+    def create_topics(self, topics: Sequence[NewTopic], *,
+                      validate_only: bool = False) -> dict[str, CreatedTopic]:
+        return self._run(self.admin.create_topics(topics, validate_only=validate_only))
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     configs: Mapping[str, str | None] | None = None, *,
+                     validate_only: bool = False) -> CreatedTopic:
+        return self._run(self.admin.create_topic(name, num_partitions, replication_factor,
+                                                 configs, validate_only=validate_only))
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        self._run(self.admin.delete_topics(names))
+
+    def list_topics(self, *, include_internal: bool = False) -> list[str]:
+        return self._run(self.admin.list_topics(include_internal=include_internal))
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> list[TopicDescription]:
+        return self._run(self.admin.describe_topics(names))
+
+    def create_partitions(self, new_counts: Mapping[str, int], *,
+                          validate_only: bool = False) -> None:
+        self._run(self.admin.create_partitions(new_counts, validate_only=validate_only))
+
+    def describe_configs(self, resources: Sequence[ConfigResource], *,
+                         include_synonyms: bool = False, include_documentation: bool = False,
+                         keys: Sequence[str] | None = None
+                         ) -> dict[ConfigResource, list[ConfigEntry]]:
+        return self._run(self.admin.describe_configs(
+            resources, include_synonyms=include_synonyms,
+            include_documentation=include_documentation, keys=keys))
+
+    def alter_configs(self, resource: ConfigResource, configs: Mapping[str, str | None], *,
+                      validate_only: bool = False) -> None:
+        self._run(self.admin.alter_configs(resource, configs, validate_only=validate_only))
+
+    def incremental_alter_configs(self, resource: ConfigResource, ops: Sequence[AlterConfigOp],
+                                  *, validate_only: bool = False) -> None:
+        self._run(self.admin.incremental_alter_configs(resource, ops,
+                                                       validate_only=validate_only))
+
+    def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return self._run(self.admin.delete_records(offsets))
+
+    def list_offsets(self, specs: Mapping[TopicPartition, int], *,
+                     isolation_level: int = 0) -> dict[TopicPartition, OffsetAndTimestamp]:
+        return self._run(self.admin.list_offsets(specs, isolation_level=isolation_level))
+
+    def describe_cluster(self) -> ClusterDescription:
+        return self._run(self.admin.describe_cluster())
+
+    def describe_log_dirs(self, broker_ids: Iterable[int] | None = None,
+                          partitions: Iterable[TopicPartition] | None = None
+                          ) -> dict[int, list[LogDirDescription]]:
+        return self._run(self.admin.describe_log_dirs(broker_ids, partitions))
+
+
+class SyncProducer(_Facade):
+    """Blocking :class:`~strom.client.producer.Producer`.
+
+    :meth:`send` returns a ``concurrent.futures.Future`` at once. Records cross to the loop
+    thread through a queue drained by one task (no thread hop per record); ``send`` blocks
+    when ``max_pending`` records wait in that queue, until the task takes them (backpressure).
+    """
+
+    def __init__(self, bootstrap: str, *, max_pending: int = DEFAULT_MAX_PENDING_SENDS,
+                 **options: Any) -> None:
+        super().__init__("strom-producer")
+        self._client = self.producer = Producer(bootstrap, **options)
+        self._max_pending = max(max_pending, 1)
+        self._room = threading.Event()
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[_SendArgs, concurrent.futures.Future[RecordMetadata]]] = deque()
+        self._draining = False
+        self._drain_task: asyncio.Task[None] | None = None
+        self._start(self.producer.start())
+
+    def send(self, topic: str, value: bytes | None, key: bytes | None = None,
+             headers: Iterable[Header] | None = None, partition: int | None = None,
+             timestamp: int | None = None) -> concurrent.futures.Future[RecordMetadata]:
+        """Queue a record; the future resolves to its (partition, offset) or raises."""
+        future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        args = (topic, value, key, list(headers) if headers else None, partition, timestamp)
+        with self._lock:
+            self._queue.append((args, future))
+            wake = not self._draining
+            self._draining = True
+            full = len(self._queue) >= self._max_pending
+            if full:
+                self._room.clear()
+        if wake:
+            self._loop.loop.call_soon_threadsafe(self._start_drain)
+        if full:
+            self._room.wait()
+        return future
+
+    def _start_drain(self) -> None:
+        self._drain_task = self._loop.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._draining = False
+                    return
+                items = list(self._queue)
+                self._queue.clear()
+                self._room.set()
+            for args, future in items:
+                try:
+                    sent = await self.producer.send(*args)
+                except Exception as exc:
+                    future.set_exception(exc)
+                else:
+                    sent.add_done_callback(functools.partial(_chain, future))
+
+    def send_and_wait(self, topic: str, value: bytes | None, key: bytes | None = None,
+                      headers: Iterable[Header] | None = None, partition: int | None = None,
+                      timestamp: int | None = None) -> RecordMetadata:
+        return self._run(self.producer.send_and_wait(topic, value, key, headers, partition,
+                                                     timestamp))
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every record sent so far is acknowledged or failed."""
+        self._run(self._flush(), timeout_s)
+
+    def close(self) -> None:
+        """Deliver what was sent (records still queued here included), then close."""
+        try:
+            self._run(self._flush())
+        finally:
+            super().close()
+
+    async def _flush(self) -> None:
+        # Records queued before this call are handed over first (the drain task was scheduled
+        # before this coroutine, both through call_soon_threadsafe).
+        while self._drain_task is not None and not self._drain_task.done():
+            await asyncio.shield(self._drain_task)
+        await self.producer.flush()
+
+
+_SendArgs = tuple[str, bytes | None, bytes | None, list[Header] | None, int | None, int | None]
+
+
+def _chain(target: concurrent.futures.Future[RecordMetadata],
+           source: asyncio.Future[RecordMetadata]) -> None:
+    if source.cancelled():
+        target.cancel()
+    elif source.exception() is not None:
+        target.set_exception(source.exception())
+    else:
+        target.set_result(source.result())
+
+
+class SyncFetcher(_Facade):
+    """Blocking :class:`~strom.client.fetcher.Fetcher`; iterate it or call :meth:`poll`."""
+
+    def __init__(self, bootstrap: str, **options: Any) -> None:
+        super().__init__("strom-fetcher")
+        self._client = self.fetcher = Fetcher(bootstrap, **options)
+        self._start(self.fetcher.start())
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = list(partitions)
+
+        async def go() -> None:
+            self.fetcher.assign(tps)
+
+        self._run(go())
+
+    def assign_topic(self, topic: str,
+                     partitions: Iterable[int] | None = None) -> list[TopicPartition]:
+        return self._run(self.fetcher.assign_topic(topic, partitions))
+
+    def assignment(self) -> list[TopicPartition]:
+        return self.fetcher.assignment()
+
+    def position(self, tp: TopicPartition) -> int | None:
+        return self.fetcher.position(tp)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        async def go() -> None:
+            self.fetcher.seek(tp, offset)
+
+        self._run(go())
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._run(self.fetcher.seek_to_beginning(partitions))
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._run(self.fetcher.seek_to_end(partitions))
+
+    def seek_to_timestamp(self, timestamp_ms: int,
+                          partitions: Iterable[TopicPartition] | None = None
+                          ) -> dict[TopicPartition, int]:
+        return self._run(self.fetcher.seek_to_timestamp(timestamp_ms, partitions))
+
+    def end_offsets(self, partitions: Iterable[TopicPartition] | None = None
+                    ) -> dict[TopicPartition, int]:
+        return self._run(self.fetcher.end_offsets(partitions))
+
+    def poll(self, timeout_s: float | None = None) -> list[ConsumerRecord]:
+        """One fetch round (waits up to the fetcher's ``max_wait_ms`` for data)."""
+        return self._run(self.fetcher.fetch(), timeout_s)
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        while True:
+            yield from self.poll()

@@ -1,0 +1,277 @@
+"""Producer batching / retries / idempotence and fetcher positions against the fake broker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from strom.client.admin import AdminClient
+from strom.client.fetcher import Fetcher, NoOffsetError
+from strom.client.producer import Producer
+from strom.client.records import ClientConfigError, RecordMetadata
+from strom.common.errors import (
+    InvalidRecordError,
+    NotLeaderOrFollowerError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from strom.common.types import TopicPartition
+from strom.protocol.records.reader import decode_batches
+from strom.protocol.versions import ApiKey
+from tests.client.fake_broker import FakeBroker
+
+
+def with_broker(test: Callable[[FakeBroker], Awaitable[None]]) -> None:
+    async def main() -> None:
+        broker = await FakeBroker().start()
+        try:
+            await test(broker)
+        finally:
+            await broker.stop()
+
+    asyncio.run(main())
+
+
+def test_produce_batches_per_partition_and_reports_offsets() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t", 2)
+        async with Producer(broker.bootstrap, linger_ms=50, compression="gzip") as producer:
+            futures = [await producer.send("t", b"v%d" % i, partition=i % 2,
+                                           headers=[("h", b"x")]) for i in range(10)]
+            await producer.flush()
+        results = [f.result() for f in futures]
+        assert results[:4] == [RecordMetadata(0, 0), RecordMetadata(1, 0),
+                               RecordMetadata(0, 1), RecordMetadata(1, 1)]
+        produces = [r for r in broker.requests if r[0] == ApiKey.PRODUCE]
+        assert len(produces) == 1  # lingered: one request, one batch per partition
+        _base, raw = broker.topics["t"][0].batches[0]
+        [(header, records)] = list(decode_batches(raw))
+        assert header.compression == 1 and header.records_count == 5
+        assert [r.value for r in records] == [b"v0", b"v2", b"v4", b"v6", b"v8"]
+        assert records[0].headers == [("h", b"x")]
+
+    with_broker(test)
+
+
+def test_keyed_records_use_murmur2() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t", 4)
+        async with Producer(broker.bootstrap, linger_ms=0) as producer:
+            md = await producer.send_and_wait("t", b"v", key=b"foobar")
+        # toPositive(murmur2("foobar")) % 4 with murmur2 = -790332482
+        assert md.partition == (-790332482 & 0x7FFFFFFF) % 4
+
+    with_broker(test)
+
+
+def test_retriable_error_is_retried_and_fatal_one_is_reported() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        async with Producer(broker.bootstrap, linger_ms=0) as producer:
+            broker.produce_errors = [NotLeaderOrFollowerError.code]
+            assert await producer.send_and_wait("t", b"a") == RecordMetadata(0, 0)
+            broker.produce_errors = [InvalidRecordError.code]
+            with pytest.raises(InvalidRecordError):
+                await producer.send_and_wait("t", b"b")
+            assert await producer.send_and_wait("t", b"c") == RecordMetadata(0, 1)
+
+    with_broker(test)
+
+
+def test_idempotent_producer_numbers_batches() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        async with Producer(broker.bootstrap, idempotent=True, linger_ms=0) as producer:
+            for i in range(3):
+                await producer.send_and_wait("t", b"%d" % i)
+        headers = [next(iter(decode_batches(raw)))[0] for _, raw in broker.topics["t"][0].batches]
+        assert [h.base_sequence for h in headers] == [0, 1, 2]
+        assert {h.producer_id for h in headers} == {1001}
+
+    with_broker(test)
+
+
+def test_acks_zero_returns_minus_one_offsets() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        async with Producer(broker.bootstrap, acks=0, linger_ms=0) as producer:
+            assert await producer.send_and_wait("t", b"x") == RecordMetadata(0, -1)
+            await asyncio.sleep(0.1)
+        assert broker.topics["t"][0].next_offset == 1
+
+    with_broker(test)
+
+
+def test_producer_option_errors() -> None:
+    with pytest.raises(ClientConfigError, match="acks"):
+        Producer("h:1", acks=2)
+    with pytest.raises(ClientConfigError, match="idempotent"):
+        Producer("h:1", acks=1, idempotent=True)
+    with pytest.raises(ClientConfigError, match="compression"):
+        Producer("h:1", compression="brotli")
+
+
+def test_send_to_missing_partition() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t", 2)
+        async with Producer(broker.bootstrap) as producer:
+            with pytest.raises(UnknownTopicOrPartitionError, match="partition 7"):
+                await producer.send("t", b"x", partition=7)
+
+    with_broker(test)
+
+
+def test_fetcher_positions_and_partial_batches() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t", 2)
+        async with Producer(broker.bootstrap, linger_ms=0, batch_size=1) as producer:
+            for i in range(20):
+                await producer.send("t", b"value-%02d" % i, key=b"k%d" % i, partition=0)
+            await producer.flush()
+        # A small fetch size cuts responses inside a batch: the reader must stop cleanly.
+        async with Fetcher(broker.bootstrap, max_partition_bytes=150, max_wait_ms=10,
+                           auto_offset_reset="earliest") as fetcher:
+            fetcher.assign([TopicPartition("t", 0)])
+            seen: list[int] = []
+            while len(seen) < 20:
+                seen += [r.offset for r in await fetcher.fetch()]
+            assert seen == list(range(20))
+            fetcher.seek(TopicPartition("t", 0), 15)
+            records = await fetcher.fetch()
+            assert records[0].offset == 15 and records[0].key == b"k15"
+            assert fetcher.high_watermark(TopicPartition("t", 0)) == 20
+            await fetcher.seek_to_end()
+            assert fetcher.position(TopicPartition("t", 0)) == 20
+            assert await fetcher.fetch() == []
+            assert await fetcher.end_offsets() == {TopicPartition("t", 0): 20}
+
+    with_broker(test)
+
+
+def test_fetcher_offset_out_of_range_resets() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        async with Producer(broker.bootstrap, linger_ms=0) as producer:
+            await producer.send_and_wait("t", b"x")
+        async with Fetcher(broker.bootstrap, max_wait_ms=10,
+                           auto_offset_reset="earliest") as fetcher:
+            await fetcher.assign_topic("t")
+            fetcher.seek(TopicPartition("t", 0), 100)
+            assert await fetcher.fetch() == []
+            assert fetcher.position(TopicPartition("t", 0)) == 0
+            assert [r.value for r in await fetcher.fetch()] == [b"x"]
+        async with Fetcher(broker.bootstrap, auto_offset_reset="none") as fetcher:
+            await fetcher.assign_topic("t")
+            with pytest.raises(NoOffsetError):
+                await fetcher.fetch()
+
+    with_broker(test)
+
+
+def test_admin_create_topic_errors_carry_broker_message() -> None:
+    async def test(broker: FakeBroker) -> None:
+        async with AdminClient(broker.bootstrap) as admin:
+            created = await admin.create_topic("new", 3)
+            assert created.num_partitions == 3
+            assert await admin.list_topics() == ["new"]
+            with pytest.raises(TopicAlreadyExistsError, match="already exists"):
+                await admin.create_topic("new", 1)
+            [desc] = await admin.describe_topics(["new"])
+            assert [p.leader for p in desc.partitions] == [0, 0, 0]
+            with pytest.raises(UnknownTopicOrPartitionError):
+                await admin.describe_topics(["nope"])
+
+    with_broker(test)
+
+
+def test_admin_follows_not_controller() -> None:
+    async def test(broker: FakeBroker) -> None:
+        calls = 0
+
+        async def first_not_controller(key: int, version: int, request: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                return {"topics": [{"name": t.name, "error_code": 41} for t in request.topics]}
+            return None
+
+        broker.hooks[ApiKey.CREATE_TOPICS] = first_not_controller
+        async with AdminClient(broker.bootstrap) as admin:
+            await admin.create_topic("moved", 1)
+        assert calls == 2 and "moved" in broker.topics
+
+    with_broker(test)
+
+
+def test_oldest_supported_versions_round_trip() -> None:
+    old: dict[int, tuple[int, int]] = {
+        ApiKey.API_VERSIONS: (0, 0), ApiKey.METADATA: (1, 1), ApiKey.PRODUCE: (3, 3),
+        ApiKey.FETCH: (4, 4), ApiKey.LIST_OFFSETS: (1, 1), ApiKey.CREATE_TOPICS: (2, 2),
+    }
+
+    async def main() -> None:
+        broker = await FakeBroker(old).start()
+        try:
+            async with AdminClient(broker.bootstrap) as admin:
+                await admin.create_topic("old", 1)
+                assert admin.cluster.metadata.cluster_id is None  # Metadata v1 has none
+            async with Producer(broker.bootstrap, linger_ms=0) as producer:
+                assert await producer.send_and_wait("old", b"v", key=b"k") == RecordMetadata(0, 0)
+            async with Fetcher(broker.bootstrap, max_wait_ms=10) as fetcher:
+                await fetcher.assign_topic("old")
+                await fetcher.seek_to_beginning()
+                [record] = await fetcher.fetch()
+                assert (record.key, record.value) == (b"k", b"v")
+            versions = {(key, version) for key, version, _ in broker.requests}
+            assert {(ApiKey.PRODUCE, 3), (ApiKey.FETCH, 4), (ApiKey.LIST_OFFSETS, 1)} <= versions
+        finally:
+            await broker.stop()
+
+    asyncio.run(main())
+
+
+def _values(broker: FakeBroker, topic: str) -> list[bytes | None]:
+    return [r.value for _, raw in broker.topics[topic][0].batches
+            for _, records in decode_batches(raw) for r in records]
+
+
+def test_idempotent_pipelining_keeps_order_across_a_retry() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+
+        async def slow(key: int, version: int, request: Any) -> None:
+            await asyncio.sleep(0.02)  # keep several requests in flight
+
+        broker.hooks[ApiKey.PRODUCE] = slow
+        async with Producer(broker.bootstrap, idempotent=True, linger_ms=0,
+                            batch_size=1) as producer:
+            futures = [await producer.send("t", b"%02d" % i) for i in range(3)]
+            await asyncio.sleep(0.005)
+            # The next batch fails retriably; the ones behind it come back out of order.
+            broker.produce_errors = [NotLeaderOrFollowerError.code]
+            futures += [await producer.send("t", b"%02d" % i) for i in range(3, 12)]
+            await producer.flush()
+        assert [f.result().offset for f in futures] == list(range(12))
+        assert _values(broker, "t") == [b"%02d" % i for i in range(12)]
+        in_flight = max(len(r[2].topic_data[0].partition_data) for r in broker.requests
+                        if r[0] == ApiKey.PRODUCE)
+        assert in_flight == 1  # one batch per partition per request, as Kafka requires
+
+    with_broker(test)
+
+
+def test_idempotent_fatal_error_renumbers_later_batches() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        async with Producer(broker.bootstrap, idempotent=True, linger_ms=0) as producer:
+            assert (await producer.send_and_wait("t", b"a")).offset == 0
+            broker.produce_errors = [InvalidRecordError.code]
+            with pytest.raises(InvalidRecordError):
+                await producer.send_and_wait("t", b"bad")
+            assert (await producer.send_and_wait("t", b"c")).offset == 1
+        assert _values(broker, "t") == [b"a", b"c"]
+
+    with_broker(test)

@@ -17,7 +17,7 @@ from strom.common.config import BROKER_KEYS, BrokerConfig
 from strom.common.errors import InvalidConfigError
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("broker", help="run a broker",
                        description="Run a strom broker in the foreground.")
     p.add_argument("--listen", metavar="HOST:PORT",

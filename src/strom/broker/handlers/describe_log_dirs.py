@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
@@ -23,7 +24,7 @@ class DescribeLogDirsHandler:
         wanted: dict[str, set[int] | None] | None = None
         if body.topics is not None:
             wanted = {t.topic: set(t.partitions) for t in body.topics}
-        by_topic: dict[str, list[dict[str, object]]] = {}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
         for partition in replicas.partitions():
             topic, index = partition.tp
             if wanted is not None and (topic not in wanted or index not in (wanted[topic] or ())):
@@ -35,11 +36,13 @@ class DescribeLogDirsHandler:
                 "is_future_key": False,
             })
         stat = os.statvfs(self._state.data_dir)
-        result = {
+        result: dict[str, Any] = {
             "error_code": 0,
             "log_dir": str(self._state.data_dir.resolve()),
-            "topics": [{"name": t, "partitions": sorted(ps, key=lambda p: p["partition_index"])}  # type: ignore[arg-type, return-value]
-                       for t, ps in sorted(by_topic.items())],
+            "topics": [
+                {"name": t, "partitions": sorted(ps, key=lambda p: int(p["partition_index"]))}
+                for t, ps in sorted(by_topic.items())
+            ],
             "total_bytes": stat.f_blocks * stat.f_frsize,
             "usable_bytes": stat.f_bavail * stat.f_frsize,
         }

@@ -14,7 +14,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.dispatch import HandlerResult, Request, ResponseParts
 from strom.broker.handlers.common import as_kafka_error, check_leader_epoch, topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.errors import (
@@ -43,7 +43,7 @@ class FetchHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def __call__(self, request: Request) -> ResponseParts | object:
+    def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         req = fast.decode_fetch_request(request.body, version)
         if req.session_id != 0:

@@ -52,7 +52,9 @@ def topic_entry(topic: TopicInfo, include_ops: bool) -> dict[str, Any]:
     }
 
 
-def error_entry(name: str | None, error: KafkaError, topic_id: uuid.UUID = ZERO_UUID) -> dict:  # type: ignore[type-arg]
+def error_entry(
+    name: str | None, error: KafkaError, topic_id: uuid.UUID = ZERO_UUID
+) -> dict[str, Any]:
     return {
         "error_code": error.code,
         "name": name,

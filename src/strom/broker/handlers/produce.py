@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from strom.broker.dispatch import CloseConnection, Request, ResponseParts
+from strom.broker.dispatch import CloseConnection, HandlerResult, Request, ResponseParts
 from strom.broker.handlers.common import as_kafka_error, topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.errors import (
@@ -32,7 +32,7 @@ class ProduceHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def __call__(self, request: Request) -> ResponseParts | object | None:
+    def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         req = fast.decode_produce_request(request.body, version)
         state = self._state

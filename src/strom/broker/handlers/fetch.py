@@ -42,6 +42,7 @@ class _Target:
 class FetchHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
+        self._max_bytes = int(state.config.get("fetch.max.bytes"))
 
     def __call__(self, request: Request) -> HandlerResult:
         version = request.version
@@ -88,7 +89,7 @@ class FetchHandler:
         self, req: fast.FetchRequest, version: int, targets: list[_Target]
     ) -> tuple[list[fast.FetchTopicResult], int, bool]:
         read_committed = req.isolation_level == READ_COMMITTED
-        budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+        budget = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, self._max_bytes)
         total = 0
         errors = False
         min_one = True

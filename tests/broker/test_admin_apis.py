@@ -1,0 +1,147 @@
+"""Admin APIs over real sockets: exact fields that third-party clients only partly expose."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from strom.common.config import ConfigSource
+from strom.common.errors import ErrorCode
+from strom.protocol.versions import ApiKey
+from strom.testing import EmbeddedBroker
+from tests.broker.raw import RawClient
+
+TOPIC, BROKER = 2, 4
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(config={"log.retention.hours": "2"}) as b:
+        yield b
+
+
+def create(client: RawClient, name: str, validate_only: bool = False,
+           configs: dict[str, str] | None = None, partitions: int = 2) -> object:
+    return client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [
+        {"name": name, "num_partitions": partitions, "replication_factor": -1,
+         "assignments": [],
+         "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+        "timeout_ms": 1000, "validate_only": validate_only}).topics[0]
+
+
+def describe(client: RawClient, rtype: int, name: str, keys: list[str] | None = None) -> dict:  # type: ignore[type-arg]
+    resp = client.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
+        "include_synonyms": True, "include_documentation": True})
+    result = resp.results[0]
+    assert result.error_code == 0, result.error_message
+    return {c.name: c for c in result.configs}
+
+
+def test_create_validate_only_creates_nothing(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    checked = create(client, "v-only", validate_only=True)
+    assert checked.error_code == 0 and checked.num_partitions == 2  # type: ignore[attr-defined]
+    md = client.call(ApiKey.METADATA, 12, {"topics": [{"name": "v-only", "topic_id": None}],
+                                           "allow_auto_topic_creation": False,
+                                           "include_topic_authorized_operations": False})
+    assert md.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[attr-defined]
+    bad = create(client, "v-bad", validate_only=True, configs={"cleanup.policy": "shred"})
+    assert bad.error_code == ErrorCode.INVALID_CONFIG  # type: ignore[attr-defined]
+    created = create(client, "v-real", configs={"retention.ms": "1000"})
+    assert created.error_code == 0 and created.topic_id.int != 0  # type: ignore[attr-defined]
+    returned = {c.name: c.value for c in created.configs}  # type: ignore[attr-defined]
+    assert returned["retention.ms"] == "1000"
+    client.close()
+
+
+def test_describe_configs_sources_synonyms_docs(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    create(client, "described", configs={"segment.ms": "60000"})
+    configs = describe(client, TOPIC, "described")
+    seg = configs["segment.ms"]
+    assert seg.value == "60000" and seg.config_source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert next(s.source for s in seg.synonyms) == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    retention = configs["retention.ms"]
+    # From the broker's static log.retention.hours=2.
+    assert retention.value == str(2 * 3600_000)
+    assert retention.config_source == ConfigSource.STATIC_BROKER_CONFIG
+    assert next((s.name, s.source) for s in retention.synonyms) == (
+        "log.retention.hours", ConfigSource.STATIC_BROKER_CONFIG)
+    assert configs["max.message.bytes"].config_source == ConfigSource.DEFAULT_CONFIG
+    assert configs["max.message.bytes"].documentation
+    only = describe(client, TOPIC, "described", ["cleanup.policy"])
+    assert list(only) == ["cleanup.policy"]
+    broker_configs = describe(client, BROKER, "0")
+    assert broker_configs["log.retention.hours"].value == "2"
+    assert broker_configs["log.retention.hours"].read_only
+    client.close()
+
+
+def test_alter_configs_replaces_and_incremental_edits(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    create(client, "altered", configs={"segment.ms": "60000"})
+    resp = client.call(ApiKey.ALTER_CONFIGS, 2, {"resources": [
+        {"resource_type": TOPIC, "resource_name": "altered",
+         "configs": [{"name": "retention.bytes", "value": "1000000"}]}],
+        "validate_only": False})
+    assert resp.responses[0].error_code == 0
+    configs = describe(client, TOPIC, "altered")
+    assert configs["retention.bytes"].value == "1000000"
+    assert configs["segment.ms"].config_source == ConfigSource.DEFAULT_CONFIG  # replaced
+    resp = client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": TOPIC, "resource_name": "altered", "configs": [
+            {"name": "cleanup.policy", "config_operation": 2, "value": "compact"},
+            {"name": "retention.bytes", "config_operation": 1, "value": None}]}],
+        "validate_only": False})
+    assert resp.responses[0].error_code == 0
+    configs = describe(client, TOPIC, "altered")
+    assert configs["cleanup.policy"].value == "delete,compact"
+    assert configs["retention.bytes"].config_source == ConfigSource.DEFAULT_CONFIG
+    bad = client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": TOPIC, "resource_name": "altered", "configs": [
+            {"name": "segment.ms", "config_operation": 2, "value": "5"}]}],
+        "validate_only": False})
+    assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG  # type: ignore[attr-defined]
+    # Overrides survive a restart.
+    client.close()
+    broker.restart()
+    client = RawClient(broker.bootstrap)
+    assert describe(client, TOPIC, "altered")["cleanup.policy"].value == "delete,compact"
+    client.close()
+
+
+def test_describe_log_dirs_and_cluster(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    create(client, "dirs", partitions=3)
+    resp = client.call(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    result = resp.results[0]
+    assert result.error_code == 0 and result.total_bytes > 0 and result.usable_bytes > 0
+    topics = {t.name: sorted(p.partition_index for p in t.partitions) for t in result.topics}
+    assert topics["dirs"] == [0, 1, 2]
+    cluster = client.call(ApiKey.DESCRIBE_CLUSTER, 1, {
+        "include_cluster_authorized_operations": False, "endpoint_type": 1})
+    assert cluster.error_code == 0 and [b.broker_id for b in cluster.brokers] == [0]
+    assert cluster.brokers[0].port == broker.port
+    client.close()
+
+
+def test_create_partitions_and_delete(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    create(client, "grow", partitions=1)
+    resp = client.call(ApiKey.CREATE_PARTITIONS, 3, {"topics": [
+        {"name": "grow", "count": 4, "assignments": None}], "timeout_ms": 1000,
+        "validate_only": False})
+    assert resp.results[0].error_code == 0
+    shrink = client.call(ApiKey.CREATE_PARTITIONS, 3, {"topics": [
+        {"name": "grow", "count": 2, "assignments": None}], "timeout_ms": 1000,
+        "validate_only": False})
+    assert shrink.results[0].error_code == ErrorCode.INVALID_PARTITIONS  # type: ignore[attr-defined]
+    deleted = client.call(ApiKey.DELETE_TOPICS, 6, {"topics": [
+        {"name": "grow", "topic_id": None}], "timeout_ms": 1000})
+    assert deleted.responses[0].error_code == 0
+    again = client.call(ApiKey.DELETE_TOPICS, 6, {"topics": [
+        {"name": "grow", "topic_id": None}], "timeout_ms": 1000})
+    assert again.responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[attr-defined]
+    client.close()

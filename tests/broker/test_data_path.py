@@ -151,3 +151,23 @@ def test_fetch_errors(broker: EmbeddedBroker) -> None:
     at_end = fetch(client, "ferr", 1)
     assert at_end.error_code == 0 and not at_end.records  # type: ignore[attr-defined]
     client.close()
+
+
+def test_offset_for_leader_epoch(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    create(client, "epochs")
+    for _ in range(3):
+        produce(client, "epochs", batch([b"e"]))
+
+    def ask(current: int, epoch: int) -> tuple[int, int, int]:
+        resp = client.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [
+            {"topic": "epochs", "partitions": [
+                {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]})
+        p = resp.topics[0].partitions[0]
+        return int(p.error_code), int(p.leader_epoch), int(p.end_offset)
+
+    assert ask(-1, 0) == (0, 0, 3)
+    assert ask(0, 0) == (0, 0, 3)
+    assert ask(5, 0)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH  # type: ignore[attr-defined]
+    assert ask(-1, 7)[1:] == (-1, -1)
+    client.close()

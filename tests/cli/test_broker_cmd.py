@@ -69,3 +69,13 @@ def test_help_config_lists_every_key() -> None:
     result = strom("broker", "--help-config")
     assert result.returncode == 0
     assert "log.retention.ms" in result.stdout and "socket.request.max.bytes" in result.stdout
+
+
+def test_data_dir_of_another_node_is_refused(tmp_path: Path) -> None:
+    with EmbeddedBroker(data_dir=tmp_path):
+        pass
+    props = (tmp_path / "meta.properties").read_text()
+    assert "node.id=0" in props and "cluster.id=" in props
+    result = strom("broker", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path),
+                   "--set", "node.id=3")
+    assert result.returncode != 0 and "belongs to node.id 0" in result.stderr

@@ -20,6 +20,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from strom.broker import meta_properties
 from strom.broker.dispatch import Dispatcher
 from strom.broker.handlers import build_handlers
 from strom.broker.network import KafkaConnection
@@ -82,6 +83,11 @@ class BrokerServer:
             self.data_dir, BrokerInfo(node_id, host or "127.0.0.1", port),
             self.config.get("cluster.id"),
         )
+        try:
+            meta_properties.ensure(self.data_dir, store.cluster_id, node_id)
+        except meta_properties.MetaPropertiesError as exc:
+            self._unlock()
+            raise BrokerStartupError(str(exc)) from None
         logs = LogManager(self.data_dir, self.config, self.clock)
         self._logs = logs
         state_ref: list[BrokerState] = []

@@ -10,7 +10,10 @@ serving. Owned by the broker's event loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Protocol
+
+logger = logging.getLogger("strom.replication.flusher")
 
 
 class Flushable(Protocol):
@@ -27,14 +30,24 @@ class GroupCommitFlusher:
 
     async def flush_up_to(self, log: Flushable, offset: int) -> None:
         """Return once ``log`` is fsynced at least up to ``offset`` (exclusive end offset)."""
-        if log.recovery_point >= offset:
-            return
+        await self.schedule(log, offset)
+
+    def schedule(self, log: Flushable, offset: int) -> asyncio.Future[None]:
+        """Queue a flush of ``log`` up to ``offset``; the future completes when it is durable.
+
+        Callers that do not wait (acks=0) may drop the future: a failure is logged by the
+        round, never left as an unretrieved exception.
+        """
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_consume_exception)
+        if log.recovery_point >= offset:
+            future.set_result(None)
+            return future
         entry = self._pending.setdefault(id(log), (log, []))
         entry[1].append((offset, future))
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="group-commit")
-        await future
+        return future
 
     async def _run(self) -> None:
         while self._pending:
@@ -44,7 +57,8 @@ class GroupCommitFlusher:
             try:
                 await asyncio.to_thread(_flush_all, logs)
                 error: BaseException | None = None
-            except BaseException as exc:  # fsync failure: fail the waiters, keep serving
+            except Exception as exc:  # fsync failure: fail the waiters, keep serving
+                logger.error("fsync failed: %s", exc)
                 error = exc
             self.rounds += 1
             for log, waiters in batch.values():
@@ -61,6 +75,11 @@ class GroupCommitFlusher:
     async def close(self) -> None:
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+def _consume_exception(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _flush_all(logs: list[Flushable]) -> None:

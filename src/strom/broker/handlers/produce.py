@@ -9,6 +9,7 @@ Kafka does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from strom.broker.dispatch import CloseConnection, HandlerResult, Request, ResponseParts
@@ -17,6 +18,7 @@ from strom.broker.state import BrokerState
 from strom.common.errors import (
     CorruptMessageError,
     InvalidRequiredAcksError,
+    InvalidTxnStateError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
@@ -40,7 +42,7 @@ class ProduceHandler:
         replicas = state.replicas
         acks_valid = req.acks in (-1, 0, 1)
         failed = False
-        to_flush: list[tuple[Log, int]] = []
+        to_flush: list[tuple[Log, int, fast.ProducePartitionResult]] = []
         results: list[fast.ProduceTopicResult] = []
         for topic in req.topics:
             name = topic_name_for(image, topic.name, topic.topic_id)
@@ -51,6 +53,9 @@ class ProduceHandler:
                 partition = replicas.get(name, p.index) if name is not None else None
                 if not acks_valid:
                     result.error_code = InvalidRequiredAcksError.code
+                elif req.transactional_id is not None:
+                    result.error_code = InvalidTxnStateError.code
+                    result.error_message = "transactions are not supported by this broker yet"
                 elif partition is None:
                     error = UnknownTopicIdError if name is None else UnknownTopicOrPartitionError
                     result.error_code = error.code
@@ -69,21 +74,33 @@ class ProduceHandler:
                         result.log_append_time_ms = appended.log_append_time
                         result.log_start_offset = appended.log_start_offset
                         if partition.log.needs_flush():
-                            to_flush.append((partition.log, appended.last_offset + 1))
+                            to_flush.append((partition.log, appended.last_offset + 1, result))
                         continue
                 failed = True
             results.append(fast.ProduceTopicResult(topic.name or "", topic.topic_id, partitions))
+        flusher = self._state.flusher
+        flushes = [(flusher.schedule(plog, offset), result) for plog, offset, result in to_flush]
         if req.acks == 0:
             if failed:
                 raise CloseConnection("acks=0 produce failed; closing so the client notices")
             return None
-        body = fast.encode_produce_response(version, results)
-        if to_flush:
-            return self._after_flush(to_flush, body)
-        return [body]
+        if flushes:
+            return self._after_flush(flushes, version, results)
+        return [fast.encode_produce_response(version, results)]
 
-    async def _after_flush(self, to_flush: list[tuple[Log, int]], body: bytes) -> ResponseParts:
-        flusher = self._state.flusher
-        for plog, offset in to_flush:
-            await flusher.flush_up_to(plog, offset)
-        return [body]
+    async def _after_flush(
+        self,
+        flushes: list[tuple[asyncio.Future[None], fast.ProducePartitionResult]],
+        version: int,
+        results: list[fast.ProduceTopicResult],
+    ) -> ResponseParts:
+        """Answer once every flush is done; a failed fsync fails only its partitions."""
+        for future, result in flushes:
+            try:
+                await future
+            except Exception as exc:
+                err = as_kafka_error(exc)
+                result.error_code = err.code
+                result.error_message = err.message
+                result.base_offset = -1
+        return [fast.encode_produce_response(version, results)]

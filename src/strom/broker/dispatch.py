@@ -18,20 +18,17 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from strom.common.errors import KafkaError, UnsupportedVersionError
+from strom.protocol.fast import ResponsePart
 from strom.protocol.frame import RequestHeader, encode_response_header, parse_request_header
 from strom.protocol.versions import SUPPORTED, ApiKey, response_header_version
 
 log = logging.getLogger("strom.broker.dispatch")
 
 
-class Region(Protocol):
-    size: int
-
-
-Part = bytes | memoryview | Region
+Part = ResponsePart
 ResponseParts = list[Part]
 HandlerResult = ResponseParts | None | Awaitable[ResponseParts | None]
 

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from strom.cli import main as cli_main
 from strom.cli.main import main
 from strom.client.sync import LoopThread
-from tests.client.fake_broker import FakeBroker
+from strom.protocol.versions import SUPPORTED
+from tests.client.fake_broker import GROUP_API_VERSIONS, FakeBroker
 
 
 @dataclass
@@ -30,6 +32,32 @@ def fake_broker() -> Iterator[FakeBroker]:
     finally:
         loop.run(broker.stop())
         loop.stop()
+
+
+@pytest.fixture
+def group_broker() -> Iterator[FakeBroker]:
+    """A fake broker that also serves the consumer-group admin APIs."""
+    loop = LoopThread("fake-broker")
+    broker = loop.run(FakeBroker({**SUPPORTED, **GROUP_API_VERSIONS}).start())
+    try:
+        yield broker
+    finally:
+        loop.run(broker.stop())
+        loop.stop()
+
+
+@pytest.fixture
+def groups_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make sure ``strom groups`` is registered, whether or not main.py lists it yet."""
+    from strom.cli import groups
+
+    original = cli_main._optional_commands
+
+    def with_groups() -> list[object]:
+        modules = original()
+        return modules if groups in modules else [*modules, groups]
+
+    monkeypatch.setattr(cli_main, "_optional_commands", with_groups)
 
 
 @pytest.fixture

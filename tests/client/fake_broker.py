@@ -5,6 +5,13 @@ batches in memory: enough for ApiVersions, Metadata, Create/DeleteTopics, Create
 Describe/IncrementalAlterConfigs, Produce, Fetch, ListOffsets and InitProducerId. A hook per
 API key may delay a request, return "drop" (close the connection), "ignore" (never answer) or
 a dict of response fields to send instead.
+
+Group admin APIs (FindCoordinator, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
+DeleteGroups, OffsetDelete) answer from :attr:`FakeBroker.groups`, a dict of
+:class:`FakeGroup` that tests fill in directly (no JoinGroup / SyncGroup: members are set up
+by the test). They are advertised only when the broker is created with
+``versions={**SUPPORTED, **GROUP_API_VERSIONS}``, like a real broker before and after it
+gained consumer groups.
 """
 
 from __future__ import annotations
@@ -28,6 +35,22 @@ from strom.protocol.versions import SUPPORTED, ApiKey, response_header_version
 
 Hook = Callable[[int, int, Any], Awaitable[Any]]
 
+# The group admin APIs with the ranges a Kafka 4 broker serves.
+GROUP_API_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.FIND_COORDINATOR: (0, 6),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
+    ApiKey.LIST_GROUPS: (0, 5),
+    42: (0, 2),  # DeleteGroups
+    47: (0, 0),  # OffsetDelete
+}
+
+
+def without_group_apis(versions: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """``versions`` minus the group APIs (JoinGroup and friends too): a broker without groups."""
+    return {k: v for k, v in versions.items() if not 8 <= k <= 16 and k not in (42, 47)}
+
 
 @dataclass
 class FakePartition:
@@ -35,6 +58,20 @@ class FakePartition:
     next_offset: int = 0
     timestamps: list[tuple[int, int]] = field(default_factory=list)  # (offset, max ts)
     sequences: dict[int, int] = field(default_factory=dict)  # producer id -> next sequence
+
+
+@dataclass
+class FakeGroup:
+    """A group as the fake coordinator keeps it. ``members`` hold DescribeGroups member fields
+    (``member_id``, ``client_id``, ``client_host``, ``member_metadata``,
+    ``member_assignment``); ``offsets`` map (topic, partition) to (offset, metadata)."""
+
+    state: str = "Empty"
+    protocol_type: str = "consumer"
+    protocol: str = ""
+    members: list[dict[str, Any]] = field(default_factory=list)
+    offsets: dict[tuple[str, int], tuple[int, str | None]] = field(default_factory=dict)
+    subscribed: set[str] = field(default_factory=set)
 
 
 class FakeBroker:
@@ -51,6 +88,8 @@ class FakeBroker:
         self.produce_errors: list[int] = []  # error codes to answer to the next Produce calls
         self.next_producer_id = 1000
         self.configs: dict[str, dict[str, str]] = {}
+        self.groups: dict[str, FakeGroup] = {}
+        self.coordinator_errors: list[int] = []  # answered to the next FindCoordinator keys
 
     @property
     def bootstrap(self) -> str:
@@ -309,6 +348,132 @@ class FakeBroker:
                               "timestamp": -1, "offset": offset})
             topics.append({"name": t.name, "partitions": parts})
         return {"topics": topics}
+
+    # -- groups ------------------------------------------------------------------------------
+    def _coordinator(self, key: str) -> dict[str, Any]:
+        code = self.coordinator_errors.pop(0) if self.coordinator_errors else 0
+        if code:
+            return {"key": key, "error_code": code, "error_message": None,
+                    "node_id": -1, "host": "", "port": -1}
+        return {"key": key, "error_code": 0, "error_message": None,
+                "node_id": 0, "host": "127.0.0.1", "port": self.port}
+
+    def _api_10(self, version: int, request: Any) -> dict[str, Any]:
+        if version >= 4:
+            return {"coordinators": [self._coordinator(k) for k in request.coordinator_keys]}
+        answer = self._coordinator(request.key)
+        del answer["key"]
+        return answer
+
+    def _api_8(self, version: int, request: Any) -> dict[str, Any]:
+        group = self.groups.get(request.group_id)
+        admin = request.generation_id_or_member_epoch < 0 and not request.member_id
+        code = 0
+        if group is not None and group.members and admin:
+            code = 25  # UNKNOWN_MEMBER_ID: the group is not empty
+        topics = []
+        for t in request.topics:
+            parts = []
+            for p in t.partitions:
+                if code:
+                    parts.append({"partition_index": p.partition_index, "error_code": code})
+                    continue
+                if t.name not in self.topics:
+                    parts.append({"partition_index": p.partition_index, "error_code": 3})
+                    continue
+                group = self.groups.setdefault(request.group_id, FakeGroup())
+                group.offsets[(t.name, p.partition_index)] = (p.committed_offset,
+                                                              p.committed_metadata)
+                parts.append({"partition_index": p.partition_index, "error_code": 0})
+            topics.append({"name": t.name, "partitions": parts})
+        return {"topics": topics}
+
+    def _fetch_offsets(self, group_id: str, topics: Any) -> list[dict[str, Any]]:
+        group = self.groups.get(group_id, FakeGroup())
+        wanted: dict[str, list[int]] = {}
+        if topics is None:
+            for (topic, partition) in sorted(group.offsets):
+                wanted.setdefault(topic, []).append(partition)
+        else:
+            wanted = {t.name: list(t.partition_indexes) for t in topics}
+        out = []
+        for topic, partitions in wanted.items():
+            parts = []
+            for partition in partitions:
+                offset, metadata = group.offsets.get((topic, partition), (-1, ""))
+                parts.append({"partition_index": partition, "committed_offset": offset,
+                              "committed_leader_epoch": -1, "metadata": metadata,
+                              "error_code": 0})
+            out.append({"name": topic, "partitions": parts})
+        return out
+
+    def _api_9(self, version: int, request: Any) -> dict[str, Any]:
+        if version >= 8:
+            return {"groups": [
+                {"group_id": g.group_id, "error_code": 0,
+                 "topics": self._fetch_offsets(g.group_id, g.topics)}
+                for g in request.groups]}
+        return {"error_code": 0, "topics": self._fetch_offsets(request.group_id, request.topics)}
+
+    def _api_15(self, version: int, request: Any) -> dict[str, Any]:
+        described = []
+        for group_id in request.groups:
+            group = self.groups.get(group_id)
+            if group is None:
+                described.append({
+                    "error_code": 69 if version >= 6 else 0,
+                    "error_message": f"Group {group_id} not found." if version >= 6 else None,
+                    "group_id": group_id, "group_state": "Dead", "protocol_type": "",
+                    "protocol_data": "", "members": []})
+                continue
+            described.append({
+                "error_code": 0, "group_id": group_id, "group_state": group.state,
+                "protocol_type": group.protocol_type, "protocol_data": group.protocol,
+                "members": [dict(m) for m in group.members]})
+        return {"groups": described}
+
+    def _api_16(self, version: int, request: Any) -> dict[str, Any]:
+        states = set(getattr(request, "states_filter", None) or ()) if version >= 4 else set()
+        listed = []
+        for group_id, group in sorted(self.groups.items()):
+            if states and group.state not in states:
+                continue
+            entry: dict[str, Any] = {"group_id": group_id, "protocol_type": group.protocol_type}
+            if version >= 4:
+                entry["group_state"] = group.state
+            if version >= 5:
+                entry["group_type"] = "classic"
+            listed.append(entry)
+        return {"error_code": 0, "groups": listed}
+
+    def _api_42(self, version: int, request: Any) -> dict[str, Any]:
+        results = []
+        for group_id in request.groups_names:
+            group = self.groups.get(group_id)
+            if group is None:
+                code = 69
+            elif group.members:
+                code = 68
+            else:
+                code = 0
+                del self.groups[group_id]
+            results.append({"group_id": group_id, "error_code": code})
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _api_47(self, version: int, request: Any) -> dict[str, Any]:
+        group = self.groups.get(request.group_id)
+        if group is None:
+            return {"error_code": 69, "topics": []}
+        topics = []
+        for t in request.topics:
+            parts = []
+            for p in t.partitions:
+                code = 86 if t.name in group.subscribed else 0
+                if not code:
+                    group.offsets.pop((t.name, p.partition_index), None)
+                parts.append({"partition_index": p.partition_index, "error_code": code})
+            topics.append({"name": t.name, "partitions": parts})
+        return {"error_code": 0, "topics": topics}
 
 
 def _count(batch: bytes) -> int:

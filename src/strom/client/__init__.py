@@ -14,12 +14,18 @@ from strom.client.admin_types import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    GroupDescription,
+    GroupListing,
+    GroupState,
+    MemberDescription,
     NewTopic,
+    OffsetAndMetadata,
     OffsetSpec,
     ResourceType,
 )
 from strom.client.cluster import Cluster
 from strom.client.conn import Connection
+from strom.client.consumer_protocol import ConsumerAssignment, ConsumerSubscription
 from strom.client.fetcher import Fetcher
 from strom.client.producer import Producer
 from strom.client.records import ConsumerRecord, RecordMetadata
@@ -33,9 +39,16 @@ __all__ = [
     "ConfigEntry",
     "ConfigResource",
     "Connection",
+    "ConsumerAssignment",
     "ConsumerRecord",
+    "ConsumerSubscription",
     "Fetcher",
+    "GroupDescription",
+    "GroupListing",
+    "GroupState",
+    "MemberDescription",
     "NewTopic",
+    "OffsetAndMetadata",
     "OffsetSpec",
     "Producer",
     "RecordMetadata",

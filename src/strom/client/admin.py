@@ -1,10 +1,11 @@
-"""``AdminClient``: topics, partitions, configs, records, offsets, cluster and log dirs.
+"""``AdminClient``: topics, partitions, configs, records, offsets, cluster, log dirs, groups.
 
 Every call returns plain data (:mod:`strom.client.admin_types`) or raises the
 :class:`~strom.common.errors.KafkaError` subclass for the broker's error code, with the
 broker's message when it sent one. Topic changes go to the controller (any broker when it is
 unknown); partition-scoped calls go to each partition's leader; retriable errors are retried
-until the request timeout.
+until the request timeout. Consumer-group calls go to each group's coordinator
+(:mod:`strom.client.group_admin`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from strom.client.admin_types import (
     ConfigResource,
     ConfigSynonym,
     CreatedTopic,
+    GroupDescription,
+    GroupListing,
     LogDirDescription,
     NewTopic,
+    OffsetAndMetadata,
     OffsetAndTimestamp,
     ReplicaInfo,
     ResourceType,
@@ -29,6 +33,7 @@ from strom.client.admin_types import (
 )
 from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster, retrying, topic_error
 from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
+from strom.client.group_admin import GroupAdmin
 from strom.client.metadata import BrokerNode, uuid_text
 from strom.client.offsets import READ_UNCOMMITTED, list_offsets
 from strom.common.errors import (
@@ -66,6 +71,7 @@ class AdminClient:
         self.cluster = Cluster(bootstrap, client_id=client_id,
                                request_timeout_s=request_timeout_s)
         self.request_timeout_s = request_timeout_s
+        self.groups = GroupAdmin(self.cluster, request_timeout_s)
 
     async def start(self) -> AdminClient:
         await self.cluster.start()
@@ -387,6 +393,51 @@ class AdminClient:
                 for r in response.results
             ]
         return out
+
+
+    # -- consumer groups ---------------------------------------------------------------------
+    async def find_coordinator(self, group_id: str) -> BrokerNode:
+        """The broker coordinating ``group_id`` (FindCoordinator, cached)."""
+        return await self.groups.find_coordinator(group_id)
+
+    async def find_coordinators(self, group_ids: Iterable[str]) -> dict[str, BrokerNode]:
+        """The coordinators of several groups (one batched FindCoordinator on v4+)."""
+        return await self.groups.find_coordinators(group_ids)
+
+    async def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+        """All groups of the cluster, sorted by id; only those in ``states`` when given
+        (names as in :class:`~strom.client.admin_types.GroupState`)."""
+        return await self.groups.list_groups(states)
+
+    async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """State, protocol, members and their decoded subscriptions and assignments."""
+        return await self.groups.describe_groups(group_ids)
+
+    async def describe_group(self, group_id: str) -> GroupDescription:
+        """One group (see :meth:`describe_groups`)."""
+        return await self.groups.describe_group(group_id)
+
+    async def list_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets of a group (partitions without a commit are left out)."""
+        return await self.groups.list_offsets(group_id, partitions)
+
+    async def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+    ) -> None:
+        """Set a group's committed offsets; the group must have no active members."""
+        await self.groups.alter_offsets(group_id, offsets)
+
+    async def delete_consumer_groups(self, group_ids: Iterable[str]) -> None:
+        """Delete empty groups with their offsets (GroupIdNotFoundError, NonEmptyGroupError)."""
+        await self.groups.delete_groups(group_ids)
+
+    async def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> None:
+        """Delete a group's committed offsets of partitions it is not subscribed to."""
+        await self.groups.delete_offsets(group_id, partitions)
 
 
 def _config_entry(c: Any) -> ConfigEntry:

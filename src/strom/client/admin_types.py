@@ -7,8 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from strom.client.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerAssignment,
+    ConsumerSubscription,
+)
 from strom.client.metadata import BrokerNode, PartitionMetadata
-from strom.common.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from strom.common.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, TopicPartition
 
 
 class ResourceType(enum.IntEnum):
@@ -143,4 +148,79 @@ class OffsetAndTimestamp(NamedTuple):
 
     offset: int
     timestamp: int
+    leader_epoch: int = -1
+
+
+# -- consumer groups ----------------------------------------------------------------------------
+class GroupState:
+    """Classic group states as the broker names them (DescribeGroups / ListGroups)."""
+
+    EMPTY = "Empty"
+    STABLE = "Stable"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    DEAD = "Dead"
+    ALL = (EMPTY, STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, DEAD)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    """One group from ListGroups; ``state`` is None when the broker is older than v4."""
+
+    group_id: str
+    protocol_type: str
+    state: str | None = None
+    group_type: str | None = None
+
+    @property
+    def is_consumer_group(self) -> bool:
+        return self.protocol_type in (CONSUMER_PROTOCOL_TYPE, "")
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    """One member of a group. ``subscription`` / ``assignment`` are decoded for groups using
+    the ``consumer`` protocol (None otherwise, or when the bytes could not be decoded);
+    ``metadata`` / ``assignment_bytes`` keep the raw bytes either way."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    group_instance_id: str | None = None
+    subscription: ConsumerSubscription | None = None
+    assignment: ConsumerAssignment | None = None
+    metadata: bytes = b""
+    assignment_bytes: bytes = b""
+
+    @property
+    def partitions(self) -> tuple[TopicPartition, ...]:
+        """The assigned partitions (none when unknown)."""
+        return self.assignment.partitions if self.assignment is not None else ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A group as its coordinator describes it. ``protocol`` is the chosen assignor for
+    consumer groups (``range``, ``roundrobin``, ``cooperative-sticky``, …).
+    ``authorized_operations`` holds AclOperation codes when the broker reported them."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+    coordinator: BrokerNode | None = None
+    authorized_operations: frozenset[int] | None = None
+
+    @property
+    def is_active(self) -> bool:
+        """Whether consumers are in the group (its offsets cannot be reset or deleted then)."""
+        return bool(self.members) or self.state not in (GroupState.EMPTY, GroupState.DEAD)
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset: the next offset to consume, with the committer's metadata."""
+
+    offset: int
+    metadata: str | None = ""
     leader_epoch: int = -1

@@ -24,12 +24,16 @@ from strom.client.admin_types import (
     ConfigEntry,
     ConfigResource,
     CreatedTopic,
+    GroupDescription,
+    GroupListing,
     LogDirDescription,
     NewTopic,
+    OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicDescription,
 )
 from strom.client.fetcher import Fetcher
+from strom.client.metadata import BrokerNode
 from strom.client.producer import Producer
 from strom.client.records import ConsumerRecord, Header, RecordMetadata
 from strom.common.types import TopicPartition
@@ -173,6 +177,38 @@ class SyncAdminClient(_Facade):
                           partitions: Iterable[TopicPartition] | None = None
                           ) -> dict[int, list[LogDirDescription]]:
         return self._run(self.admin.describe_log_dirs(broker_ids, partitions))
+
+    def find_coordinator(self, group_id: str) -> BrokerNode:
+        return self._run(self.admin.find_coordinator(group_id))
+
+    def find_coordinators(self, group_ids: Iterable[str]) -> dict[str, BrokerNode]:
+        return self._run(self.admin.find_coordinators(group_ids))
+
+    def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+        return self._run(self.admin.list_groups(states))
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        return self._run(self.admin.describe_groups(group_ids))
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        return self._run(self.admin.describe_group(group_id))
+
+    def list_consumer_group_offsets(self, group_id: str,
+                                    partitions: Iterable[TopicPartition] | None = None
+                                    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._run(self.admin.list_consumer_group_offsets(group_id, partitions))
+
+    def alter_consumer_group_offsets(self, group_id: str,
+                                     offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+                                     ) -> None:
+        self._run(self.admin.alter_consumer_group_offsets(group_id, offsets))
+
+    def delete_consumer_groups(self, group_ids: Iterable[str]) -> None:
+        self._run(self.admin.delete_consumer_groups(group_ids))
+
+    def delete_consumer_group_offsets(self, group_id: str,
+                                      partitions: Iterable[TopicPartition]) -> None:
+        self._run(self.admin.delete_consumer_group_offsets(group_id, partitions))
 
 
 class SyncProducer(_Facade):

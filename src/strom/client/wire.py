@@ -26,6 +26,12 @@ _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
 
+# Group API keys missing from strom.protocol.versions.ApiKey (the broker does not serve them
+# yet); plain numbers here so the client does not depend on that enum growing.
+DELETE_GROUPS = 42
+OFFSET_DELETE = 47
+_EXTRA_NAMES = {DELETE_GROUPS: "DeleteGroups", OFFSET_DELETE: "OffsetDelete"}
+
 # api key -> (min, max) versions this client can build and parse. Produce v13 / Fetch v13+
 # address topics by id (KIP-516), which this client does not do, so they stop at 12.
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
@@ -44,6 +50,14 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    # Consumer-group admin. OffsetCommit / OffsetFetch v10 address topics by id (KIP-848).
+    ApiKey.FIND_COORDINATOR: (0, 6),
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
+    ApiKey.LIST_GROUPS: (0, 5),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
 }
 
 
@@ -52,7 +66,7 @@ def api_name(api_key: int) -> str:
     try:
         return "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
     except ValueError:
-        return f"ApiKey({api_key})"
+        return _EXTRA_NAMES.get(api_key, f"ApiKey({api_key})")
 
 
 def encode_request_header(

@@ -29,6 +29,9 @@ from strom.broker.state import BrokerState
 from strom.common.clock import SYSTEM_CLOCK, Clock
 from strom.common.config import BrokerConfig
 from strom.common.errors import StromError
+from strom.coordinator.group.coordinator import GroupCoordinator
+from strom.coordinator.group.log import PartitionOffsetsLog
+from strom.coordinator.timer import LoopScheduler
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager
@@ -99,6 +102,13 @@ class BrokerServer:
         self.state = state
         logs.load(state.topic_config)
         replicas.sync(store.image)
+        coordinator = GroupCoordinator(
+            PartitionOffsetsLog(replicas, state.flusher.flush_up_to, state.ensure_offsets_topic),
+            LoopScheduler(),
+            self.clock, state.group_settings(),
+        )
+        coordinator.load()
+        state.group_coordinator = coordinator
         dispatcher = Dispatcher(build_handlers(state))
         max_request = int(self.config.get("socket.request.max.bytes"))
         loop = asyncio.get_running_loop()
@@ -121,6 +131,9 @@ class BrokerServer:
             asyncio.create_task(self._every(1.0, self._flush_due), name="flush-scheduler"),
             asyncio.create_task(self._every(CHECKPOINT_INTERVAL_S, logs.checkpoint),
                                 name="checkpoints"),
+            asyncio.create_task(self._every(self._offsets_expiry_interval(),
+                                            coordinator.expire_offsets),
+                                name="offsets-expiry"),
         ]
         log.info("strom broker %d listening on %s:%d, data in %s", node_id, self.host,
                  self.port, self.data_dir)
@@ -136,6 +149,9 @@ class BrokerServer:
 
     def _retention_interval(self) -> float:
         return max(0.05, int(self.config.get("log.retention.check.interval.ms")) / 1000.0)
+
+    def _offsets_expiry_interval(self) -> float:
+        return max(0.05, int(self.config.get("offsets.retention.check.interval.ms")) / 1000.0)
 
     def _retention(self) -> None:
         assert self._logs is not None
@@ -174,6 +190,8 @@ class BrokerServer:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self.state is not None and self.state.group_coordinator is not None:
+            self.state.group_coordinator.shutdown()
         if self.state is not None:
             await self.state.flusher.close()
         if self._logs is not None:

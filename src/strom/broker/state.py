@@ -15,8 +15,11 @@ from strom.common.config import BrokerConfig, TopicConfig, validate_topic_config
 from strom.common.errors import (
     InvalidReplicationFactorError,
     TopicDeletionDisabledError,
+    error_class,
 )
 from strom.common.names import validate_topic_name
+from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
+from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.metadata.image import TopicInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.flusher import GroupCommitFlusher
@@ -32,6 +35,45 @@ class BrokerState:
     replicas: ReplicaManager
     producer_ids: ProducerIdManager
     flusher: GroupCommitFlusher = field(default_factory=GroupCommitFlusher)
+    group_coordinator: GroupCoordinator | None = None
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        """The group coordinator (set by the server once ``__consumer_offsets`` is loaded)."""
+        if self.group_coordinator is None:
+            raise error_class("COORDINATOR_LOAD_IN_PROGRESS")("group coordinator not loaded")
+        return self.group_coordinator
+
+    def group_settings(self) -> GroupSettings:
+        config = self.config
+        offsets = self.store.image.topics.get(OFFSETS_TOPIC)
+        return GroupSettings(
+            partitions=len(offsets.partitions) if offsets is not None else int(
+                config.get("offsets.topic.num.partitions")),
+            min_session_timeout_ms=int(config.get("group.min.session.timeout.ms")),
+            max_session_timeout_ms=int(config.get("group.max.session.timeout.ms")),
+            max_size=int(config.get("group.max.size")),
+            initial_rebalance_delay_ms=int(config.get("group.initial.rebalance.delay.ms")),
+            offsets_retention_ms=int(config.get("offsets.retention.minutes")) * 60_000,
+            metadata_max_bytes=int(config.get("offset.metadata.max.bytes")),
+        )
+
+    def ensure_offsets_topic(self) -> None:
+        """Create the internal, compacted ``__consumer_offsets`` topic if it is missing.
+
+        Called on the first FindCoordinator or group write, as Kafka does (a fresh broker
+        lists no topics); a broker restarted on existing data loads the topic at start."""
+        if OFFSETS_TOPIC in self.store.image.topics:
+            return
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
+            "compression.type": "producer",
+        }
+        validate_topic_configs(configs)
+        self.store.create_topic(OFFSETS_TOPIC, int(self.config.get("offsets.topic.num.partitions")),
+                                configs, internal=True)
+        self.replicas.sync(self.store.image)
 
     @property
     def node_id(self) -> int:

@@ -7,17 +7,28 @@ from strom.broker.handlers.alter_configs import AlterConfigsHandler, Incremental
 from strom.broker.handlers.api_versions import ApiVersionsHandler
 from strom.broker.handlers.create_partitions import CreatePartitionsHandler
 from strom.broker.handlers.create_topics import CreateTopicsHandler
+from strom.broker.handlers.delete_groups import DeleteGroupsHandler
 from strom.broker.handlers.delete_records import DeleteRecordsHandler
 from strom.broker.handlers.delete_topics import DeleteTopicsHandler
 from strom.broker.handlers.describe_cluster import DescribeClusterHandler
 from strom.broker.handlers.describe_configs import DescribeConfigsHandler
+from strom.broker.handlers.describe_groups import DescribeGroupsHandler
 from strom.broker.handlers.describe_log_dirs import DescribeLogDirsHandler
 from strom.broker.handlers.fetch import FetchHandler
+from strom.broker.handlers.find_coordinator import FindCoordinatorHandler
+from strom.broker.handlers.heartbeat import HeartbeatHandler
 from strom.broker.handlers.init_producer_id import InitProducerIdHandler
+from strom.broker.handlers.join_group import JoinGroupHandler
+from strom.broker.handlers.leave_group import LeaveGroupHandler
+from strom.broker.handlers.list_groups import ListGroupsHandler
 from strom.broker.handlers.list_offsets import ListOffsetsHandler
 from strom.broker.handlers.metadata import MetadataHandler
+from strom.broker.handlers.offset_commit import OffsetCommitHandler
+from strom.broker.handlers.offset_delete import OffsetDeleteHandler
+from strom.broker.handlers.offset_fetch import OffsetFetchHandler
 from strom.broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from strom.broker.handlers.produce import ProduceHandler
+from strom.broker.handlers.sync_group import SyncGroupHandler
 from strom.broker.state import BrokerState
 from strom.protocol.versions import ApiKey
 
@@ -40,4 +51,15 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.CREATE_PARTITIONS: CreatePartitionsHandler(state),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsHandler(state),
         ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(state),
+        ApiKey.OFFSET_COMMIT: OffsetCommitHandler(state),
+        ApiKey.OFFSET_FETCH: OffsetFetchHandler(state),
+        ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(state),
+        ApiKey.JOIN_GROUP: JoinGroupHandler(state),
+        ApiKey.HEARTBEAT: HeartbeatHandler(state),
+        ApiKey.LEAVE_GROUP: LeaveGroupHandler(state),
+        ApiKey.SYNC_GROUP: SyncGroupHandler(state),
+        ApiKey.DESCRIBE_GROUPS: DescribeGroupsHandler(state),
+        ApiKey.LIST_GROUPS: ListGroupsHandler(state),
+        ApiKey.DELETE_GROUPS: DeleteGroupsHandler(state),
+        ApiKey.OFFSET_DELETE: OffsetDeleteHandler(state),
     }

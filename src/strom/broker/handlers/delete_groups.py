@@ -1,0 +1,27 @@
+"""DeleteGroups (42), v0-2: delete Empty groups and their offsets (tombstones);
+NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown groups."""
+
+from __future__ import annotations
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.state import BrokerState
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+
+API_KEY = ApiKey.DELETE_GROUPS
+
+
+class DeleteGroupsHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> ResponseParts:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        names = list(body.groups_names)
+        errors = self._state.groups.delete_groups(names)
+        return [api.response(API_KEY, version, {
+            "throttle_time_ms": 0,
+            "results": [{"group_id": g, "error_code": e}
+                        for g, e in zip(names, errors, strict=True)],
+        })]

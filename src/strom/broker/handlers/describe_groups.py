@@ -1,0 +1,42 @@
+"""DescribeGroups (15), v0-5: state, protocol and members (metadata and assignment only
+while Stable, as Kafka). An unknown group is described as Dead with no error. v3+
+authorized operations are the set of AclOperation codes a group supports (READ, DELETE,
+DESCRIBE — no authorizer yet), encoded as Kafka's bit field; None = not requested."""
+
+from __future__ import annotations
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.state import BrokerState
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+
+API_KEY = ApiKey.DESCRIBE_GROUPS
+GROUP_OPERATIONS = frozenset({3, 6, 8})
+
+
+class DescribeGroupsHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> ResponseParts:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        include_ops = bool(body.include_authorized_operations) if version >= 3 else False
+        groups = []
+        for group_id in body.groups:
+            summary = self._state.groups.describe_group(group_id)
+            groups.append({
+                "error_code": 0,
+                "group_id": group_id,
+                "group_state": summary.state,
+                "protocol_type": summary.protocol_type,
+                "protocol_data": summary.protocol,
+                "members": [
+                    {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "client_id": m.client_id, "client_host": m.client_host,
+                     "member_metadata": m.metadata, "member_assignment": m.assignment}
+                    for m in summary.members
+                ],
+                "authorized_operations": set(GROUP_OPERATIONS) if include_ops else None,
+            })
+        return [api.response(API_KEY, version, {"throttle_time_ms": 0, "groups": groups})]

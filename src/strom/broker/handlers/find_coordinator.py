@@ -1,0 +1,55 @@
+"""FindCoordinator (10), v0-5: this broker coordinates every group (single node).
+
+v4+ batches keys (``coordinator_keys``). Key type 0 is a group; key type 1 (transactional
+ids) has no coordinator yet and is answered COORDINATOR_NOT_AVAILABLE; other types are
+INVALID_REQUEST. The first group lookup creates ``__consumer_offsets`` (as in Kafka).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.state import BrokerState
+from strom.common.errors import error_class
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+
+API_KEY = ApiKey.FIND_COORDINATOR
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+class FindCoordinatorHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def _answer(self, key: str, key_type: int) -> dict[str, Any]:
+        entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
+                                 "error_code": 0, "error_message": None}
+        if key_type == TRANSACTION_KEY_TYPE:
+            entry["error_code"] = error_class("COORDINATOR_NOT_AVAILABLE").code
+            entry["error_message"] = "transactions are not supported yet"
+        elif key_type != GROUP_KEY_TYPE:
+            entry["error_code"] = error_class("INVALID_REQUEST").code
+            entry["error_message"] = f"unknown coordinator key type {key_type}"
+        else:
+            self._state.ensure_offsets_topic()
+            broker = self._state.store.image.brokers[self._state.node_id]
+            entry.update(node_id=broker.node_id, host=broker.host, port=broker.port)
+        return entry
+
+    def __call__(self, request: Request) -> ResponseParts:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        key_type = int(body.key_type) if version >= 1 else GROUP_KEY_TYPE
+        if version >= 4:
+            coordinators = [self._answer(k, key_type) for k in body.coordinator_keys]
+            return [api.response(API_KEY, version,
+                                 {"throttle_time_ms": 0, "coordinators": coordinators})]
+        entry = self._answer(body.key, key_type)
+        del entry["key"]
+        entry["throttle_time_ms"] = 0
+        if version == 0:
+            del entry["error_message"]
+        return [api.response(API_KEY, version, entry)]

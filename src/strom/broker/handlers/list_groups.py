@@ -1,0 +1,34 @@
+"""ListGroups (16), v0-5: every group with its protocol type; v4+ state filter, v5+ type
+filter (every group here is a ``classic`` group)."""
+
+from __future__ import annotations
+
+from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.state import BrokerState
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+
+API_KEY = ApiKey.LIST_GROUPS
+GROUP_TYPE = "classic"
+
+
+class ListGroupsHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> ResponseParts:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        states = set(body.states_filter or []) if version >= 4 else set()
+        types = {t.lower() for t in body.types_filter or []} if version >= 5 else set()
+        groups = []
+        if not types or GROUP_TYPE in types:
+            for group_id, protocol_type, state in self._state.groups.list_groups(states or None):
+                entry = {"group_id": group_id, "protocol_type": protocol_type}
+                if version >= 4:
+                    entry["group_state"] = state
+                if version >= 5:
+                    entry["group_type"] = GROUP_TYPE
+                groups.append(entry)
+        return [api.response(API_KEY, version,
+                             {"throttle_time_ms": 0, "error_code": 0, "groups": groups})]

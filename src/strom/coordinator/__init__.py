@@ -1,0 +1,1 @@
+"""Coordinators (consumer groups today; transactions later) as replayed state machines."""

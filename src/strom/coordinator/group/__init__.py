@@ -1,0 +1,1 @@
+"""The classic consumer-group coordinator and its ``__consumer_offsets`` records."""

@@ -1,0 +1,135 @@
+"""Group APIs at the wire level (raw frames, exact error codes) against a real broker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from kafka.protocol.consumer import ConsumerProtocolSubscription
+
+from strom.common.errors import ErrorCode
+from strom.protocol.versions import SUPPORTED, ApiKey
+from strom.testing import EmbeddedBroker
+from tests.broker.raw import RawClient
+
+E = ErrorCode
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker({"group.initial.rebalance.delay.ms": 0}) as b:
+        yield b
+
+
+@pytest.fixture
+def client(broker: EmbeddedBroker) -> Iterator[RawClient]:
+    c = RawClient(broker.bootstrap)
+    yield c
+    c.close()
+
+
+def subscription(*topics: str) -> bytes:
+    return bytes(ConsumerProtocolSubscription(version=0, topics=list(topics), user_data=None)
+                 .encode(version=0))
+
+
+def test_group_api_ranges_follow_kafka_4_minimums() -> None:
+    assert SUPPORTED[ApiKey.JOIN_GROUP] == (2, 9)
+    assert SUPPORTED[ApiKey.OFFSET_COMMIT] == (2, 9)
+    assert SUPPORTED[ApiKey.OFFSET_FETCH] == (1, 9)
+
+
+def test_find_coordinator_batched_and_transaction_keys(client: RawClient,
+                                                       broker: EmbeddedBroker) -> None:
+    r = client.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
+    assert [(c.key, c.error_code, c.port) for c in r.coordinators] == [
+        ("a", 0, broker.port), ("b", 0, broker.port)]
+    r = client.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx"]})
+    assert r.coordinators[0].error_code == E.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
+    r = client.call(ApiKey.FIND_COORDINATOR, 0, {"key": "a"})
+    assert r.error_code == 0 and r.port == broker.port
+    md = client.call(ApiKey.METADATA, 12, {"topics": [{"name": "__consumer_offsets"}],
+                                           "allow_auto_topic_creation": False})
+    assert md.topics[0].is_internal and len(md.topics[0].partitions) == 50
+
+
+def join(client: RawClient, group: str, member_id: str = "", topics: tuple[str, ...] = ("t",),
+         version: int = 9) -> object:
+    return client.call(ApiKey.JOIN_GROUP, version, {
+        "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+        "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": subscription(*topics)}]})
+
+
+def test_join_sync_commit_fetch_describe_list_delete(client: RawClient,
+                                                     new_topic: Callable[..., str]) -> None:
+    topic = new_topic(partitions=2)
+    group = f"wire-{topic}"
+    first = join(client, group, topics=(topic,))
+    assert first.error_code == E.MEMBER_ID_REQUIRED  # type: ignore[attr-defined]
+    joined = join(client, group, first.member_id, topics=(topic,))  # type: ignore[attr-defined]
+    assert joined.error_code == 0 and joined.generation_id == 1
+    assert joined.protocol_type == "consumer" and joined.leader == joined.member_id
+    member = joined.member_id
+    synced = client.call(ApiKey.SYNC_GROUP, 5, {
+        "group_id": group, "generation_id": 1, "member_id": member, "group_instance_id": None,
+        "protocol_type": "consumer", "protocol_name": "range",
+        "assignments": [{"member_id": member, "assignment": b"\x00\x01"}]})
+    assert synced.error_code == 0 and synced.assignment == b"\x00\x01"
+    bad = client.call(ApiKey.SYNC_GROUP, 5, {
+        "group_id": group, "generation_id": 1, "member_id": member, "group_instance_id": None,
+        "protocol_type": "consumer", "protocol_name": "roundrobin", "assignments": []})
+    assert bad.error_code == E.INCONSISTENT_GROUP_PROTOCOL  # type: ignore[attr-defined]
+    commit = client.call(ApiKey.OFFSET_COMMIT, 9, {
+        "group_id": group, "generation_id_or_member_epoch": 1, "member_id": member,
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": 0,
+             "committed_metadata": "m"},
+            {"partition_index": 1, "committed_offset": 6, "committed_metadata": "x" * 5000},
+            {"partition_index": 9, "committed_offset": 6, "committed_metadata": None}]}]})
+    assert [p.error_code for p in commit.topics[0].partitions] == [
+        0, E.OFFSET_METADATA_TOO_LARGE, E.UNKNOWN_TOPIC_OR_PARTITION]  # type: ignore[attr-defined]
+    stale = client.call(ApiKey.OFFSET_COMMIT, 2, {
+        "group_id": group, "generation_id_or_member_epoch": 0, "member_id": member,
+        "retention_time_ms": -1,
+        "topics": [{"name": topic, "partitions": [{"partition_index": 0,
+                                                   "committed_offset": 1}]}]})
+    assert stale.topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION  # type: ignore[attr-defined]
+    fetched = client.call(ApiKey.OFFSET_FETCH, 8, {"groups": [
+        {"group_id": group, "topics": None}], "require_stable": True})
+    [g] = fetched.groups
+    assert [(t.name, p.partition_index, p.committed_offset, p.metadata)
+            for t in g.topics for p in t.partitions] == [(topic, 0, 5, "m")]
+    old = client.call(ApiKey.OFFSET_FETCH, 1, {"group_id": group, "topics": [
+        {"name": topic, "partition_indexes": [0, 1]}]})
+    assert [p.committed_offset for p in old.topics[0].partitions] == [5, -1]
+    described = client.call(ApiKey.DESCRIBE_GROUPS, 5, {
+        "groups": [group, "missing"], "include_authorized_operations": True})
+    live, missing = described.groups
+    assert live.group_state == "Stable" and live.protocol_data == "range"
+    assert live.members[0].member_assignment == b"\x00\x01"
+    assert live.authorized_operations == {3, 6, 8}
+    assert missing.group_state == "Dead" and missing.error_code == 0
+    listed = client.call(ApiKey.LIST_GROUPS, 5, {"states_filter": ["Stable"],
+                                                 "types_filter": []})
+    assert (group, "consumer", "Stable") in {
+        (g.group_id, g.protocol_type, g.group_state) for g in listed.groups}
+    deleted = client.call(ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0}]}]})
+    assert deleted.topics[0].partitions[0].error_code == E.GROUP_SUBSCRIBED_TO_TOPIC  # type: ignore[attr-defined]
+    busy = client.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group, "nope"]})
+    assert [r.error_code for r in busy.results] == [
+        E.NON_EMPTY_GROUP, E.GROUP_ID_NOT_FOUND]  # type: ignore[attr-defined]
+    hb = client.call(ApiKey.HEARTBEAT, 4, {"group_id": group, "generation_id": 1,
+                                           "member_id": member, "group_instance_id": None})
+    assert hb.error_code == 0
+    left = client.call(ApiKey.LEAVE_GROUP, 5, {"group_id": group, "members": [
+        {"member_id": member, "group_instance_id": None, "reason": "bye"}]})
+    assert left.error_code == 0 and left.members[0].error_code == 0
+    deleted = client.call(ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0}]}]})
+    assert deleted.error_code == 0 and deleted.topics[0].partitions[0].error_code == 0
+    gone = client.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group]})
+    assert gone.results[0].error_code == 0
+    again = client.call(ApiKey.DESCRIBE_GROUPS, 0, {"groups": [group]})
+    assert again.groups[0].group_state == "Dead"

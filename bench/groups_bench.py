@@ -79,8 +79,9 @@ def takeover(broker: RunningBroker, topic: str) -> float:
     while time.perf_counter() - start < 120 and len(assigned["a"]) < PARTITIONS:
         a.poll(0.05)
     elapsed = time.perf_counter() - start
-    a.close()
-    return elapsed if len(assigned["a"]) == PARTITIONS else float("nan")
+    took_all = len(assigned["a"]) == PARTITIONS
+    a.close()  # revokes, so the check above comes first
+    return elapsed if took_all else float("nan")
 
 
 def commits_per_second(broker: RunningBroker, topic: str, n: int) -> float:

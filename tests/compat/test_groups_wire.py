@@ -8,6 +8,7 @@ import pytest
 from kafka.protocol.consumer import ConsumerProtocolSubscription
 
 from strom.common.errors import ErrorCode
+from strom.protocol.records.builder import BatchBuilder
 from strom.protocol.versions import SUPPORTED, ApiKey
 from strom.testing import EmbeddedBroker
 from tests.broker.raw import RawClient
@@ -133,3 +134,17 @@ def test_join_sync_commit_fetch_describe_list_delete(client: RawClient,
     assert gone.results[0].error_code == 0
     again = client.call(ApiKey.DESCRIBE_GROUPS, 0, {"groups": [group]})
     assert again.groups[0].group_state == "Dead"
+
+
+def test_clients_cannot_produce_to_internal_topics(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    client.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g-internal", "key_type": 0})
+    builder = BatchBuilder()
+    builder.append(0, b"k", b"v")
+    resp = client.call(ApiKey.PRODUCE, 9, {
+        "transactional_id": None, "acks": 1, "timeout_ms": 1000,
+        "topic_data": [{"name": "__consumer_offsets", "partition_data": [
+            {"index": 0, "records": builder.build()}]}]})
+    error = resp.responses[0].partition_responses[0].error_code
+    assert error == ErrorCode.INVALID_TOPIC_EXCEPTION  # type: ignore[attr-defined]
+    client.close()

@@ -18,6 +18,7 @@ from strom.broker.state import BrokerState
 from strom.common.errors import (
     CorruptMessageError,
     InvalidRequiredAcksError,
+    InvalidTopicError,
     InvalidTxnStateError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -61,6 +62,9 @@ class ProduceHandler:
                     result.error_code = error.code
                 elif p.records is None:
                     result.error_code = CorruptMessageError.code
+                elif image.topics[name].internal:  # type: ignore[index]
+                    result.error_code = InvalidTopicError.code
+                    result.error_message = f"Cannot append to internal topic {name}"
                 else:
                     try:
                         appended = partition.append_as_leader(p.records)

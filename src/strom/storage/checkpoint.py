@@ -7,8 +7,9 @@ Format (UTF-8 text, ``\\n`` line ends)::
     <entry>                 n lines, fields separated by one space
 
 Offset checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
-``replication-offset-checkpoint``) have entries ``<topic> <partition> <offset>``; the
-``leader-epoch-checkpoint`` of a partition has entries ``<epoch> <start offset>``.
+``replication-offset-checkpoint``, ``cleaner-offset-checkpoint``) have entries
+``<topic> <partition> <offset>``; the ``leader-epoch-checkpoint`` of a partition has entries
+``<epoch> <start offset>``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
 def write_checkpoint(path: Path, entries: Iterable[Iterable[object]], *, sync: bool = True) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from strom.common.clock import Clock
 from strom.common.config import TopicConfig
 from strom.common.errors import (
+    CorruptMessageError,
     InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
@@ -25,13 +26,14 @@ from strom.common.errors import (
     RecordListTooLargeError,
 )
 from strom.protocol.records.batch import (
+    HEADER_SIZE,
     BatchHeader,
     iter_batches,
     patch_base_offset,
     patch_leader_epoch,
     set_log_append_time,
 )
-from strom.protocol.records.reader import batch_offsets_and_timestamps
+from strom.protocol.records.reader import batch_offsets_and_timestamps, decode_records
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
     INDEX_SUFFIX,
@@ -46,8 +48,17 @@ from strom.storage.files import (
 from strom.storage.leader_epoch import LeaderEpochCache
 from strom.storage.producer_state import ProducerStateManager
 from strom.storage.segment import FileRegion, LogSegment
+from strom.storage.swap import (
+    SWAP_SUFFIX,
+    discard_swap,
+    recover_interrupted_swaps,
+    remove_segment_files,
+    rename_segment_files,
+)
 
-__all__ = ["AppendResult", "FileRegion", "Log", "ReadResult", "parse_partition_dir"]
+__all__ = [
+    "AppendResult", "CleanerView", "FileRegion", "Log", "ReadResult", "parse_partition_dir",
+]
 
 log = logging.getLogger("strom.storage.log")
 
@@ -73,6 +84,26 @@ class ReadResult:
     high_watermark: int
 
 
+@dataclass(slots=True, frozen=True)
+class CleanerView:
+    """What a cleaning pass works from, captured under the log's lock (:meth:`Log.begin_cleaning`).
+
+    ``segments`` are the inactive segments, oldest first (the active one is never cleaned);
+    ``producer_last_offsets`` maps each live idempotent producer to the last offset of its
+    last data batch (that batch is kept, possibly emptied, so producer state survives).
+    ``truncated_to`` is the lowest offset the log was truncated to since the previous pass
+    (the cleaner moves its checkpoint back to it), or None.
+    """
+
+    segments: list[LogSegment]
+    generation: int
+    log_start_offset: int
+    active_base_offset: int
+    last_stable_offset: int
+    producer_last_offsets: dict[int, int]
+    truncated_to: int | None
+
+
 def parse_partition_dir(name: str) -> tuple[str, int]:
     """``<topic>-<partition>`` -> (topic, partition); ValueError if the name is not one."""
     topic, sep, partition = name.rpartition("-")
@@ -81,14 +112,15 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
-class _Settings:
+class LogSettings:
     """The topic config values read on hot paths, resolved once per config change."""
 
     __slots__ = (
-        "after_max_ms", "before_max_ms", "delete_delay_ms", "delete_policy", "flush_messages",
-        "flush_ms", "index_interval_bytes", "log_append_time", "max_index_bytes",
-        "max_message_bytes", "producer_expiration_ms", "retention_bytes", "retention_ms",
-        "segment_bytes", "segment_jitter_ms", "segment_ms",
+        "after_max_ms", "before_max_ms", "compact_policy", "delete_delay_ms", "delete_policy",
+        "delete_retention_ms", "flush_messages", "flush_ms", "index_interval_bytes",
+        "log_append_time", "max_compaction_lag_ms", "max_index_bytes", "max_message_bytes",
+        "min_cleanable_ratio", "min_compaction_lag_ms", "producer_expiration_ms",
+        "retention_bytes", "retention_ms", "segment_bytes", "segment_jitter_ms", "segment_ms",
     )
 
     def __init__(self, config: TopicConfig) -> None:
@@ -104,6 +136,11 @@ class _Settings:
         self.retention_ms = config.retention_ms
         self.retention_bytes = config.retention_bytes
         self.delete_policy = "delete" in config.cleanup_policy
+        self.compact_policy = "compact" in config.cleanup_policy
+        self.delete_retention_ms = int(config.get("delete.retention.ms"))
+        self.min_cleanable_ratio = float(config.get("min.cleanable.dirty.ratio"))
+        self.min_compaction_lag_ms = int(config.get("min.compaction.lag.ms"))
+        self.max_compaction_lag_ms = int(config.get("max.compaction.lag.ms"))
         self.flush_messages = config.flush_messages
         self.flush_ms = config.flush_ms
         self.delete_delay_ms = int(config.get("file.delete.delay.ms"))
@@ -128,10 +165,28 @@ class Log:
     decoded on the append and read paths.
 
     Thread-safety: owned by the event-loop thread, which appends, reads, truncates and applies
-    retention. :meth:`flush` may run in a worker thread at the same time (it fsyncs up to the
-    LEO it captured first, then advances ``recovery_point``); segments leaving the log (retention,
-    truncation) are unlinked at once but their descriptors are closed only after
-    ``file.delete.delay.ms`` so concurrent fsyncs and in-flight sendfiles stay valid.
+    retention. Two other threads may work on it at the same time:
+
+    * :meth:`flush` (a worker thread) fsyncs up to the LEO it captured first, then advances
+      ``recovery_point``; it holds ``_flush_lock`` and reads the segment list once.
+    * The log cleaner (:mod:`strom.storage.cleaner`, its own thread) reads *inactive* segments
+      with ``pread`` and writes new files; it never touches the active segment, so appends
+      (which only write the active segment) never wait for it.
+
+    Rules between the event loop and the cleaner: ``_segments`` / ``_bases`` change only under
+    ``_lock`` (an RLock): the event loop takes it for rolls, retention, DeleteRecords,
+    truncation and close; the cleaner takes it to capture a :class:`CleanerView` and to swap a
+    cleaned segment in (:meth:`replace_segments`: validation, unlinks and renames, a new list
+    pair assigned — never mutated in place by the cleaner). :meth:`read` takes it only to pick
+    up the two lists consistently. The swap is refused when the segments it replaces left the
+    log or the log was truncated (``_generation``) or closed in the meantime. :meth:`close`
+    and :meth:`delete` abort an in-flight pass and wait for it (``_cleaning``, always taken
+    before ``_lock``), so no descriptor is closed under the cleaner; the graveyard is not
+    emptied while a pass runs for the same reason.
+
+    Segments leaving the log (retention, truncation, cleaning) are unlinked at once but their
+    descriptors are closed only after ``file.delete.delay.ms`` so concurrent fsyncs and
+    in-flight sendfiles stay valid.
 
     Lifecycle: :meth:`open` (recovering from a crash unless ``clean_shutdown``), use,
     :meth:`close` (producer snapshot, final index entries) or :meth:`delete`.
@@ -142,7 +197,7 @@ class Log:
         self.topic, self.partition = parse_partition_dir(directory.name)
         self.config = config
         self.clock = clock
-        self._settings = _Settings(config)
+        self._settings = LogSettings(config)
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.log_start_offset = 0
@@ -155,6 +210,11 @@ class Log:
         self.leader_epochs = LeaderEpochCache(directory)
         self._graveyard: list[tuple[float, LogSegment]] = []
         self._flush_lock = threading.Lock()
+        self._lock = threading.RLock()  # segment-list changes vs. the cleaner thread
+        self._cleaning = threading.Lock()  # held by the cleaner for a whole pass
+        self._abort_cleaning = False
+        self._generation = 0  # bumped by truncation: invalidates in-flight cleaning
+        self._truncated_to: int | None = None
         self._dir_dirty = False
         self._closed = False
 
@@ -205,6 +265,14 @@ class Log:
                 max_index_bytes=self._settings.max_index_bytes, now_ms=now,
                 recover=needs_recovery, roll_jitter_ms=self._jitter(),
             )
+            if self._segments and base < self._segments[-1].next_offset:
+                # Only a cleaner swap whose unlinks were lost in a crash leaves this: the
+                # earlier (cleaned) segment already holds what survives of these offsets.
+                log.warning("%s: deleting segment %d, superseded by a cleaned segment",
+                            self.directory, base)
+                segment.close()
+                remove_segment_files(self.directory, base)
+                continue
             self._segments.append(segment)
             self._bases.append(base)
             if result is not None:
@@ -240,7 +308,9 @@ class Log:
             self.flush()  # what was recovered is now durable: the next crash starts from here
 
     def _scan_directory(self) -> list[int]:
-        """Base offsets of the segments present, after removing leftovers of crashed writes."""
+        """Base offsets of the segments present, after removing leftovers of crashed writes
+        and completing interrupted cleaner swaps (:mod:`strom.storage.swap`)."""
+        recover_interrupted_swaps(self.directory)
         bases = []
         for name in os.listdir(self.directory):
             path = self.directory / name
@@ -346,6 +416,8 @@ class Log:
             record_count += header.records_count
             if header.producer_id >= 0:
                 has_producer = True
+        if settings.compact_policy:
+            self._require_keys(buf, headers)
 
         state = self.producer_state
         if has_producer:
@@ -397,15 +469,33 @@ class Log:
                             now if settings.log_append_time else -1,
                             self.log_start_offset, record_count, False)
 
+    def _require_keys(self, buf: memoryview, headers: list[BatchHeader]) -> None:
+        """Compacted topics keep the latest record per key: a record without one is refused
+        (Kafka's rule; this is the one append path that looks at records)."""
+        for header in headers:
+            if header.is_control:
+                continue
+            if header.compression == 0:
+                data = bytes(buf[header.position + HEADER_SIZE : header.position + header.size])
+                keyless = _has_null_key(data, header.records_count)
+            else:
+                keyless = any(r.key is None for r in decode_records(buf, header))
+            if keyless:
+                raise InvalidRecordError(
+                    "Compacted topic cannot accept message without key in topic partition "
+                    f"{self.topic}-{self.partition}."
+                )
+
     def _roll(self, now_ms: int) -> LogSegment:
         """Start a new active segment at the LEO (snapshotting producer state there)."""
-        old = self._segments[-1]
-        old.on_inactive()
-        self.producer_state.map_end_offset = self.log_end_offset
-        self.producer_state.take_snapshot(sync=False)  # CRC-protected; fsynced on close
-        segment = self._add_segment(self.log_end_offset, now_ms)
-        self._prune_snapshots()
-        return segment
+        with self._lock:
+            old = self._segments[-1]
+            old.on_inactive()
+            self.producer_state.map_end_offset = self.log_end_offset
+            self.producer_state.take_snapshot(sync=False)  # CRC-protected; fsynced on close
+            segment = self._add_segment(self.log_end_offset, now_ms)
+            self._prune_snapshots()
+            return segment
 
     def _prune_snapshots(self) -> None:
         """Keep the snapshots taken at segment starts (truncation reloads from them) and the
@@ -447,8 +537,9 @@ class Log:
         upper = self.high_watermark if upper_bound is None else min(upper_bound, leo)
         if offset >= upper:
             return self._empty()
-        segments = self._segments
-        slot = bisect_right(self._bases, offset) - 1
+        with self._lock:  # the cleaner replaces both lists; pick up a consistent pair
+            segments, bases = self._segments, self._bases
+        slot = max(0, bisect_right(bases, offset) - 1)
         while slot < len(segments):
             segment = segments[slot]
             found = segment.translate_offset(offset)
@@ -555,8 +646,9 @@ class Log:
                 f"{self.high_watermark}"
             )
         if offset > self.log_start_offset:
-            self._advance_log_start(offset)
-            self._delete_segments(self._below_log_start())
+            with self._lock:
+                self._advance_log_start(offset)
+                self._delete_segments(self._below_log_start())
         return self.log_start_offset
 
     def _advance_log_start(self, offset: int) -> None:
@@ -575,7 +667,12 @@ class Log:
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole old segments by ``retention.ms``, ``retention.bytes`` and the log start
-        (never the active segment); returns the bytes deleted."""
+        (never the active segment); returns the bytes deleted. Only with ``delete`` in
+        ``cleanup.policy``, except segments wholly below the log start (DeleteRecords)."""
+        with self._lock:
+            return self._apply_retention(now_ms)
+
+    def _apply_retention(self, now_ms: int) -> int:
         self._close_expired_graveyard()
         settings = self._settings
         deleted = 0
@@ -628,6 +725,8 @@ class Log:
         self._dir_dirty = True
 
     def _close_expired_graveyard(self) -> None:
+        if self._cleaning.locked():
+            return  # a cleaning pass may be reading one of them: never close under it
         now = self.clock.monotonic()
         keep = []
         for deadline, segment in self._graveyard:
@@ -651,9 +750,16 @@ class Log:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self.log_end_offset:
             return
-        if offset < self.log_start_offset or offset < self._bases[0]:
-            self._truncate_fully(offset)
-            return
+        with self._lock:
+            self._generation += 1
+            if self._truncated_to is None or offset < self._truncated_to:
+                self._truncated_to = offset
+            if offset < self.log_start_offset or offset < self._bases[0]:
+                self._truncate_fully(offset)
+            else:
+                self._truncate_segments(offset)
+
+    def _truncate_segments(self, offset: int) -> None:
         keep = bisect_right(self._bases, offset)  # segments with base <= offset stay
         doomed = self._segments[keep:]
         del self._segments[keep:]
@@ -675,6 +781,7 @@ class Log:
 
     def _truncate_fully(self, offset: int) -> None:
         """Drop every segment and start empty at ``offset``."""
+        self._generation += 1
         doomed = self._segments
         self._segments = []
         self._bases = []
@@ -745,7 +852,7 @@ class Log:
     # ------------------------------------------------------------------------------------
     def update_config(self, config: TopicConfig) -> None:
         self.config = config
-        self._settings = _Settings(config)
+        self._settings = LogSettings(config)
         for segment in self._segments:
             segment.index_interval_bytes = self._settings.index_interval_bytes
 
@@ -755,7 +862,8 @@ class Log:
         Does not fsync the log data (call :meth:`flush` first for a clean shutdown)."""
         if self._closed:
             return
-        with self._flush_lock:
+        self._stop_cleaning()
+        with self._flush_lock, self._lock:
             try:
                 self._segments[-1].on_inactive()
                 self.producer_state.map_end_offset = self.log_end_offset
@@ -775,7 +883,8 @@ class Log:
     def delete(self) -> None:
         """Close and remove the partition directory (renamed first, so a crash midway leaves
         a ``-delete`` directory that the log manager removes at the next start)."""
-        with self._flush_lock:
+        self._stop_cleaning()
+        with self._flush_lock, self._lock:
             self._close_files()
         doomed = self.directory.with_name(
             f"{self.directory.name}.{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}"
@@ -790,6 +899,100 @@ class Log:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def settings(self) -> LogSettings:
+        """The resolved topic config values (replaced whole by :meth:`update_config`)."""
+        return self._settings
+
+    # ------------------------------------------------------------------------------------
+    # compaction (called from the cleaner thread; see the class docstring for the rules)
+    # ------------------------------------------------------------------------------------
+    def begin_cleaning(self) -> CleanerView | None:
+        """Start a cleaning pass: None if the log is closed or a pass already runs.
+
+        On success the caller owns the pass and must call :meth:`end_cleaning`."""
+        if self._closed or not self._cleaning.acquire(blocking=False):
+            return None
+        try:
+            with self._lock:
+                if self._closed or self._abort_cleaning:
+                    self._cleaning.release()
+                    return None
+                producers: dict[int, int] = {}
+                # list() of a dict's items runs in C under the GIL: safe against appends.
+                for pid, entry in list(self.producer_state.producers.items()):
+                    batches = entry.batches
+                    if batches:
+                        producers[pid] = batches[-1].last_offset
+                view = CleanerView(
+                    segments=self._segments[:-1], generation=self._generation,
+                    log_start_offset=self.log_start_offset,
+                    active_base_offset=self._bases[-1],
+                    last_stable_offset=self.last_stable_offset,
+                    producer_last_offsets=producers, truncated_to=self._truncated_to,
+                )
+                self._truncated_to = None
+                return view
+        except BaseException:
+            self._cleaning.release()
+            raise
+
+    def end_cleaning(self) -> None:
+        """End the pass :meth:`begin_cleaning` started."""
+        self._cleaning.release()
+
+    def cleaning_invalidated(self, generation: int) -> bool:
+        """The pass that captured ``generation`` must stop: closing, closed or truncated."""
+        return self._abort_cleaning or self._closed or generation != self._generation
+
+    def replace_segments(
+        self, old: list[LogSegment], base_offset: int, generation: int
+    ) -> LogSegment | None:
+        """Swap the cleaned segment whose files wait as ``<base_offset>.*.swap`` in for the
+        contiguous run ``old`` (steps 3-4 of :mod:`strom.storage.swap`).
+
+        Refused (None, the ``.swap`` files removed) when ``old`` is no longer a run of
+        inactive segments of the log, or the log was truncated or closed since the pass began.
+        The old segments go to the graveyard: their descriptors stay open for
+        ``file.delete.delay.ms`` so in-flight reads of them complete. The caller fsyncs the
+        directory and drops the range file afterwards (:func:`~strom.storage.swap.finish_swap`;
+        a crash before that is handled by the load-time recovery).
+        """
+        with self._lock:
+            segments = self._segments
+            start = -1
+            for i, segment in enumerate(segments):
+                if segment is old[0]:
+                    start = i
+                    break
+            end = start + len(old)
+            if (self.cleaning_invalidated(generation) or start < 0
+                    or end >= len(segments) or segments[start:end] != old
+                    or old[0].base_offset != base_offset):
+                discard_swap(self.directory, base_offset)
+                return None
+            for segment in old[1:]:
+                segment.unlink()  # the first one's files are replaced by the renames below
+            rename_segment_files(self.directory, base_offset, SWAP_SUFFIX, "")
+            # The range file stays until the caller's directory fsync (finish_swap).
+            settings = self._settings
+            new, _ = LogSegment.open(
+                self.directory, base_offset, index_interval_bytes=settings.index_interval_bytes,
+                max_index_bytes=settings.max_index_bytes, now_ms=self.clock.now_ms(),
+            )
+            self._segments = [*segments[:start], new, *segments[end:]]
+            self._bases = [*self._bases[:start], base_offset, *self._bases[end:]]
+            deadline = self.clock.monotonic() + settings.delete_delay_ms / 1000.0
+            self._graveyard.extend((deadline, segment) for segment in old)
+            self._dir_dirty = True
+            return new
+
+    def _stop_cleaning(self) -> None:
+        """Abort an in-flight cleaning pass and wait until the cleaner thread dropped it."""
+        self._abort_cleaning = True
+        with self._cleaning:
+            pass
+
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self._segments)})")
@@ -799,6 +1002,44 @@ def _record_timestamps(segment: LogSegment, header: BatchHeader) -> list[tuple[i
     """(offset, timestamp) of each record of a stored batch (decompressing if needed)."""
     batch = segment.read_bytes(header.position, header.size)
     return batch_offsets_and_timestamps(batch, dataclasses.replace(header, position=0))
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Zigzag varint / varlong at ``pos``: (value, position after it)."""
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptMessageError("varint longer than 10 bytes")
+
+
+def _has_null_key(data: bytes, count: int) -> bool:
+    """Whether an uncompressed records section holds a record with a null key.
+
+    Reads only each record's length and the varints before the key (record format in
+    :mod:`strom.protocol.records.record`); several times cheaper than decoding records."""
+    pos = 0
+    end = len(data)
+    try:
+        for _ in range(count):
+            length, pos = _read_varint(data, pos)
+            record_end = pos + length
+            if length < 6 or record_end > end:
+                raise CorruptMessageError(f"invalid record: length {length} out of range")
+            _, field = _read_varint(data, pos + 1)  # timestamp delta (after attributes)
+            _, field = _read_varint(data, field)  # offset delta
+            key_length, _ = _read_varint(data, field)
+            if key_length < 0:
+                return True
+            pos = record_end
+    except IndexError:
+        raise CorruptMessageError("invalid record: truncated record") from None
+    return False
 
 
 def _recovery_start(bases: list[int], recovery_point: int) -> int:

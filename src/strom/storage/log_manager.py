@@ -18,6 +18,7 @@ from strom.storage.checkpoint import (
     read_offsets,
     write_offsets,
 )
+from strom.storage.cleaner import DEFAULT_BACKOFF_MS, LogCleaner
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
     CorruptFileError,
@@ -41,8 +42,12 @@ class LogManager:
     :meth:`shutdown` and removed by :meth:`load`: when it is missing at load the previous run
     crashed, and each log recovers the segments after its checkpointed recovery point.
 
+    Compaction: :meth:`start_cleaner` runs a :class:`LogCleaner` thread (or call
+    :meth:`clean_once` from a worker thread instead); :meth:`shutdown` stops it first.
+
     Thread-safety: owned by the event-loop thread. :meth:`flush_due` and :meth:`checkpoint`
-    only read the log map and may run in a worker thread (``Log.flush`` is thread-safe).
+    only read the log map and may run in a worker thread (``Log.flush`` is thread-safe), as
+    does the cleaner (it copies the log map; see :class:`Log` for the per-log rules).
     Lifecycle: construct, :meth:`load` once, use, :meth:`shutdown`.
     """
 
@@ -52,6 +57,7 @@ class LogManager:
         self.clock = clock
         self._logs: dict[TopicPartition, Log] = {}
         self.loaded_cleanly: bool | None = None
+        self._cleaner: LogCleaner | None = None
 
     # -- loading --------------------------------------------------------------------------
     def load(self, topic_configs: Callable[[str], TopicConfig]) -> None:
@@ -116,7 +122,9 @@ class LogManager:
     def delete_topic(self, topic: str) -> None:
         """Delete every partition log of ``topic`` (directories removed)."""
         for tp in [tp for tp in self._logs if tp.topic == topic]:
-            self._logs.pop(tp).delete()
+            self._logs.pop(tp).delete()  # waits for an in-flight cleaning pass to stop
+            if self._cleaner is not None:
+                self._cleaner.forget(tp)
         fsync_dir(self.data_dir)
 
     # -- periodic work --------------------------------------------------------------------
@@ -162,9 +170,41 @@ class LogManager:
             flushed += 1
         return flushed
 
+    # -- compaction -----------------------------------------------------------------------
+    @property
+    def cleaner(self) -> LogCleaner:
+        """The log cleaner (created on first use, after :meth:`load`)."""
+        if self._cleaner is None:
+            self._cleaner = LogCleaner(self.data_dir, lambda: list(self._logs.items()),
+                                       self.clock)
+        return self._cleaner
+
+    def start_cleaner(
+        self, backoff_ms: int = DEFAULT_BACKOFF_MS, max_io_bytes_per_second: float | None = None
+    ) -> None:
+        """Start the cleaner thread: it compacts the dirtiest ``compact`` log, sleeping
+        ``backoff_ms`` whenever none is eligible; ``max_io_bytes_per_second`` caps its reads.
+        Never blocks produce or fetch on a lock for more than a segment swap."""
+        cleaner = self.cleaner
+        cleaner.backoff_ms = backoff_ms
+        cleaner.max_io_bytes_per_second = max_io_bytes_per_second
+        cleaner.start()
+
+    def stop_cleaner(self) -> None:
+        """Stop the cleaner thread (waits for the current segment group of a pass)."""
+        if self._cleaner is not None:
+            self._cleaner.stop()
+
+    def clean_once(self, now_ms: int | None = None) -> bool:
+        """One cleaner cycle in the calling thread (an alternative to :meth:`start_cleaner`
+        for a broker that schedules its own worker threads); True if a log was cleaned."""
+        return self.cleaner.clean_once(now_ms)
+
     # -- shutdown -------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
+        """Stop the cleaner, flush and close every log, write the checkpoints, then the
+        clean-shutdown marker."""
+        self.stop_cleaner()
         for plog in self._logs.values():
             plog.flush()
         for plog in self._logs.values():

@@ -178,7 +178,10 @@ class LogSegment:
     also cuts a torn or corrupt tail (checked by CRC).
 
     Thread-safety: owned by the thread that appends (the event loop); :meth:`flush` may run
-    concurrently in a worker thread. Readers use positions with ``pread`` / ``sendfile`` only.
+    concurrently in a worker thread, and the log cleaner thread reads *inactive* segments
+    (``headers``, ``read_bytes``: ``pread`` only, never their in-memory indexes' mutation).
+    Readers use positions with ``pread`` / ``sendfile`` only. Cleaned segments are written
+    under a ``name_suffix`` (``.cleaned``) and reopened under their final names.
     Lifecycle: :meth:`create` or :meth:`open`, appends while active, :meth:`on_inactive` when
     a newer segment takes over, :meth:`close`; :meth:`unlink` removes the files (the
     descriptors stay usable until :meth:`close`, so in-flight reads finish).
@@ -194,6 +197,7 @@ class LogSegment:
         "first_batch_timestamp",
         "index_interval_bytes",
         "max_timestamp",
+        "name_suffix",
         "next_offset",
         "offset_index",
         "offset_of_max_timestamp",
@@ -213,8 +217,10 @@ class LogSegment:
         index_interval_bytes: int,
         created_ms: int,
         roll_jitter_ms: int = 0,
+        name_suffix: str = "",
     ) -> None:
         self.directory = directory
+        self.name_suffix = name_suffix
         self.base_offset = base_offset
         self.file = file
         self._fd = file.fileno()
@@ -237,15 +243,16 @@ class LogSegment:
 
     @property
     def log_path(self) -> Path:
-        return self.directory / file_name(self.base_offset, LOG_SUFFIX)
+        return self.directory / (file_name(self.base_offset, LOG_SUFFIX) + self.name_suffix)
 
     @property
     def index_path(self) -> Path:
-        return self.directory / file_name(self.base_offset, INDEX_SUFFIX)
+        return self.directory / (file_name(self.base_offset, INDEX_SUFFIX) + self.name_suffix)
 
     @property
     def time_index_path(self) -> Path:
-        return self.directory / file_name(self.base_offset, TIME_INDEX_SUFFIX)
+        return self.directory / (file_name(self.base_offset, TIME_INDEX_SUFFIX)
+                                 + self.name_suffix)
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
@@ -258,19 +265,25 @@ class LogSegment:
         max_index_bytes: int,
         now_ms: int,
         roll_jitter_ms: int = 0,
+        name_suffix: str = "",
     ) -> LogSegment:
-        """A new empty segment (files at that base offset are replaced)."""
-        file = open(cls.log_path_for(directory, base_offset), "w+b", buffering=0)  # noqa: SIM115
+        """A new empty segment (files at that base offset are replaced).
+
+        ``name_suffix`` is appended to the three file names: the cleaner writes segments as
+        ``<base>.log.cleaned`` etc. (see :mod:`strom.storage.swap`) and reopens them under
+        their final names once renamed."""
+        log_path = directory / (file_name(base_offset, LOG_SUFFIX) + name_suffix)
+        file = open(log_path, "w+b", buffering=0)  # noqa: SIM115
         try:
-            oi = OffsetIndex.create(directory / file_name(base_offset, INDEX_SUFFIX),
-                                    base_offset, max_index_bytes)
-            ti = TimeIndex.create(directory / file_name(base_offset, TIME_INDEX_SUFFIX),
-                                  base_offset, max_index_bytes)
+            oi = OffsetIndex.create(directory / (file_name(base_offset, INDEX_SUFFIX)
+                                                 + name_suffix), base_offset, max_index_bytes)
+            ti = TimeIndex.create(directory / (file_name(base_offset, TIME_INDEX_SUFFIX)
+                                               + name_suffix), base_offset, max_index_bytes)
         except BaseException:
             file.close()
             raise
         return cls(directory, base_offset, file, oi, ti, index_interval_bytes=index_interval_bytes,
-                   created_ms=now_ms, roll_jitter_ms=roll_jitter_ms)
+                   created_ms=now_ms, roll_jitter_ms=roll_jitter_ms, name_suffix=name_suffix)
 
     @classmethod
     def open(

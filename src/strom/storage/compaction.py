@@ -1,0 +1,442 @@
+"""One compaction pass over one log: dirty-section measurement, offset map, segment rewrite.
+
+Terms (Kafka's): the *clean* section runs from the log start to the *first dirty offset*
+(the cleaner checkpoint), the *dirty* section from there to the *first uncleanable offset*:
+the active segment's base, the last stable offset, or the first segment holding a record
+younger than ``min.compaction.lag.ms``, whichever comes first (cut at segment ends).
+
+A pass (:func:`clean_log`):
+
+1. builds the offset map — key → offset of its latest record — over the dirty section
+   (stopping at a segment end once ``max_map_entries`` keys are mapped: the map end);
+2. rewrites every inactive segment from the log start up to the map end, grouped into
+   runs that fit ``segment.bytes`` / ``segment.index.bytes`` / a 32-bit relative offset,
+   keeping a record only if it is the latest of its key (a key the map does not know is the
+   latest already). Batches keep their base offset, last offset delta (so the producer's
+   last sequence survives), producer id / epoch / base sequence, partition leader epoch,
+   codec and timestamp type; records keep offsets and timestamps. A batch left without
+   records disappears, unless it is the last data batch of a live idempotent producer (kept
+   empty, as Kafka does, so producer state rebuilt from the log still knows the producer).
+   Records without a key are removed (counted as invalid). Control batches are copied.
+3. swaps each rewritten group in through :mod:`strom.storage.swap` and
+   :meth:`Log.replace_segments` (groups whose bytes did not change are not rewritten).
+
+Tombstones (null values) follow KIP-534: the first pass that keeps one stamps its batch with
+a delete horizon (attribute bit 6 set, ``base_timestamp`` = now + ``delete.retention.ms``,
+record timestamp deltas rebased so every record keeps its timestamp); a later pass removes
+the tombstone once now >= the horizon. A horizon lives in the batch, so it survives merges.
+
+Transactions: the offset map ignores transactional batches (without a transaction index the
+pass cannot tell committed from aborted records, and an aborted record must never hide a
+committed one); their records are still removed when a later non-transactional record of
+the same key exists. Markers are kept.
+
+Runs in the cleaner thread; it reads only inactive segments (``pread``) and its own files.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from dataclasses import dataclass, field
+
+from strom.common.errors import StromError
+from strom.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CRC_OFFSET,
+    CURRENT_MAGIC,
+    DELETE_HORIZON_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    crc32c,
+    parse_header,
+)
+from strom.protocol.records.compression import compress
+from strom.protocol.records.reader import decode_records
+from strom.protocol.records.record import Record, encode_record
+from strom.storage.log import CleanerView, Log, LogSettings
+from strom.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from strom.storage.swap import (
+    CLEANED_SUFFIX,
+    discard_swap,
+    finish_swap,
+    prepare_swap,
+    write_range_file,
+)
+
+log = logging.getLogger("strom.storage.compaction")
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_UINT32 = struct.Struct(">I")
+WRITE_CHUNK = 1 << 20
+OFFSET_INDEX_ENTRY = 8
+
+
+class Pacer:
+    """Paces a pass so it does not starve the event loop.
+
+    * GIL hand-off: a CPU-bound thread keeps the GIL for the whole switch interval (5 ms)
+      each time the event loop gives it up for a syscall, so every ``pwrite`` / ``send`` of
+      the loop would wait up to 5 ms (measured: produce fell from ~95 to ~3 MB/s). The pass
+      therefore sleeps ``yield_s`` every ``yield_interval_s`` of work (~10 % of its speed).
+    * Optional I/O cap (Kafka's ``log.cleaner.io.max.bytes.per.second``).
+    """
+
+    def __init__(self, bytes_per_second: float | None = None, *,
+                 yield_interval_s: float = 0.0005, yield_s: float = 0.00005) -> None:
+        self.rate = bytes_per_second
+        self.yield_interval_s = yield_interval_s
+        self.yield_s = yield_s
+        self._start = self._last_yield = time.monotonic()
+        self._bytes = 0.0
+
+    def account(self, nbytes: int) -> None:
+        now = time.monotonic()
+        if self.rate:
+            self._bytes += nbytes
+            ahead = self._bytes / self.rate - (now - self._start)
+            if ahead > 0.001:
+                time.sleep(ahead)
+                self._last_yield = now = time.monotonic()
+            if self._bytes > self.rate * 10:  # a fresh window now and then: no long bursts
+                self._start, self._bytes = now, 0.0
+        if self.yield_interval_s and now - self._last_yield >= self.yield_interval_s:
+            time.sleep(self.yield_s)
+            self._last_yield = time.monotonic()
+
+
+class CleaningAborted(StromError):
+    """The log was truncated, closed or deleted during the pass; its work is dropped."""
+
+
+@dataclass(slots=True, frozen=True)
+class DirtyRange:
+    """How much of a log is dirty, measured from a :class:`CleanerView`."""
+
+    first_dirty: int
+    first_uncleanable: int
+    clean_bytes: int
+    dirty_bytes: int
+    forced: bool  # max.compaction.lag.ms exceeded by the oldest dirty record
+    dirty_segments: tuple[LogSegment, ...]
+
+    @property
+    def ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+    def eligible(self, min_ratio: float) -> bool:
+        return self.dirty_bytes > 0 and (self.forced or self.ratio >= min_ratio)
+
+
+@dataclass(slots=True)
+class PassResult:
+    """What one pass did. ``end_offset`` is the next first dirty offset when ``completed``."""
+
+    first_dirty: int
+    end_offset: int
+    completed: bool = False
+    bytes_read: int = 0  # map building and rewriting both count
+    input_bytes: int = 0  # size of the segments the pass went through (clean + dirty)
+    bytes_written: int = 0
+    records_removed: int = 0
+    tombstones_removed: int = 0
+    segments_replaced: int = 0
+    groups_swapped: int = 0
+    map_size: int = 0
+    changed_groups: list[int] = field(default_factory=list)
+
+
+def segment_ends(view: CleanerView) -> list[int]:
+    """The end of each inactive segment: the next segment's base (gaps count as inside)."""
+    segments = view.segments
+    return [segments[i + 1].base_offset for i in range(len(segments) - 1)] + (
+        [view.active_base_offset] if segments else []
+    )
+
+
+def first_dirty_offset(view: CleanerView, checkpoint: int | None) -> int:
+    """The checkpoint, reset to the log start when it is below it or beyond the log."""
+    if checkpoint is None or checkpoint < view.log_start_offset:
+        return view.log_start_offset
+    if checkpoint > view.active_base_offset:
+        return view.log_start_offset
+    return checkpoint
+
+
+def measure(
+    view: CleanerView, checkpoint: int | None, settings: LogSettings, now_ms: int
+) -> DirtyRange:
+    """Kafka's cleanable range and dirty ratio (segment granularity)."""
+    first_dirty = first_dirty_offset(view, checkpoint)
+    limit = min(view.active_base_offset, view.last_stable_offset)
+    min_lag = settings.min_compaction_lag_ms
+    clean_bytes = dirty_bytes = 0
+    dirty: list[LogSegment] = []
+    uncleanable = first_dirty
+    stopped = False
+    for segment, end in zip(view.segments, segment_ends(view), strict=True):
+        if end <= first_dirty:
+            clean_bytes += segment.size
+            continue
+        if stopped or end > limit or (
+            min_lag > 0 and segment.size and segment.largest_timestamp() > now_ms - min_lag
+        ):
+            stopped = True
+            continue
+        dirty.append(segment)
+        dirty_bytes += segment.size
+        uncleanable = end
+    forced = False
+    if dirty and settings.max_compaction_lag_ms < 2**62:
+        head = dirty[0]
+        earliest = head.first_batch_timestamp
+        if earliest < 0:
+            earliest = head.largest_timestamp()
+        forced = now_ms - earliest > settings.max_compaction_lag_ms
+    return DirtyRange(first_dirty, uncleanable, clean_bytes, dirty_bytes, forced, tuple(dirty))
+
+
+def _check(plog: Log, view: CleanerView, pacer: Pacer | None, nbytes: int) -> None:
+    """Between batches: stop if the log changed under the pass; respect the I/O cap."""
+    if plog.cleaning_invalidated(view.generation):
+        raise CleaningAborted(f"cleaning of {plog!r} aborted")
+    if pacer is not None:
+        pacer.account(nbytes)
+
+
+def build_offset_map(
+    plog: Log, view: CleanerView, dirty: DirtyRange, max_entries: int, result: PassResult,
+    pacer: Pacer | None = None,
+) -> tuple[dict[bytes, int], int]:
+    """key → latest offset over the dirty segments; returns the map and its end offset
+    (a segment end: the map stops after the segment that filled it)."""
+    offset_map: dict[bytes, int] = {}
+    end = dirty.first_dirty
+    ends = dict(zip(map(id, view.segments), segment_ends(view), strict=True))
+    start = dirty.first_dirty
+    for segment in dirty.dirty_segments:
+        for header in segment.headers():
+            _check(plog, view, pacer, header.size)
+            if header.last_offset < start or header.is_control or header.is_transactional:
+                continue
+            data = segment.read_bytes(header.position, header.size)
+            result.bytes_read += header.size
+            header.position = 0
+            for record in decode_records(data, header):
+                if record.key is not None and record.offset >= start:
+                    offset_map[record.key] = record.offset
+        end = ends[id(segment)]
+        if len(offset_map) >= max_entries:
+            break
+    return offset_map, end
+
+
+@dataclass(slots=True)
+class _Filter:
+    """Per-pass inputs of :meth:`filter_batch`."""
+
+    offset_map: dict[bytes, int]
+    producer_last_offsets: dict[int, int]
+    now_ms: int
+    delete_retention_ms: int
+    records_removed: int = 0
+    tombstones_removed: int = 0
+
+    def filter_batch(self, data: bytes, header: BatchHeader) -> bytes | None:
+        """The batch to write in place of ``data`` (itself when unchanged), or None."""
+        if header.is_control:
+            return data
+        records = decode_records(data, header) if header.records_count else []
+        has_horizon = bool(header.attributes & DELETE_HORIZON_MASK)
+        horizon = header.base_timestamp if has_horizon else None
+        keep: list[Record] = []
+        needs_horizon = False
+        latest_of = self.offset_map.get
+        for record in records:
+            key = record.key
+            if key is None:
+                continue
+            latest = latest_of(key)
+            if latest is not None and record.offset < latest:
+                continue
+            if record.value is None:
+                if horizon is not None and self.now_ms >= horizon:
+                    self.tombstones_removed += 1
+                    continue
+                if horizon is None:
+                    needs_horizon = True
+            keep.append(record)
+        removed = len(records) - len(keep)
+        self.records_removed += removed
+        if not keep:
+            if (header.producer_id >= 0
+                    and self.producer_last_offsets.get(header.producer_id) == header.last_offset):
+                return data if not records else empty_batch(header)
+            return None
+        if not removed and not needs_horizon:
+            return data
+        if needs_horizon:
+            horizon = self.now_ms + self.delete_retention_ms
+        return encode_batch(header, keep, horizon)
+
+
+def encode_batch(header: BatchHeader, records: list[Record], horizon: int | None) -> bytes:
+    """Rebuild ``header``'s batch with ``records`` (a subset of its own), offsets and
+    timestamps preserved; with a ``horizon`` the batch carries it as its delete horizon."""
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp if horizon is None else horizon
+    payload = b"".join([
+        encode_record(r.offset - base_offset, r.timestamp - base_ts, r.key, r.value, r.headers)
+        for r in records
+    ])
+    codec = header.compression
+    if codec:
+        payload = compress(codec, payload)
+    attributes = header.attributes
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_MASK
+    if header.is_log_append_time:
+        max_ts = header.max_timestamp
+    else:
+        max_ts = max(r.timestamp for r in records)
+    return _pack(header, attributes, base_ts, max_ts, len(records), payload)
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """The header alone (no records, no codec): keeps a producer's last offset / sequence."""
+    attributes = header.attributes & ~COMPRESSION_MASK
+    return _pack(header, attributes, header.max_timestamp, header.max_timestamp, 0, b"")
+
+
+def _pack(header: BatchHeader, attributes: int, base_ts: int, max_ts: int, count: int,
+          payload: bytes) -> bytes:
+    out = bytearray(HEADER_SIZE + len(payload))
+    _HEADER.pack_into(
+        out, 0, header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        header.partition_leader_epoch, CURRENT_MAGIC, 0, attributes, header.last_offset_delta,
+        base_ts, max_ts, header.producer_id, header.producer_epoch, header.base_sequence, count,
+    )
+    out[HEADER_SIZE:] = payload
+    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def group_segments(
+    segments: list[LogSegment], ends: list[int], max_bytes: int, max_index_bytes: int
+) -> list[list[LogSegment]]:
+    """Consecutive runs whose data fits one segment (Kafka's ``groupSegmentsBySize``)."""
+    groups: list[list[LogSegment]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        size = segments[i].size
+        index_bytes = len(segments[i].offset_index) * OFFSET_INDEX_ENTRY
+        j = i + 1
+        while j < len(segments):
+            nxt = segments[j]
+            if (size + nxt.size > max_bytes
+                    or index_bytes + len(nxt.offset_index) * OFFSET_INDEX_ENTRY > max_index_bytes
+                    or ends[j] - 1 - group[0].base_offset > MAX_RELATIVE_OFFSET):
+                break
+            group.append(nxt)
+            size += nxt.size
+            index_bytes += len(nxt.offset_index) * OFFSET_INDEX_ENTRY
+            j += 1
+        groups.append(group)
+        i = j
+    return groups
+
+
+def clean_log(
+    plog: Log,
+    view: CleanerView,
+    dirty: DirtyRange,
+    now_ms: int,
+    *,
+    max_map_entries: int,
+    pacer: Pacer | None = None,
+) -> PassResult:
+    """Run one pass (module docstring). Raises CleaningAborted if the log changed under it;
+    groups swapped before that stay swapped (each swap is complete on its own)."""
+    result = PassResult(dirty.first_dirty, dirty.first_dirty)
+    offset_map, map_end = build_offset_map(plog, view, dirty, max_map_entries, result, pacer)
+    result.map_size = len(offset_map)
+    settings = plog.settings
+    filt = _Filter(offset_map, view.producer_last_offsets, now_ms, settings.delete_retention_ms)
+    ends = segment_ends(view)
+    count = sum(1 for end in ends if end <= map_end)
+    segments = view.segments[:count]
+    done = 0
+    for group in group_segments(segments, ends[:count], settings.segment_bytes,
+                                settings.max_index_bytes):
+        done += len(group)
+        _clean_group(plog, view, group, ends[done - 1], filt, now_ms, result, pacer)
+    result.records_removed = filt.records_removed
+    result.tombstones_removed = filt.tombstones_removed
+    result.end_offset = map_end
+    result.completed = True
+    return result
+
+
+def _clean_group(
+    plog: Log, view: CleanerView, group: list[LogSegment], group_end: int, filt: _Filter,
+    now_ms: int, result: PassResult, pacer: Pacer | None,
+) -> None:
+    directory = plog.directory
+    base = group[0].base_offset
+    settings = plog.settings
+    cleaned = LogSegment.create(
+        directory, base, index_interval_bytes=settings.index_interval_bytes,
+        max_index_bytes=settings.max_index_bytes, now_ms=now_ms, name_suffix=CLEANED_SUFFIX,
+    )
+    changed = len(group) > 1
+    swapped = False
+    result.input_bytes += sum(segment.size for segment in group)
+    try:
+        chunk = bytearray()
+        headers: list[BatchHeader] = []
+        for segment in group:
+            for header in segment.headers():
+                _check(plog, view, pacer, header.size)
+                data = segment.read_bytes(header.position, header.size)
+                result.bytes_read += header.size
+                header.position = 0
+                out = filt.filter_batch(data, header)
+                if out is not data:
+                    changed = True
+                if out is None:
+                    continue
+                new_header = parse_header(out)
+                new_header.position = len(chunk)
+                chunk += out
+                headers.append(new_header)
+                if len(chunk) >= WRITE_CHUNK:
+                    cleaned.append(memoryview(chunk), headers)
+                    chunk, headers = bytearray(), []
+        if not changed:
+            return
+        if headers:
+            cleaned.append(memoryview(chunk), headers)
+        cleaned.on_inactive()
+        cleaned.flush()
+        cleaned.close()
+        write_range_file(directory, base, group_end)
+        _check(plog, view, None, 0)
+        prepare_swap(directory, base)
+        written = cleaned.size
+        if plog.replace_segments(group, base, view.generation) is None:
+            raise CleaningAborted(f"cleaning of {plog!r} aborted at the swap of segment {base}")
+        swapped = True
+        finish_swap(directory, base)
+        result.bytes_written += written
+        result.segments_replaced += len(group)
+        result.groups_swapped += 1
+        result.changed_groups.append(base)
+    finally:
+        cleaned.close()
+        if not swapped:
+            discard_swap(directory, base)

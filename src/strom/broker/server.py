@@ -101,6 +101,10 @@ class BrokerServer:
         state_ref.append(state)
         self.state = state
         logs.load(state.topic_config)
+        if self.config.get("log.cleaner.enable"):
+            io_cap = float(self.config.get("log.cleaner.io.max.bytes.per.second"))
+            logs.start_cleaner(int(self.config.get("log.cleaner.backoff.ms")),
+                               io_cap if io_cap < 1e300 else None)
         replicas.sync(store.image)
         coordinator = GroupCoordinator(
             PartitionOffsetsLog(replicas, state.flusher.flush_up_to, state.ensure_offsets_topic),

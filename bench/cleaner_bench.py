@@ -4,11 +4,13 @@
 
 1. Fills a ``cleanup.policy=compact`` log with ``--mb`` MB of ``--record-bytes`` records
    over ``--keys`` keys (batches of ``--batch-records`` records, ``--codec``), rolls it, and
-   times one cleaner pass: MB/s of log input compacted.
+   times one cleaner pass: MB/s of log input compacted, in the worker process (the default)
+   and in the calling thread (the fallback when no process can start).
 2. Times a tight ``Log.append`` loop of realistic batches (a fresh ``bytearray`` copy per
    append, as the network layer hands them over) on a delete-policy log, on a compacted log
    (the append path decodes records to reject keyless ones), and on a compacted log while
-   the cleaner thread compacts another freshly dirtied log of ``--mb`` MB.
+   the cleaner compacts another freshly dirtied log of ``--mb`` MB: in its worker process
+   (the default), and in-thread (fallback) with and without its GIL pacing.
 
 Prints a Markdown table and the command line. Data goes to a temporary directory (``--dir``).
 """
@@ -117,18 +119,24 @@ def main() -> int:
         t0 = time.perf_counter()
         written = fill(big, batches, target)
         fill_s = time.perf_counter() - t0
-        cleaner = LogCleaner(root, lambda: [(TopicPartition("big", 0), big)], CLOCK)
-        t0 = time.perf_counter()
-        assert cleaner.clean_once()  # default pacing (GIL yield every 0.5 ms)
-        clean_s = time.perf_counter() - t0
-        stats = cleaner.stats()
         rows.append(("log filled (Log.append, compact policy)",
                      f"{written / 1e6:.0f} MB in {fill_s:.1f} s "
                      f"({written / fill_s / 1e6:.1f} MB/s)"))
-        rows.append(("**cleaner pass: input compacted** (default pacing)",
-                     f"**{stats.input_bytes / 1e6:.0f} MB in {clean_s:.1f} s = "
-                     f"{stats.input_bytes / clean_s / 1e6:.1f} MB/s** "
-                     f"({stats.bytes_read / 1e6:.0f} MB read: map + rewrite)"))
+        for label, use_process in (("worker process", True),
+                                   ("in-thread fallback, GIL yield every 0.5 ms", False)):
+            if not use_process:
+                fill(big, batches, target)
+            cleaner = LogCleaner(root, lambda: [(TopicPartition("big", 0), big)], CLOCK,
+                                 use_process=use_process)
+            t0 = time.perf_counter()
+            assert cleaner.clean_once()  # includes starting the worker process
+            clean_s = time.perf_counter() - t0
+            cleaner.stop()
+            stats = cleaner.stats()
+            rows.append((f"**cleaner pass: input compacted** ({label})",
+                         f"**{stats.input_bytes / 1e6:.0f} MB in {clean_s:.1f} s = "
+                         f"{stats.input_bytes / clean_s / 1e6:.1f} MB/s** "
+                         f"({stats.bytes_read / 1e6:.0f} MB read: map + rewrite)"))
         rows.append(("cleaner pass: output / records removed",
                      f"{big.size_in_bytes() / 1e6:.2f} MB left, "
                      f"{stats.records_removed:,} records removed"))
@@ -144,19 +152,24 @@ def main() -> int:
             results[name] = produce_loop(plog, produce_batches, args.produce_seconds)
             plog.close()
         # Re-dirty the big log, then produce while the cleaner thread compacts it.
-        overlaps = []
-        variants = (("default: GIL yield every 0.5 ms", 0.5, None),
-                    ("GIL yield disabled", 0.0, None),
-                    (f"default + I/O cap {args.throttle_mb} MB/s", 0.5, args.throttle_mb * 1e6))
-        for label, yield_ms, rate in variants:
+        overlaps: list[tuple[str, int]] = []
+        variants = (("default: worker process", True, 0.5, None),
+                    (f"worker process + I/O cap {args.throttle_mb} MB/s", True, 0.5,
+                     args.throttle_mb * 1e6),
+                    ("in-thread fallback: GIL yield every 0.5 ms", False, 0.5, None),
+                    ("in-thread, GIL yield disabled", False, 0.0, None))
+        for label, use_process, yield_ms, rate in variants:
             fill(big, batches, target)
             plog = Log.open(root / f"busy{len(overlaps)}-0",
                             topic_config("compact", 16 * 1024 * 1024), clock=CLOCK)
             logs = [(TopicPartition("big", 0), big), (TopicPartition("busy", 0), plog)]
             busy = LogCleaner(root, lambda logs=logs: logs,  # type: ignore[misc]
                               CLOCK, backoff_ms=10, max_io_bytes_per_second=rate,
-                              yield_interval_ms=yield_ms)
+                              yield_interval_ms=yield_ms, use_process=use_process)
             busy.start()
+            deadline = time.monotonic() + 30
+            while use_process and busy.worker_pid is None and time.monotonic() < deadline:
+                time.sleep(0.01)
             time.sleep(0.2)  # the pass over the big log is under way
             name = f"compact policy, cleaner compacting concurrently ({label})"
             results[name] = produce_loop(plog, produce_batches, args.produce_seconds)

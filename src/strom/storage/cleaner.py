@@ -1,4 +1,5 @@
-"""The log cleaner: picks the dirtiest compacted log and compacts it, in its own thread."""
+"""The log cleaner: picks the dirtiest compacted log and compacts it, in its own thread,
+with the CPU-heavy work in a worker process (:mod:`strom.storage.cleaner_worker`)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from pathlib import Path
 from strom.common.clock import Clock
 from strom.common.types import TopicPartition
 from strom.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_offsets, write_offsets
+from strom.storage.cleaner_worker import CleanerProcess, ProcessRunner
 from strom.storage.compaction import (
     CleaningAborted,
     DirtyRange,
+    InThreadRunner,
     Pacer,
     PassResult,
+    PassRunner,
     clean_log,
     measure,
 )
@@ -69,10 +73,15 @@ class LogCleaner:
     log is eligible when its dirty ratio reaches ``min.cleanable.dirty.ratio`` or its oldest
     dirty record is older than ``max.compaction.lag.ms`` — and runs one pass over it.
     :meth:`start` runs that in a daemon thread, sleeping ``backoff_ms`` whenever nothing
-    was eligible. The cleaner is CPU-bound Python sharing the GIL with the event loop: a
-    pass sleeps briefly every ``yield_interval_ms`` (0: never) so the loop's syscalls do not
-    wait out whole GIL switch intervals, and ``max_io_bytes_per_second`` optionally caps its
-    reads (:class:`~strom.storage.compaction.Pacer`).
+    was eligible. The CPU-bound part of a pass (reading, decoding, the offset map, filtering,
+    writing the ``.cleaned`` files) runs in a worker process
+    (:mod:`strom.storage.cleaner_worker`, started on the first pass, stopped by :meth:`stop`)
+    so it never holds the event loop's GIL; this thread only measures, snapshots, waits and
+    swaps. ``max_io_bytes_per_second`` optionally caps the pass's reads
+    (:class:`~strom.storage.compaction.Pacer`). With ``use_process=False``, or if the worker
+    process cannot start (a warning is logged), passes run in this thread instead, sleeping
+    briefly every ``yield_interval_ms`` (0: never) so the loop's syscalls do not wait out
+    whole GIL switch intervals.
 
     On disk: ``<data-dir>/cleaner-offset-checkpoint`` (Kafka's offset checkpoint format,
     ``topic partition offset`` lines, see :mod:`strom.storage.checkpoint`) holds each log's
@@ -84,7 +93,7 @@ class LogCleaner:
     (``_pass_lock``). :meth:`stats`, :meth:`state`, :meth:`forget` and :meth:`stop` are safe
     from any thread. The rules between a pass and the event loop are in :class:`Log`'s
     docstring. Lifecycle: construct (loads the checkpoint), optionally :meth:`start`,
-    :meth:`stop` before the logs are closed.
+    :meth:`stop` before the logs are closed (it also stops the worker process).
     """
 
     def __init__(
@@ -97,6 +106,8 @@ class LogCleaner:
         max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
         max_io_bytes_per_second: float | None = None,
         yield_interval_ms: float = 0.5,
+        use_process: bool = True,
+        start_method: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self._logs = logs
@@ -112,6 +123,7 @@ class LogCleaner:
         self._stats = CleanerStats()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._process = CleanerProcess(start_method) if use_process else None
         self._checkpoint: dict[TopicPartition, int] = self._read_checkpoint()
         for tp, offset in self._checkpoint.items():
             self._states[tp] = LogCleanerState(last_cleaned_offset=offset)
@@ -126,12 +138,25 @@ class LogCleaner:
         self._thread.start()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop the thread (an in-flight pass finishes its current group first)."""
+        """Stop the thread (an in-flight pass of the thread is aborted at its next batch;
+        groups already swapped stay) and the worker process."""
         self._stop.set()
         thread = self._thread
         if thread is not None:
             thread.join(timeout)
             self._thread = None
+        if self._process is not None:
+            self._process.shutdown()
+
+    @property
+    def uses_process(self) -> bool:
+        """Whether passes run in the worker process (False: in the calling thread)."""
+        return self._process is not None and not self._process.failed
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker process's pid while it runs (started by the first pass)."""
+        return None if self._process is None else self._process.pid
 
     @property
     def running(self) -> bool:
@@ -140,7 +165,7 @@ class LogCleaner:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                cleaned = self.clean_once()
+                cleaned = self._clean_cycle(None, self._stop.is_set)
             except Exception:  # never let the thread die silently
                 log.exception("log cleaner pass failed")
                 cleaned = False
@@ -150,6 +175,9 @@ class LogCleaner:
     # -- one cycle ------------------------------------------------------------------------
     def clean_once(self, now_ms: int | None = None) -> bool:
         """Clean the dirtiest eligible log once; True if a pass ran to completion."""
+        return self._clean_cycle(now_ms, lambda: False)
+
+    def _clean_cycle(self, now_ms: int | None, stopping: Callable[[], bool]) -> bool:
         with self._pass_lock:
             now = self.clock.now_ms() if now_ms is None else now_ms
             best: tuple[float, bool, TopicPartition, Log] | None = None
@@ -162,7 +190,7 @@ class LogCleaner:
                     best = (dirty.ratio, dirty.forced, tp, plog)
             if best is None:
                 return False
-            return self._clean(best[2], best[3], now)
+            return self._clean(best[2], best[3], now, stopping)
 
     def _measure(self, tp: TopicPartition, plog: Log, now_ms: int) -> DirtyRange | None:
         settings = plog.settings
@@ -196,7 +224,11 @@ class LogCleaner:
                 self._states.setdefault(tp, LogCleanerState()).last_cleaned_offset = checkpoint
         return checkpoint
 
-    def _clean(self, tp: TopicPartition, plog: Log, now_ms: int) -> bool:
+    def _clean(
+        self, tp: TopicPartition, plog: Log, now_ms: int, stopping: Callable[[], bool]
+    ) -> bool:
+        # Start the worker before taking the log: close() must not wait for a process start.
+        worker = self._process.executor() if self._process is not None else None
         view = plog.begin_cleaning()
         if view is None:
             return False
@@ -207,10 +239,16 @@ class LogCleaner:
             dirty = measure(view, checkpoint, plog.settings, now_ms)
             if not dirty.dirty_bytes:
                 return False
-            pacer = Pacer(self.max_io_bytes_per_second,
-                          yield_interval_s=self.yield_interval_ms / 1000.0)
+            runner: PassRunner
+            if worker is not None and self._process is not None:
+                runner = ProcessRunner(self._process, *worker, plog, view, stopping=stopping,
+                                       io_bytes_per_second=self.max_io_bytes_per_second)
+            else:
+                runner = InThreadRunner(plog, view, Pacer(
+                    self.max_io_bytes_per_second,
+                    yield_interval_s=self.yield_interval_ms / 1000.0))
             result = clean_log(plog, view, dirty, now_ms, max_map_entries=self.max_map_entries,
-                               pacer=pacer)
+                               runner=runner)
         except CleaningAborted as exc:
             log.info("%s", exc)
             with self._state_lock:

@@ -21,6 +21,12 @@ A pass (:func:`clean_log`):
 3. swaps each rewritten group in through :mod:`strom.storage.swap` and
    :meth:`Log.replace_segments` (groups whose bytes did not change are not rewritten).
 
+Steps 1 and 2 (reading, decoding, filtering, re-encoding, writing ``<base>.*.cleaned``) run
+through a :class:`PassRunner` on plain picklable work items (:class:`MapTask`,
+:class:`GroupTask`): the cleaner's worker process (:mod:`strom.storage.cleaner_worker`,
+which reads the segments by path) or, as a fallback, :class:`InThreadRunner` in the calling
+thread. Step 3 always runs in the broker process, under the log's lock.
+
 Tombstones (null values) follow KIP-534: the first pass that keeps one stamps its batch with
 a delete horizon (attribute bit 6 set, ``base_timestamp`` = now + ``delete.retention.ms``,
 record timestamp deltas rebased so every record keeps its timestamp); a later pass removes
@@ -31,15 +37,20 @@ pass cannot tell committed from aborted records, and an aborted record must neve
 committed one); their records are still removed when a later non-transactional record of
 the same key exists. Markers are kept.
 
-Runs in the cleaner thread; it reads only inactive segments (``pread``) and its own files.
+A pass reads only inactive segments (``pread``; immutable except through the cleaner,
+retention and truncation, which the swap validates against) and writes only its own files.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
 from strom.common.errors import StromError
 from strom.protocol.records.batch import (
@@ -57,8 +68,9 @@ from strom.protocol.records.batch import (
 from strom.protocol.records.compression import compress
 from strom.protocol.records.reader import decode_records
 from strom.protocol.records.record import Record, encode_record
+from strom.storage.files import read_fully
 from strom.storage.log import CleanerView, Log, LogSettings
-from strom.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from strom.storage.segment import MAX_RELATIVE_OFFSET, LogSegment, iter_headers
 from strom.storage.swap import (
     CLEANED_SUFFIX,
     discard_swap,
@@ -72,6 +84,9 @@ log = logging.getLogger("strom.storage.compaction")
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _UINT32 = struct.Struct(">I")
 WRITE_CHUNK = 1 << 20
+#: Groups are handed to the runner in batches of up to this much input (at least one group):
+#: fewer round trips to the worker process, bounded disk for ``.cleaned`` files awaiting swap.
+GROUP_BATCH_BYTES = 32 << 20
 OFFSET_INDEX_ENTRY = 8
 
 
@@ -208,35 +223,157 @@ def _check(plog: Log, view: CleanerView, pacer: Pacer | None, nbytes: int) -> No
         pacer.account(nbytes)
 
 
-def build_offset_map(
-    plog: Log, view: CleanerView, dirty: DirtyRange, max_entries: int, result: PassResult,
-    pacer: Pacer | None = None,
-) -> tuple[dict[bytes, int], int]:
-    """key → latest offset over the dirty segments; returns the map and its end offset
-    (a segment end: the map stops after the segment that filled it)."""
-    offset_map: dict[bytes, int] = {}
-    end = dirty.first_dirty
-    ends = dict(zip(map(id, view.segments), segment_ends(view), strict=True))
-    start = dirty.first_dirty
-    for segment in dirty.dirty_segments:
-        for header in segment.headers():
-            _check(plog, view, pacer, header.size)
-            if header.last_offset < start or header.is_control or header.is_transactional:
-                continue
-            data = segment.read_bytes(header.position, header.size)
-            result.bytes_read += header.size
-            header.position = 0
-            for record in decode_records(data, header):
-                if record.key is not None and record.offset >= start:
-                    offset_map[record.key] = record.offset
-        end = ends[id(segment)]
-        if len(offset_map) >= max_entries:
-            break
-    return offset_map, end
+#: Called before each batch a pass reads with its size: raises to stop the pass, paces it.
+Check = Callable[[int], None]
+
+
+# -- a pass's work items: plain picklable data, so a worker process can run them ---------
+@dataclass(slots=True, frozen=True)
+class SegmentSpec:
+    """An inactive segment as a pass reads it: its ``.log`` file, the bytes to read (its size
+    when the pass began) and its end (the next segment's base offset)."""
+
+    path: str
+    base_offset: int
+    size: int
+    end: int
+
+
+@dataclass(slots=True, frozen=True)
+class MapTask:
+    """Step 1 (the offset map over ``dirty``) and the inputs of step 2's filter."""
+
+    dirty: tuple[SegmentSpec, ...]
+    first_dirty: int
+    max_entries: int
+    producer_last_offsets: dict[int, int]
+    now_ms: int
+    delete_retention_ms: int
+
+
+@dataclass(slots=True, frozen=True)
+class MapResult:
+    end: int  # the map end: first offset of the next pass's dirty section
+    size: int  # keys mapped
+    bytes_read: int
+
+
+@dataclass(slots=True, frozen=True)
+class GroupTask:
+    """Step 2 for one group: rewrite ``segments`` into ``<base>.*.cleaned`` in ``directory``."""
+
+    directory: str
+    segments: tuple[SegmentSpec, ...]
+    index_interval_bytes: int
+    max_index_bytes: int
+    now_ms: int
+
+    @property
+    def base_offset(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def end(self) -> int:
+        return self.segments[-1].end
 
 
 @dataclass(slots=True)
-class _Filter:
+class GroupResult:
+    """``changed``: the ``.cleaned`` files and range file are written, waiting for the swap
+    (otherwise nothing is left on disk)."""
+
+    changed: bool = False
+    input_bytes: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_removed: int = 0
+    tombstones_removed: int = 0
+
+
+def segment_spec(segment: LogSegment, end: int) -> SegmentSpec:
+    return SegmentSpec(str(segment.log_path), segment.base_offset, segment.size, end)
+
+
+class SegmentReader(Protocol):
+    """What a pass reads of a segment: :class:`LogSegment` or :class:`SegmentFile`."""
+
+    @property
+    def base_offset(self) -> int: ...
+
+    def headers(self) -> Iterator[BatchHeader]: ...
+
+    def read_bytes(self, position: int, size: int) -> bytes: ...
+
+
+class SegmentChangedError(StromError):
+    """A segment file a pass reads by path is gone or shorter than when the pass began."""
+
+
+class SegmentFile:
+    """A segment's ``.log`` opened by path (in the worker process), read up to ``spec.size``."""
+
+    def __init__(self, spec: SegmentSpec) -> None:
+        self.base_offset = spec.base_offset
+        self.size = spec.size
+        try:
+            self._fd = os.open(spec.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise SegmentChangedError(f"{spec.path} is gone") from None
+        if os.fstat(self._fd).st_size < spec.size:
+            os.close(self._fd)
+            raise SegmentChangedError(f"{spec.path} is shorter than {spec.size} bytes")
+
+    def headers(self) -> Iterator[BatchHeader]:
+        return iter_headers(self._fd, 0, self.size)
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        return read_fully(self._fd, size, position)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def open_each(specs: Iterable[SegmentSpec]) -> Iterator[tuple[SegmentFile, int]]:
+    """Each segment opened in turn (closed when the next one is asked for), with its end."""
+    for spec in specs:
+        segment = SegmentFile(spec)
+        try:
+            yield segment, spec.end
+        finally:
+            segment.close()
+
+
+def build_offset_map(
+    segments: Iterable[tuple[SegmentReader, int]], first_dirty: int, max_entries: int,
+    check: Check,
+) -> tuple[dict[bytes, int], int, int]:
+    """key → latest offset over the dirty ``(segment, end)`` pairs; returns the map, its end
+    offset (a segment end: the map stops after the segment that filled it) and the bytes
+    read."""
+    offset_map: dict[bytes, int] = {}
+    end = first_dirty
+    bytes_read = 0
+    for segment, segment_end in segments:
+        for header in segment.headers():
+            check(header.size)
+            if header.last_offset < first_dirty or header.is_control or header.is_transactional:
+                continue
+            data = segment.read_bytes(header.position, header.size)
+            bytes_read += header.size
+            header.position = 0
+            for record in decode_records(data, header):
+                if record.key is not None and record.offset >= first_dirty:
+                    offset_map[record.key] = record.offset
+        end = segment_end
+        if len(offset_map) >= max_entries:
+            break
+    return offset_map, end, bytes_read
+
+
+@dataclass(slots=True)
+class Filter:
     """Per-pass inputs of :meth:`filter_batch`."""
 
     offset_map: dict[bytes, int]
@@ -351,57 +488,26 @@ def group_segments(
     return groups
 
 
-def clean_log(
-    plog: Log,
-    view: CleanerView,
-    dirty: DirtyRange,
-    now_ms: int,
-    *,
-    max_map_entries: int,
-    pacer: Pacer | None = None,
-) -> PassResult:
-    """Run one pass (module docstring). Raises CleaningAborted if the log changed under it;
-    groups swapped before that stay swapped (each swap is complete on its own)."""
-    result = PassResult(dirty.first_dirty, dirty.first_dirty)
-    offset_map, map_end = build_offset_map(plog, view, dirty, max_map_entries, result, pacer)
-    result.map_size = len(offset_map)
-    settings = plog.settings
-    filt = _Filter(offset_map, view.producer_last_offsets, now_ms, settings.delete_retention_ms)
-    ends = segment_ends(view)
-    count = sum(1 for end in ends if end <= map_end)
-    segments = view.segments[:count]
-    done = 0
-    for group in group_segments(segments, ends[:count], settings.segment_bytes,
-                                settings.max_index_bytes):
-        done += len(group)
-        _clean_group(plog, view, group, ends[done - 1], filt, now_ms, result, pacer)
-    result.records_removed = filt.records_removed
-    result.tombstones_removed = filt.tombstones_removed
-    result.end_offset = map_end
-    result.completed = True
-    return result
-
-
-def _clean_group(
-    plog: Log, view: CleanerView, group: list[LogSegment], group_end: int, filt: _Filter,
-    now_ms: int, result: PassResult, pacer: Pacer | None,
-) -> None:
-    directory = plog.directory
-    base = group[0].base_offset
-    settings = plog.settings
+def write_group(
+    task: GroupTask, segments: Sequence[SegmentReader], filt: Filter, check: Check
+) -> GroupResult:
+    """Step 2 for one group: write ``<base>.log/.index/.timeindex/.range.cleaned`` (fsynced)
+    if filtering changes its bytes; on an error or no change, nothing is left on disk."""
+    directory = Path(task.directory)
+    base = task.base_offset
+    result = GroupResult(input_bytes=sum(spec.size for spec in task.segments))
+    removed, tombstones = filt.records_removed, filt.tombstones_removed
     cleaned = LogSegment.create(
-        directory, base, index_interval_bytes=settings.index_interval_bytes,
-        max_index_bytes=settings.max_index_bytes, now_ms=now_ms, name_suffix=CLEANED_SUFFIX,
+        directory, base, index_interval_bytes=task.index_interval_bytes,
+        max_index_bytes=task.max_index_bytes, now_ms=task.now_ms, name_suffix=CLEANED_SUFFIX,
     )
-    changed = len(group) > 1
-    swapped = False
-    result.input_bytes += sum(segment.size for segment in group)
+    changed = len(segments) > 1
     try:
         chunk = bytearray()
         headers: list[BatchHeader] = []
-        for segment in group:
+        for segment in segments:
             for header in segment.headers():
-                _check(plog, view, pacer, header.size)
+                check(header.size)
                 data = segment.read_bytes(header.position, header.size)
                 result.bytes_read += header.size
                 header.position = 0
@@ -417,26 +523,182 @@ def _clean_group(
                 if len(chunk) >= WRITE_CHUNK:
                     cleaned.append(memoryview(chunk), headers)
                     chunk, headers = bytearray(), []
-        if not changed:
-            return
-        if headers:
-            cleaned.append(memoryview(chunk), headers)
-        cleaned.on_inactive()
-        cleaned.flush()
+        if changed:
+            if headers:
+                cleaned.append(memoryview(chunk), headers)
+            cleaned.on_inactive()
+            cleaned.flush()
+            cleaned.close()
+            write_range_file(directory, base, task.end)
+            result.bytes_written = cleaned.size
+            result.changed = True
+    finally:
         cleaned.close()
-        write_range_file(directory, base, group_end)
+        if not result.changed:
+            discard_swap(directory, base)
+    result.records_removed = filt.records_removed - removed
+    result.tombstones_removed = filt.tombstones_removed - tombstones
+    return result
+
+
+def discard_written(tasks: Sequence[GroupTask], results: Sequence[GroupResult]) -> None:
+    """Remove the ``.cleaned`` files of the groups of a batch that were written."""
+    for task, result in zip(tasks, results, strict=False):
+        if result.changed:
+            discard_swap(Path(task.directory), task.base_offset)
+
+
+def batch_groups(groups: list[list[LogSegment]], max_bytes: int) -> list[list[list[LogSegment]]]:
+    """Consecutive groups, at most ``max_bytes`` of input per batch (at least one group)."""
+    batches: list[list[list[LogSegment]]] = []
+    size = 0
+    for group in groups:
+        group_size = sum(segment.size for segment in group)
+        if batches and size + group_size <= max_bytes:
+            batches[-1].append(group)
+            size += group_size
+        else:
+            batches.append([group])
+            size = group_size
+    return batches
+
+
+def swap_group(plog: Log, view: CleanerView, group: list[LogSegment], base: int) -> None:
+    """Step 3: swap the group's ``.cleaned`` files in (in the broker process); raises
+    CleaningAborted (the files removed) if the log changed under the pass."""
+    directory = plog.directory
+    swapped = False
+    try:
         _check(plog, view, None, 0)
         prepare_swap(directory, base)
-        written = cleaned.size
         if plog.replace_segments(group, base, view.generation) is None:
             raise CleaningAborted(f"cleaning of {plog!r} aborted at the swap of segment {base}")
         swapped = True
         finish_swap(directory, base)
-        result.bytes_written += written
-        result.segments_replaced += len(group)
-        result.groups_swapped += 1
-        result.changed_groups.append(base)
     finally:
-        cleaned.close()
         if not swapped:
             discard_swap(directory, base)
+
+
+class PassRunner(Protocol):
+    """Runs steps 1 and 2 of one pass. ``segments`` are the live segments the task's specs
+    describe (same order). Raises CleaningAborted when the pass must stop."""
+
+    def build_map(self, task: MapTask, segments: Sequence[LogSegment]) -> MapResult: ...
+
+    def clean_groups(
+        self, tasks: Sequence[GroupTask], groups: Sequence[Sequence[LogSegment]]
+    ) -> list[GroupResult]:
+        """Step 2 for consecutive groups; on an error, no ``.cleaned`` file is left."""
+        ...
+
+    def end_pass(self) -> None: ...
+
+
+class InThreadRunner:
+    """Steps 1 and 2 in the calling thread, through the live segments' descriptors (the
+    fallback when the worker process cannot start; paced by ``pacer``)."""
+
+    def __init__(self, plog: Log, view: CleanerView, pacer: Pacer | None = None) -> None:
+        self.plog = plog
+        self.view = view
+        self.pacer = pacer
+        self._filter: Filter | None = None
+
+    def _check(self, nbytes: int) -> None:
+        _check(self.plog, self.view, self.pacer, nbytes)
+
+    def build_map(self, task: MapTask, segments: Sequence[LogSegment]) -> MapResult:
+        offset_map, end, bytes_read = build_offset_map(
+            zip(segments, (spec.end for spec in task.dirty), strict=True), task.first_dirty,
+            task.max_entries, self._check)
+        self._filter = Filter(offset_map, task.producer_last_offsets, task.now_ms,
+                              task.delete_retention_ms)
+        return MapResult(end, len(offset_map), bytes_read)
+
+    def clean_groups(
+        self, tasks: Sequence[GroupTask], groups: Sequence[Sequence[LogSegment]]
+    ) -> list[GroupResult]:
+        assert self._filter is not None, "build_map first"
+        results: list[GroupResult] = []
+        try:
+            for task, group in zip(tasks, groups, strict=True):
+                results.append(write_group(task, group, self._filter, self._check))
+        except BaseException:
+            discard_written(tasks, results)
+            raise
+        return results
+
+    def end_pass(self) -> None:
+        self._filter = None
+
+
+def _swap_batch(
+    plog: Log, view: CleanerView, batch: list[list[LogSegment]], tasks: list[GroupTask],
+    outcomes: list[GroupResult], result: PassResult,
+) -> None:
+    """Swap a batch's written groups in, in order; on an abort the rest are discarded."""
+    done = 0
+    try:
+        for group, task, outcome in zip(batch, tasks, outcomes, strict=True):
+            done += 1
+            if not outcome.changed:
+                continue
+            swap_group(plog, view, group, task.base_offset)
+            result.bytes_written += outcome.bytes_written
+            result.segments_replaced += len(group)
+            result.groups_swapped += 1
+            result.changed_groups.append(task.base_offset)
+    finally:
+        discard_written(tasks[done:], outcomes[done:])
+
+
+def clean_log(
+    plog: Log,
+    view: CleanerView,
+    dirty: DirtyRange,
+    now_ms: int,
+    *,
+    max_map_entries: int,
+    pacer: Pacer | None = None,
+    runner: PassRunner | None = None,
+) -> PassResult:
+    """Run one pass (module docstring) through ``runner`` (default: in this thread, paced by
+    ``pacer``). Raises CleaningAborted if the log changed under it; groups swapped before
+    that stay swapped (each swap is complete on its own)."""
+    if runner is None:
+        runner = InThreadRunner(plog, view, pacer)
+    result = PassResult(dirty.first_dirty, dirty.first_dirty)
+    settings = plog.settings
+    ends = segment_ends(view)
+    end_of = dict(zip(map(id, view.segments), ends, strict=True))
+    task = MapTask(
+        tuple(segment_spec(s, end_of[id(s)]) for s in dirty.dirty_segments), dirty.first_dirty,
+        max_map_entries, dict(view.producer_last_offsets), now_ms, settings.delete_retention_ms,
+    )
+    try:
+        mapped = runner.build_map(task, dirty.dirty_segments)
+        result.bytes_read += mapped.bytes_read
+        result.map_size = mapped.size
+        count = sum(1 for end in ends if end <= mapped.end)
+        segments = view.segments[:count]
+        groups = group_segments(segments, ends[:count], settings.segment_bytes,
+                                settings.max_index_bytes)
+        for batch in batch_groups(groups, GROUP_BATCH_BYTES):
+            _check(plog, view, None, 0)
+            tasks = [GroupTask(str(plog.directory),
+                               tuple(segment_spec(s, end_of[id(s)]) for s in group),
+                               settings.index_interval_bytes, settings.max_index_bytes, now_ms)
+                     for group in batch]
+            outcomes = runner.clean_groups(tasks, batch)
+            for done in outcomes:
+                result.input_bytes += done.input_bytes
+                result.bytes_read += done.bytes_read
+                result.records_removed += done.records_removed
+                result.tombstones_removed += done.tombstones_removed
+            _swap_batch(plog, view, batch, tasks, outcomes, result)
+    finally:
+        runner.end_pass()
+    result.end_offset = mapped.end
+    result.completed = True
+    return result

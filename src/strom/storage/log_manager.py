@@ -43,7 +43,8 @@ class LogManager:
     crashed, and each log recovers the segments after its checkpointed recovery point.
 
     Compaction: :meth:`start_cleaner` runs a :class:`LogCleaner` thread (or call
-    :meth:`clean_once` from a worker thread instead); :meth:`shutdown` stops it first.
+    :meth:`clean_once` from a worker thread instead), whose passes do their CPU-heavy work in
+    a worker process (:mod:`strom.storage.cleaner_worker`); :meth:`shutdown` stops both first.
 
     Thread-safety: owned by the event-loop thread. :meth:`flush_due` and :meth:`checkpoint`
     only read the log map and may run in a worker thread (``Log.flush`` is thread-safe), as
@@ -184,14 +185,16 @@ class LogManager:
     ) -> None:
         """Start the cleaner thread: it compacts the dirtiest ``compact`` log, sleeping
         ``backoff_ms`` whenever none is eligible; ``max_io_bytes_per_second`` caps its reads.
-        Never blocks produce or fetch on a lock for more than a segment swap."""
+        Never blocks produce or fetch on a lock for more than a segment swap, and the
+        decoding / re-encoding runs in the cleaner's worker process, off the event loop's GIL."""
         cleaner = self.cleaner
         cleaner.backoff_ms = backoff_ms
         cleaner.max_io_bytes_per_second = max_io_bytes_per_second
         cleaner.start()
 
     def stop_cleaner(self) -> None:
-        """Stop the cleaner thread (waits for the current segment group of a pass)."""
+        """Stop the cleaner thread (an in-flight pass is aborted at its next batch) and its
+        worker process."""
         if self._cleaner is not None:
             self._cleaner.stop()
 

@@ -178,8 +178,9 @@ class LogSegment:
     also cuts a torn or corrupt tail (checked by CRC).
 
     Thread-safety: owned by the thread that appends (the event loop); :meth:`flush` may run
-    concurrently in a worker thread, and the log cleaner thread reads *inactive* segments
-    (``headers``, ``read_bytes``: ``pread`` only, never their in-memory indexes' mutation).
+    concurrently in a worker thread, and the log cleaner (its worker process, or its thread in
+    the fallback) reads *inactive* segments (``headers``, ``read_bytes`` or the files by path:
+    ``pread`` only, never their in-memory indexes' mutation).
     Readers use positions with ``pread`` / ``sendfile`` only. Cleaned segments are written
     under a ``name_suffix`` (``.cleaned``) and reopened under their final names.
     Lifecycle: :meth:`create` or :meth:`open`, appends while active, :meth:`on_inactive` when

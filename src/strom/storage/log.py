@@ -17,7 +17,6 @@ from pathlib import Path
 from strom.common.clock import Clock
 from strom.common.config import TopicConfig
 from strom.common.errors import (
-    CorruptMessageError,
     InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
@@ -33,7 +32,11 @@ from strom.protocol.records.batch import (
     patch_leader_epoch,
     set_log_append_time,
 )
-from strom.protocol.records.reader import batch_offsets_and_timestamps, decode_records
+from strom.protocol.records.reader import (
+    batch_offsets_and_timestamps,
+    decode_records,
+    records_have_null_key,
+)
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
     INDEX_SUFFIX,
@@ -477,7 +480,7 @@ class Log:
                 continue
             if header.compression == 0:
                 data = bytes(buf[header.position + HEADER_SIZE : header.position + header.size])
-                keyless = _has_null_key(data, header.records_count)
+                keyless = records_have_null_key(data, header.records_count)
             else:
                 keyless = any(r.key is None for r in decode_records(buf, header))
             if keyless:
@@ -1002,44 +1005,6 @@ def _record_timestamps(segment: LogSegment, header: BatchHeader) -> list[tuple[i
     """(offset, timestamp) of each record of a stored batch (decompressing if needed)."""
     batch = segment.read_bytes(header.position, header.size)
     return batch_offsets_and_timestamps(batch, dataclasses.replace(header, position=0))
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Zigzag varint / varlong at ``pos``: (value, position after it)."""
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptMessageError("varint longer than 10 bytes")
-
-
-def _has_null_key(data: bytes, count: int) -> bool:
-    """Whether an uncompressed records section holds a record with a null key.
-
-    Reads only each record's length and the varints before the key (record format in
-    :mod:`strom.protocol.records.record`); several times cheaper than decoding records."""
-    pos = 0
-    end = len(data)
-    try:
-        for _ in range(count):
-            length, pos = _read_varint(data, pos)
-            record_end = pos + length
-            if length < 6 or record_end > end:
-                raise CorruptMessageError(f"invalid record: length {length} out of range")
-            _, field = _read_varint(data, pos + 1)  # timestamp delta (after attributes)
-            _, field = _read_varint(data, field)  # offset delta
-            key_length, _ = _read_varint(data, field)
-            if key_length < 0:
-                return True
-            pos = record_end
-    except IndexError:
-        raise CorruptMessageError("invalid record: truncated record") from None
-    return False
 
 
 def _recovery_start(bases: list[int], recovery_point: int) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -170,4 +171,33 @@ def test_offset_for_leader_epoch(broker: EmbeddedBroker) -> None:
     assert ask(0, 0) == (0, 0, 3)
     assert ask(5, 0)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH  # type: ignore[attr-defined]
     assert ask(-1, 7)[1:] == (-1, -1)
+    client.close()
+
+
+def test_fetch_by_topic_id(broker: EmbeddedBroker) -> None:
+    """Fetch v13+ names topics by id (KIP-516); unknown ids get UNKNOWN_TOPIC_ID."""
+    client = RawClient(broker.bootstrap)
+    create(client, "by-id")
+    produce(client, "by-id", batch([b"one", b"two"]))
+    md = client.call(ApiKey.METADATA, 12, {"topics": [{"name": "by-id", "topic_id": None}],
+                                           "allow_auto_topic_creation": False,
+                                           "include_topic_authorized_operations": False})
+    topic_id = md.topics[0].topic_id
+
+    def fetch_id(tid: object) -> object:
+        return client.call(ApiKey.FETCH, 16, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic_id": tid, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}).responses[0]
+
+    found = fetch_id(topic_id)
+    assert found.topic_id == topic_id  # type: ignore[attr-defined]
+    part = found.partitions[0]  # type: ignore[attr-defined]
+    assert [r.value for _, rs in decode_batches(part.records) for r in rs] == [b"one", b"two"]
+    missing = fetch_id(uuid.uuid4())
+    assert missing.partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID  # type: ignore[attr-defined]
     client.close()

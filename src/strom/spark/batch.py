@@ -1,0 +1,55 @@
+"""The batch reader: one Spark input partition per topic-partition.
+
+``partitions()`` runs on the driver: it lists the partitions the options select and resolves
+their [start, end) offsets with ListOffsets, so the whole read is fixed before any task runs.
+``read()`` runs in executor workers on a pickled copy of the reader and needs nothing but the
+:class:`StromInputPartition` it is given.
+
+``minPartitions`` is accepted but not used yet: every topic-partition is one Spark partition
+(splitting large offset ranges is future work).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from strom.client.sync import SyncAdminClient
+from strom.spark.offsets import resolve_ranges, topic_partitions
+from strom.spark.options import SourceOptions
+from strom.spark.partition_reader import PartitionRange, read_range
+
+
+class StromInputPartition(InputPartition):
+    """One topic-partition's offset range; ``value`` is the :class:`PartitionRange`."""
+
+    def __init__(self, rng: PartitionRange) -> None:
+        super().__init__(rng)
+        self.range = rng
+
+
+class StromBatchReader(DataSourceReader):
+    """Reads a fixed offset range of each selected partition (picklable)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        with SyncAdminClient(self.options.bootstrap) as admin:
+            tps = topic_partitions(admin, self.options)
+            ranges = resolve_ranges(admin, self.options, tps)
+        return [
+            StromInputPartition(PartitionRange(
+                self.options.bootstrap, tp.topic, tp.partition, start, end,
+                self.options.include_headers))
+            for tp, (start, end) in ranges.items()
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, StromInputPartition):
+            # partitions() returned nothing (e.g. a pattern matching no topic): PySpark then
+            # runs one task with a placeholder partition, which has nothing to read.
+            return
+        yield from read_range(partition.range)

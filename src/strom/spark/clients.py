@@ -1,0 +1,57 @@
+"""Clients shared by the Python workers of one executor process, one per bootstrap string.
+
+Spark reuses Python workers, so a lazily created module-level client outlives a task and is
+reused by the next one. :class:`WorkerClient` owns a :class:`~strom.client.sync.LoopThread`
+and a :class:`~strom.client.cluster.Cluster` living on it; the loop thread is a daemon and is
+never stopped explicitly (Spark never tells a worker it is done).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from strom.client.cluster import Cluster
+from strom.client.sync import LoopThread, SyncProducer
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_clusters: dict[str, WorkerClient] = {}
+_producers: dict[str, SyncProducer] = {}
+
+
+class WorkerClient:
+    """A started :class:`Cluster` on a private loop thread; :meth:`run` executes coroutines."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.loop = LoopThread("strom-spark")
+        self.cluster = Cluster(bootstrap, client_id="strom-spark")
+        try:
+            self.run(self.cluster.start())
+        except BaseException:
+            self.loop.stop()
+            raise
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        return self.loop.run(coro, timeout_s)
+
+
+def cluster_client(bootstrap: str) -> WorkerClient:
+    """The shared :class:`WorkerClient` for ``bootstrap`` (created on first use)."""
+    with _lock:
+        client = _clusters.get(bootstrap)
+        if client is None:
+            client = _clusters[bootstrap] = WorkerClient(bootstrap)
+        return client
+
+
+def producer(bootstrap: str) -> SyncProducer:
+    """The shared idempotent :class:`SyncProducer` for ``bootstrap`` (created on first use)."""
+    with _lock:
+        shared = _producers.get(bootstrap)
+        if shared is None:
+            shared = _producers[bootstrap] = SyncProducer(
+                bootstrap, idempotent=True, acks=-1, client_id="strom-spark-writer")
+        return shared

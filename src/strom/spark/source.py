@@ -1,0 +1,41 @@
+"""``StromDataSource``: the ``strom`` format, a drop-in for Spark's ``kafka`` format.
+
+    spark.read.format("strom")
+        .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+        .option("subscribe", "events")
+        .load()
+
+Options are parsed (and rejected with :class:`~strom.spark.options.StromSourceOptionError`)
+when Spark asks for a reader or writer; the reader and writer carry only parsed options, so
+they pickle cheaply to the executors.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.types import StructType
+
+from strom.spark.batch import StromBatchReader
+from strom.spark.options import parse_sink_options, parse_source_options
+from strom.spark.schema import schema_ddl
+from strom.spark.writer import StromArrowWriter, check_sink_schema
+
+
+class StromDataSource(DataSource):
+    """Spark's Kafka source and sink schema and options, on strom's Python client."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "strom"
+
+    def schema(self) -> str:
+        include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
+        return schema_ddl(include)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return StromBatchReader(parse_source_options(dict(self.options)))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        options = parse_sink_options(dict(self.options))
+        check_sink_schema(schema, options)
+        return StromArrowWriter(options)

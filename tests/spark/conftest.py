@@ -1,0 +1,36 @@
+"""One SparkSession (local[2]) and one embedded broker for the whole Spark test run."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from strom.testing import EmbeddedBroker
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    pyspark_sql = pytest.importorskip("pyspark.sql", reason="pyspark is not installed "
+                                      "(pip install -e '.[spark]')")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[2]")
+        .appName("strom-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as embedded:
+        yield embedded

@@ -79,3 +79,10 @@ def test_data_dir_of_another_node_is_refused(tmp_path: Path) -> None:
     result = strom("broker", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path),
                    "--set", "node.id=3")
     assert result.returncode != 0 and "belongs to node.id 0" in result.stderr
+
+
+def test_unreadable_metadata_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "strom-metadata.json").write_text("{not json")
+    result = strom("broker", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path))
+    assert result.returncode != 0 and "cannot read the metadata" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -82,10 +82,15 @@ class BrokerServer:
         self._lock()
         host, port = parse_listener(str(self.config.get("listeners")))
         node_id = int(self.config.get("node.id"))
-        store = LocalMetadataStore(
-            self.data_dir, BrokerInfo(node_id, host or "127.0.0.1", port),
-            self.config.get("cluster.id"),
-        )
+        try:
+            store = LocalMetadataStore(
+                self.data_dir, BrokerInfo(node_id, host or "127.0.0.1", port),
+                self.config.get("cluster.id"),
+            )
+        except ValueError as exc:  # unreadable strom-metadata.json (JSON errors included)
+            self._unlock()
+            raise BrokerStartupError(
+                f"cannot read the metadata in {self.data_dir}: {exc}") from None
         try:
             meta_properties.ensure(self.data_dir, store.cluster_id, node_id)
         except meta_properties.MetaPropertiesError as exc:

@@ -13,6 +13,7 @@ from strom.broker.producer_ids import ProducerIdManager
 from strom.common.clock import Clock
 from strom.common.config import BrokerConfig, TopicConfig, validate_topic_configs
 from strom.common.errors import (
+    InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicDeletionDisabledError,
     error_class,
@@ -95,8 +96,6 @@ class BrokerState:
         if replication_factor == -1:
             replication_factor = int(self.config.get("default.replication.factor"))
         if partitions < 1:
-            from strom.common.errors import InvalidPartitionsError
-
             raise InvalidPartitionsError("Number of partitions must be larger than 0.")
         if replication_factor < 1:
             raise InvalidReplicationFactorError("Replication factor must be larger than 0.")

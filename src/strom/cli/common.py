@@ -64,26 +64,24 @@ def decode_escapes(text: str) -> str:
         return text
 
 
-def positive(value: str) -> int:
-    """argparse type: an integer ≥ 1."""
+def _int_at_least(low: int, what: str, value: str) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+        number = low - 1
+    if number < low:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}")
     return number
+
+
+def positive(value: str) -> int:
+    """argparse type: an integer ≥ 1."""
+    return _int_at_least(1, "a positive integer", value)
 
 
 def non_negative(value: str) -> int:
     """argparse type: an integer ≥ 0."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {value!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {value!r}")
-    return number
+    return _int_at_least(0, "an integer ≥ 0", value)
 
 
 def acks_value(value: str) -> int:

@@ -21,16 +21,21 @@ def test_retention_deletes_old_segments_in_the_background(tmp_path: Path) -> Non
     with EmbeddedBroker(config=config, data_dir=tmp_path) as broker:
         client = RawClient(broker.bootstrap)
         create(client, "short")
-        client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
-            {"resource_type": 2, "resource_name": "short", "configs": [
-                {"name": "retention.ms", "config_operation": 0, "value": "500"},
-                {"name": "segment.bytes", "config_operation": 0, "value": "1024"},
-                {"name": "file.delete.delay.ms", "config_operation": 0, "value": "0"}]}],
-            "validate_only": False})
+
+        def alter(configs: dict[str, str]) -> None:
+            client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+                {"resource_type": 2, "resource_name": "short", "configs": [
+                    {"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}],
+                "validate_only": False})
+
+        alter({"segment.bytes": "1024", "file.delete.delay.ms": "0"})
         old = int(time.time() * 1000) - 60_000
         for i in range(20):
             produce(client, "short", batch([b"x" * 200], timestamps=[old + i]))
+        # Default retention (7 days) keeps even these minute-old records ...
         assert list_offset(client, "short", -2)[1] == 0
+        # ... until retention shrinks; the background task then deletes old segments.
+        alter({"retention.ms": "500"})
         deadline = time.monotonic() + 20
         while list_offset(client, "short", -2)[1] == 0 and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -48,3 +48,48 @@ def test_assign_and_offsets_json() -> None:
 def test_option_errors(options: dict[str, str], message: str) -> None:
     with pytest.raises(StromSourceOptionError, match=message):
         parse_source_options(options)
+
+
+def test_streaming_and_timestamp_options() -> None:
+    opts = parse_source_options({
+        **BOOT, "subscribe": "a", "maxOffsetsPerTrigger": "100", "minOffsetsPerTrigger": "10",
+        "maxTriggerDelay": "30s", "failOnDataLoss": "false", "minPartitions": "4",
+        "startingOffsetsByTimestamp": '{"a": {"0": 1000}}', "startingTimestamp": "5",
+        "commitOffsetsToGroup": "g", "kafka.client.id": "me",
+    })
+    assert (opts.max_offsets_per_trigger, opts.min_offsets_per_trigger) == (100, 10)
+    assert opts.max_trigger_delay_ms == 30_000
+    assert opts.fail_on_data_loss is False and opts.min_partitions == 4
+    assert opts.starting_by_timestamp is not None
+    assert opts.starting_by_timestamp.for_partition("a", 0) == 5  # startingTimestamp wins
+    assert opts.commit_group == "g" and opts.client.client_id == "me"
+    assert parse_source_options({**BOOT, "subscribe": "a"}).fail_on_data_loss is True
+
+
+def test_writer_client_settings() -> None:
+    from strom.spark.options import parse_sink_options
+    opts = parse_sink_options({**BOOT, "kafka.acks": "1", "kafka.compression.type": "lz4",
+                               "kafka.linger.ms": "20"})
+    assert opts.client.acks == 1 and opts.client.idempotent is False  # as Kafka's producer
+    assert opts.client.compression == "lz4" and opts.client.linger_ms == 20.0
+    with pytest.raises(ValueError, match="idempotence"):
+        parse_sink_options({**BOOT, "kafka.acks": "0", "kafka.enable.idempotence": "true"})
+    with pytest.raises(ValueError, match="serializer"):
+        parse_sink_options({**BOOT, "kafka.value.serializer": "x"})
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
+    ({"minPartitions": "x"}, "minPartitions"),
+    ({"maxTriggerDelay": "soon"}, "maxTriggerDelay"),
+    ({"failOnDataLoss": "maybe"}, "failOnDataLoss"),
+    ({"startingTimestamp": "yesterday"}, "startingTimestamp"),
+    ({"startingOffsetsByTimestamp": '{"a": {"0": -5}}'}, "startingOffsetsByTimestamp"),
+    ({"startingOffsetsByTimestampStrategy": "skip"}, "Strategy"),
+    ({"kafka.auto.offset.reset": "earliest"}, "startingOffsets"),
+    ({"kafka.security.protocol": "SSL"}, "PLAINTEXT"),
+    ({"kafka.fetch.max.bytes": "-1"}, "fetch.max.bytes"),
+])
+def test_streaming_option_errors(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_source_options({**BOOT, "subscribe": "a", **options})

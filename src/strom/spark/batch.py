@@ -5,18 +5,20 @@ their [start, end) offsets with ListOffsets, so the whole read is fixed before a
 ``read()`` runs in executor workers on a pickled copy of the reader and needs nothing but the
 :class:`StromInputPartition` it is given.
 
-``minPartitions`` is accepted but not used yet: every topic-partition is one Spark partition
-(splitting large offset ranges is future work).
+Each non-empty topic-partition range is one Spark task, or several contiguous pieces when
+``minPartitions`` asks for more tasks than there are partitions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from strom.client.sync import SyncAdminClient
+from strom.common.types import TopicPartition
+from strom.spark.limits import split_ranges
 from strom.spark.offsets import resolve_ranges, topic_partitions
 from strom.spark.options import SourceOptions
 from strom.spark.partition_reader import PartitionRange, read_range
@@ -30,6 +32,16 @@ class StromInputPartition(InputPartition):
         self.range = rng
 
 
+def input_partitions(options: SourceOptions,
+                     ranges: Mapping[TopicPartition, tuple[int, int]]) -> list[InputPartition]:
+    """One task per non-empty range (split further to reach ``minPartitions``)."""
+    return [
+        StromInputPartition(PartitionRange(
+            options.bootstrap, tp.topic, tp.partition, start, end, options.include_headers))
+        for tp, start, end in split_ranges(ranges, options.min_partitions)
+    ]
+
+
 class StromBatchReader(DataSourceReader):
     """Reads a fixed offset range of each selected partition (picklable)."""
 
@@ -40,12 +52,7 @@ class StromBatchReader(DataSourceReader):
         with SyncAdminClient(self.options.bootstrap) as admin:
             tps = topic_partitions(admin, self.options)
             ranges = resolve_ranges(admin, self.options, tps)
-        return [
-            StromInputPartition(PartitionRange(
-                self.options.bootstrap, tp.topic, tp.partition, start, end,
-                self.options.include_headers))
-            for tp, (start, end) in ranges.items()
-        ]
+        return input_partitions(self.options, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, StromInputPartition):

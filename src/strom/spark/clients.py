@@ -14,12 +14,13 @@ from typing import Any, TypeVar
 
 from strom.client.cluster import Cluster
 from strom.client.sync import LoopThread, SyncProducer
+from strom.spark.client_config import ClientConfig
 
 T = TypeVar("T")
 
 _lock = threading.Lock()
 _clusters: dict[str, WorkerClient] = {}
-_producers: dict[str, SyncProducer] = {}
+_producers: dict[tuple[str, ClientConfig], SyncProducer] = {}
 
 
 class WorkerClient:
@@ -47,11 +48,12 @@ def cluster_client(bootstrap: str) -> WorkerClient:
         return client
 
 
-def producer(bootstrap: str) -> SyncProducer:
-    """The shared idempotent :class:`SyncProducer` for ``bootstrap`` (created on first use)."""
+def producer(bootstrap: str, config: ClientConfig) -> SyncProducer:
+    """The shared :class:`SyncProducer` for ``bootstrap`` and these settings (idempotent by
+    default), created on first use."""
     with _lock:
-        shared = _producers.get(bootstrap)
+        shared = _producers.get((bootstrap, config))
         if shared is None:
-            shared = _producers[bootstrap] = SyncProducer(
-                bootstrap, idempotent=True, acks=-1, client_id="strom-spark-writer")
+            shared = _producers[(bootstrap, config)] = SyncProducer(
+                bootstrap, **config.producer_kwargs())
         return shared

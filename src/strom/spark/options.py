@@ -3,7 +3,9 @@
 Pure Python (no PySpark import): the driver parses the options map once into a
 :class:`SourceOptions` / :class:`SinkOptions`; the parsed objects are picklable.
 Offsets in JSON use Spark's form ``{"topic": {"0": 23, "1": -2}}`` with -2 for earliest and
--1 for latest.
+-1 for latest; timestamps (``startingOffsetsByTimestamp``) the same form in epoch milliseconds.
+Where several starting options are given, Spark's precedence applies: ``startingTimestamp``,
+then ``startingOffsetsByTimestamp``, then ``startingOffsets`` (likewise for ending).
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from strom.common.errors import StromError
+from strom.spark.client_config import (
+    ClientConfig,
+    parse_reader_client_config,
+    parse_writer_client_config,
+)
 
 EARLIEST = -2
 LATEST = -1
@@ -41,8 +48,32 @@ class OffsetBound:
 
 
 @dataclass(frozen=True, slots=True)
+class TimestampBound:
+    """Start or end by timestamp (ms): one for every partition, or per partition from JSON.
+
+    A partition resolves to the first offset whose timestamp is at or after its timestamp
+    (ListOffsets); partitions not named in ``specific`` use ``default`` (None: the offset
+    bound's default applies to them).
+    """
+
+    default: int | None
+    specific: Mapping[tuple[str, int], int] = field(default_factory=dict)
+
+    def for_partition(self, topic: str, partition: int) -> int | None:
+        return self.specific.get((topic, partition), self.default)
+
+
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+TIMESTAMP_STRATEGIES = ("error", "latest")
+
+
+@dataclass(frozen=True, slots=True)
 class SourceOptions:
-    """The reader's parsed options."""
+    """The reader's parsed options.
+
+    Invariants: exactly one of ``topics`` / ``pattern`` / ``assignment`` is set, matching
+    ``strategy``; limits are positive when given.
+    """
 
     bootstrap: str
     strategy: str  # one of SUBSCRIBE_OPTIONS
@@ -51,9 +82,17 @@ class SourceOptions:
     assignment: tuple[tuple[str, int], ...] = ()
     starting: OffsetBound = OffsetBound(EARLIEST)
     ending: OffsetBound = OffsetBound(LATEST)
+    starting_by_timestamp: TimestampBound | None = None
+    ending_by_timestamp: TimestampBound | None = None
+    timestamp_strategy: str = "error"  # no offset at/after the timestamp: fail, or latest
     include_headers: bool = False
     min_partitions: int | None = None
-    client_options: Mapping[str, str] = field(default_factory=dict)
+    fail_on_data_loss: bool = True
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    commit_group: str | None = None  # commitOffsetsToGroup: progress committed as this group
+    client: ClientConfig = field(default_factory=ClientConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +101,7 @@ class SinkOptions:
 
     bootstrap: str
     topic: str | None = None
-    client_options: Mapping[str, str] = field(default_factory=dict)
+    client: ClientConfig = field(default_factory=ClientConfig)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -82,8 +121,91 @@ def _client_options(opts: Mapping[str, str]) -> dict[str, str]:
             if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
 
 
-def _bool(opts: Mapping[str, str], name: str) -> bool:
-    raw = opts.get(name.lower(), "false").strip().lower()
+def _positive(opts: Mapping[str, str], name: str) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError as exc:
+        raise StromSourceOptionError(f"option {name!r} must be a number, got {raw!r}") from exc
+    if value <= 0:
+        raise StromSourceOptionError(f"option {name!r} must be positive, got {value}")
+    return value
+
+
+_DURATION_UNITS_MS = {
+    "ms": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
+    "m": 60_000, "min": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+
+
+def parse_duration_ms(raw: str, name: str) -> int:
+    """Spark-style durations: ``15m``, ``10 seconds``, ``500ms``, ``2h`` (bare numbers: ms)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", raw)
+    unit = match.group(2).lower() if match else ""
+    if not match or (unit and unit not in _DURATION_UNITS_MS):
+        raise StromSourceOptionError(
+            f"option {name!r} must be a duration like '15m', '30s' or '500ms', got {raw!r}")
+    return int(match.group(1)) * _DURATION_UNITS_MS.get(unit, 1)
+
+
+def parse_timestamp_bound(single: str | None, by_partition: str | None,
+                          name: str) -> TimestampBound | None:
+    """``startingTimestamp`` (one for all) wins over ``startingOffsetsByTimestamp`` (JSON)."""
+    if single is not None and single.strip():
+        try:
+            value = int(single.strip())
+        except ValueError as exc:
+            raise StromSourceOptionError(
+                f"option {name}Timestamp must be a timestamp in ms, got {single!r}") from exc
+        if value < 0:
+            raise StromSourceOptionError(f"option {name}Timestamp must be >= 0, got {value}")
+        return TimestampBound(value)
+    if by_partition is None or not by_partition.strip():
+        return None
+    option = f"{name}OffsetsByTimestamp"
+    specific = _partition_json(by_partition, option)
+    for (topic, p), ts in specific.items():
+        if ts < 0:
+            raise StromSourceOptionError(
+                f"{option}: timestamp for {topic}-{p} must be >= 0, got {ts}")
+    return TimestampBound(None, specific)
+
+
+def _partition_json(raw: str, name: str) -> dict[tuple[str, int], int]:
+    """``{"topic": {"0": 23}}`` → ``{("topic", 0): 23}`` with every value an integer."""
+    try:
+        parsed = json.loads(raw.strip())
+    except ValueError as exc:
+        raise StromSourceOptionError(
+            f"{name} must be JSON like {{\"topic\": {{\"0\": 23, \"1\": -2}}}}, "
+            f"got {raw!r}") from exc
+    if not isinstance(parsed, dict):
+        raise StromSourceOptionError(f"{name} JSON must be an object of topics, got {raw!r}")
+    out: dict[tuple[str, int], int] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            raise StromSourceOptionError(
+                f"{name}: partitions of topic {topic!r} must be an object, got {partitions!r}")
+        for partition, value in partitions.items():
+            try:
+                p = int(partition)
+            except ValueError as exc:
+                raise StromSourceOptionError(
+                    f"{name}: partition {partition!r} of {topic!r} is not a number") from exc
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise StromSourceOptionError(
+                    f"{name}: value for {topic}-{p} must be an integer, got {value!r}")
+            out[(topic, p)] = value
+    return out
+
+
+def _bool(opts: Mapping[str, str], name: str, *, default: bool = False) -> bool:
+    raw = opts.get(name.lower(), "true" if default else "false").strip().lower()
     if raw not in ("true", "false"):
         raise StromSourceOptionError(f"option {name!r} must be true or false, got {raw!r}")
     return raw == "true"
@@ -101,34 +223,19 @@ def parse_offset_bound(raw: str | None, name: str, default: int, *,
         if (value == EARLIEST and not allow_earliest) or (value == LATEST and not allow_latest):
             raise StromSourceOptionError(f"{name} cannot be {lowered!r}")
         return OffsetBound(value)
-    try:
-        parsed = json.loads(text)
-    except ValueError as exc:
+    if not text.startswith("{"):
         raise StromSourceOptionError(
             f"{name} must be 'earliest', 'latest' or JSON like "
-            f'{{"topic": {{"0": 23, "1": -2}}}}, got {raw!r}'
-        ) from exc
-    if not isinstance(parsed, dict):
-        raise StromSourceOptionError(f"{name} JSON must be an object of topics, got {raw!r}")
-    specific: dict[tuple[str, int], int] = {}
-    for topic, partitions in parsed.items():
-        if not isinstance(partitions, dict):
+            f'{{"topic": {{"0": 23, "1": -2}}}}, got {raw!r}')
+    specific = _partition_json(text, name)
+    for (topic, p), offset in specific.items():
+        if offset < EARLIEST:
             raise StromSourceOptionError(
-                f"{name}: partitions of topic {topic!r} must be an object, got {partitions!r}")
-        for partition, offset in partitions.items():
-            try:
-                p = int(partition)
-            except ValueError as exc:
-                raise StromSourceOptionError(
-                    f"{name}: partition {partition!r} of {topic!r} is not a number") from exc
-            if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
-                raise StromSourceOptionError(
-                    f"{name}: offset for {topic}-{p} must be an integer >= -2, got {offset!r}")
-            if offset == EARLIEST and not allow_earliest:
-                raise StromSourceOptionError(f"{name}: earliest (-2) is not allowed here")
-            if offset == LATEST and not allow_latest:
-                raise StromSourceOptionError(f"{name}: latest (-1) is not allowed here")
-            specific[(topic, p)] = offset
+                f"{name}: offset for {topic}-{p} must be an integer >= -2, got {offset!r}")
+        if offset == EARLIEST and not allow_earliest:
+            raise StromSourceOptionError(f"{name}: earliest (-2) is not allowed here")
+        if offset == LATEST and not allow_latest:
+            raise StromSourceOptionError(f"{name}: latest (-1) is not allowed here")
     return OffsetBound(default, specific)
 
 
@@ -184,19 +291,31 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     starting = parse_offset_bound(opts.get("startingoffsets"), "startingOffsets", EARLIEST)
     ending = parse_offset_bound(opts.get("endingoffsets"), "endingOffsets", LATEST,
                                 allow_earliest=False)
-    min_partitions: int | None = None
-    if "minpartitions" in opts:
-        try:
-            min_partitions = int(opts["minpartitions"])
-        except ValueError as exc:
-            raise StromSourceOptionError("option 'minPartitions' must be a number") from exc
-        if min_partitions <= 0:
-            raise StromSourceOptionError("option 'minPartitions' must be positive")
+    strategy_name = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy_name not in TIMESTAMP_STRATEGIES:
+        raise StromSourceOptionError(
+            "option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', "
+            f"got {strategy_name!r}")
+    min_rows = _positive(opts, "minOffsetsPerTrigger")
+    delay_raw = opts.get("maxtriggerdelay")
+    delay_ms = (parse_duration_ms(delay_raw, "maxTriggerDelay") if delay_raw is not None
+                else DEFAULT_MAX_TRIGGER_DELAY_MS)
+    commit_group = opts.get("commitoffsetstogroup", "").strip() or None
     return SourceOptions(
         bootstrap=_bootstrap(opts), strategy=strategy, topics=topics, pattern=pattern,
         assignment=assignment, starting=starting, ending=ending,
-        include_headers=_bool(opts, "includeHeaders"), min_partitions=min_partitions,
-        client_options=_client_options(opts),
+        starting_by_timestamp=parse_timestamp_bound(
+            opts.get("startingtimestamp"), opts.get("startingoffsetsbytimestamp"), "starting"),
+        ending_by_timestamp=parse_timestamp_bound(
+            opts.get("endingtimestamp"), opts.get("endingoffsetsbytimestamp"), "ending"),
+        timestamp_strategy=strategy_name,
+        include_headers=_bool(opts, "includeHeaders"),
+        min_partitions=_positive(opts, "minPartitions"),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
+        max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
+        min_offsets_per_trigger=min_rows, max_trigger_delay_ms=delay_ms,
+        commit_group=commit_group,
+        client=parse_reader_client_config(_client_options(opts)),
     )
 
 
@@ -205,4 +324,4 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     opts = _lower(options)
     topic = opts.get("topic")
     return SinkOptions(bootstrap=_bootstrap(opts), topic=topic.strip() if topic else None,
-                       client_options=_client_options(opts))
+                       client=parse_writer_client_config(_client_options(opts)))

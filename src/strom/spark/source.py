@@ -12,13 +12,20 @@ they pickle cheaply to the executors.
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 from strom.spark.batch import StromBatchReader
 from strom.spark.options import parse_sink_options, parse_source_options
 from strom.spark.schema import schema_ddl
-from strom.spark.writer import StromArrowWriter, check_sink_schema
+from strom.spark.stream import StromStreamReader
+from strom.spark.writer import StromArrowWriter, StromStreamArrowWriter, check_sink_schema
 
 
 class StromDataSource(DataSource):
@@ -39,3 +46,11 @@ class StromDataSource(DataSource):
         options = parse_sink_options(dict(self.options))
         check_sink_schema(schema, options)
         return StromArrowWriter(options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StromStreamReader(parse_source_options(dict(self.options)))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        options = parse_sink_options(dict(self.options))
+        check_sink_schema(schema, options)
+        return StromStreamArrowWriter(options)

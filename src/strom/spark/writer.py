@@ -1,4 +1,4 @@
-"""The batch writer: Arrow batches of (key, value, topic, partition, headers) → strom topics.
+"""The batch and streaming writers: Arrow rows (key, value, topic, partition, headers) → topics.
 
 Like Spark's Kafka sink: ``value`` is required, ``key`` / ``partition`` / ``headers`` are
 optional, the topic comes from a ``topic`` column or the ``topic`` option (the option wins,
@@ -6,7 +6,9 @@ as in Spark). Keys and values may be binary or string (strings are sent UTF-8 en
 Each task sends through the worker's shared idempotent producer and waits for every
 acknowledgement before returning its commit message, so a successful job has written every
 row at least once; ``abort`` cannot take back what was written (at-least-once, no
-transactions yet), and a retried task may write its rows again.
+transactions yet), and a retried task may write its rows again. The streaming writer is the
+same per micro-batch: a replayed micro-batch writes its rows again (at-least-once, as Spark's
+Kafka sink documents).
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from strom.client.records import RecordMetadata
@@ -63,33 +69,54 @@ class StromArrowWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StromCommitMessage:
-        sender = producer(self.options.bootstrap)
-        futures: list[concurrent.futures.Future[RecordMetadata]] = []
-        for batch in iterator:
-            columns = {name: batch.column(name).to_pylist()
-                       for name in WRITABLE_COLUMNS if name in batch.schema.names}
-            values = columns["value"]
-            n = len(values)
-            keys = columns.get("key", [None] * n)
-            topics = ([self.options.topic] * n if self.options.topic
-                      else columns["topic"])
-            partitions = columns.get("partition", [None] * n)
-            headers = columns.get("headers", [None] * n)
-            for i in range(n):
-                topic = topics[i]
-                if topic is None:
-                    raise StromSourceOptionError("a row to write has a null topic")
-                row_headers = ([(h["key"], _as_bytes(h["value"])) for h in headers[i]]
-                               if headers[i] else None)
-                futures.append(sender.send(topic, _as_bytes(values[i]), _as_bytes(keys[i]),
-                                           row_headers, partitions[i]))
-        sender.flush()
-        for future in futures:
-            future.result()  # raises the first failed send
-        return StromCommitMessage(len(futures))
+        return write_batches(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Every task's records are acknowledged already; nothing more to do."""
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Records already acknowledged stay written (at-least-once, like Spark's Kafka sink)."""
+
+
+class StromStreamArrowWriter(DataSourceStreamArrowWriter):
+    """The streaming sink: each micro-batch's tasks send and wait like the batch writer."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StromCommitMessage:
+        return write_batches(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """The micro-batch's records are acknowledged already; nothing more to do."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Acknowledged records stay written; Spark replays the batch (at-least-once)."""
+
+
+def write_batches(options: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> StromCommitMessage:
+    """Send every row of ``iterator``, then wait for every acknowledgement (raises the first
+    failed send)."""
+    sender = producer(options.bootstrap, options.client)
+    futures: list[concurrent.futures.Future[RecordMetadata]] = []
+    for batch in iterator:
+        columns = {name: batch.column(name).to_pylist()
+                   for name in WRITABLE_COLUMNS if name in batch.schema.names}
+        values = columns["value"]
+        n = len(values)
+        keys = columns.get("key", [None] * n)
+        topics = [options.topic] * n if options.topic else columns["topic"]
+        partitions = columns.get("partition", [None] * n)
+        headers = columns.get("headers", [None] * n)
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise StromSourceOptionError("a row to write has a null topic")
+            row_headers = ([(h["key"], _as_bytes(h["value"])) for h in headers[i]]
+                           if headers[i] else None)
+            futures.append(sender.send(topic, _as_bytes(values[i]), _as_bytes(keys[i]),
+                                       row_headers, partitions[i]))
+    sender.flush()
+    for future in futures:
+        future.result()
+    return StromCommitMessage(len(futures))

@@ -1,0 +1,125 @@
+"""Structured Streaming through the strom source and sink on real PySpark (local[2])."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[spark]')")
+
+from strom.client.sync import SyncAdminClient, SyncProducer
+from strom.common.types import TopicPartition
+from strom.testing import EmbeddedBroker
+
+
+def _topic(broker: EmbeddedBroker, partitions: int = 2, prefix: str = "ss") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    with SyncAdminClient(broker.bootstrap) as admin:
+        admin.create_topic(name, partitions, 1)
+    return name
+
+
+def _produce(broker: EmbeddedBroker, topic: str, start: int, count: int,
+             partitions: int = 2) -> None:
+    with SyncProducer(broker.bootstrap) as producer:
+        for i in range(start, start + count):
+            producer.send(topic, f"v{i}".encode(), f"k{i}".encode(), partition=i % partitions)
+        producer.flush()
+
+
+class Collector:
+    """A foreachBatch sink on the driver: (batch id, partition, offset, value) per row."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, int, int, str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        got = [(batch_id, r.partition, r.offset, bytes(r.value).decode())
+               for r in df.select("partition", "offset", "value").collect()]
+        with self.lock:
+            self.rows.extend(got)
+
+
+def _stream(spark: Any, broker: EmbeddedBroker, **options: str) -> Any:
+    reader = spark.readStream.format("strom") \
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _run_available_now(df: Any, sink: Collector, checkpoint: Path) -> None:
+    query = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)) \
+        .trigger(availableNow=True).start()
+    query.awaitTermination(120)
+    assert not query.isActive
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+
+
+def test_restart_from_checkpoint_reads_each_record_once(
+        spark: Any, broker: EmbeddedBroker, tmp_path: Path) -> None:
+    topic = _topic(broker)
+    group = f"spark-{uuid.uuid4().hex[:6]}"
+    _produce(broker, topic, 0, 100)
+    sink = Collector()
+    options = {"subscribe": topic, "maxOffsetsPerTrigger": "30", "commitOffsetsToGroup": group}
+    _run_available_now(_stream(spark, broker, **options), sink, tmp_path / "cp")
+    assert sorted(v for _, _, _, v in sink.rows) == sorted(f"v{i}" for i in range(100))
+    per_batch: dict[int, int] = {}
+    for batch_id, *_ in sink.rows:
+        per_batch[batch_id] = per_batch.get(batch_id, 0) + 1
+    assert sorted(per_batch.values()) == [10, 30, 30, 30]  # the read limit held
+
+    _produce(broker, topic, 100, 50)
+    again = Collector()
+    _run_available_now(_stream(spark, broker, **options), again, tmp_path / "cp")
+    assert sorted(v for _, _, _, v in again.rows) == sorted(f"v{i}" for i in range(100, 150))
+    assert min(b for b, *_ in again.rows) > max(per_batch)  # batch ids continue
+    with SyncAdminClient(broker.bootstrap) as admin:
+        committed = admin.list_consumer_group_offsets(group)
+    assert {tp.partition: o.offset for tp, o in committed.items()} == {0: 75, 1: 75}
+
+
+def test_stream_into_spark_and_back_to_strom(
+        spark: Any, broker: EmbeddedBroker, tmp_path: Path) -> None:
+    source, target = _topic(broker), _topic(broker, 1)
+    _produce(broker, source, 0, 40)
+    upper = _stream(spark, broker, subscribe=source) \
+        .selectExpr("key", "upper(cast(value AS string)) AS value")
+    query = upper.writeStream.format("strom") \
+        .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", target) \
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+    query.awaitTermination(120)
+    assert query.exception() is None
+    rows = spark.read.format("strom").option("kafka.bootstrap.servers", broker.bootstrap) \
+        .option("subscribe", target).load().selectExpr("CAST(key AS string) AS k",
+                                                        "CAST(value AS string) AS v").collect()
+    assert sorted((r.k, r.v) for r in rows) == sorted((f"k{i}", f"V{i}") for i in range(40))
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_retention_deleting_unread_offsets(
+        spark: Any, broker: EmbeddedBroker, tmp_path: Path, fail: bool) -> None:
+    topic = _topic(broker, 1)
+    _produce(broker, topic, 0, 10, partitions=1)
+    options = {"subscribe": topic, "failOnDataLoss": str(fail).lower()}
+    first = Collector()
+    _run_available_now(_stream(spark, broker, **options), first, tmp_path / "cp")
+    assert len(first.rows) == 10
+    _produce(broker, topic, 10, 20, partitions=1)
+    with SyncAdminClient(broker.bootstrap) as admin:
+        admin.delete_records({TopicPartition(topic, 0): 25})  # offsets 10..24 never read
+    second = Collector()
+    if fail:
+        with pytest.raises(Exception, match="failOnDataLoss"):
+            _run_available_now(_stream(spark, broker, **options), second, tmp_path / "cp")
+        assert second.rows == []
+    else:
+        _run_available_now(_stream(spark, broker, **options), second, tmp_path / "cp")
+        assert sorted(o for _, _, o, _ in second.rows) == list(range(25, 30))

@@ -275,3 +275,43 @@ def test_idempotent_fatal_error_renumbers_later_batches() -> None:
         assert _values(broker, "t") == [b"a", b"c"]
 
     with_broker(test)
+
+
+def test_send_many_interleaves_with_send_and_reports_per_batch() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t", 2)
+        async with Producer(broker.bootstrap, linger_ms=50, batch_size=200) as producer:
+            first = await producer.send("t", b"a", partition=0)
+            outcomes = await producer.send_many("t", [
+                (0, None, b"m%d" % i, None, 1000 + i) for i in range(10)
+            ] + [(None, b"foobar", b"keyed", [("h", b"x")], None)])
+            last = await producer.send("t", b"z", partition=0)
+            await producer.flush()
+        assert len(outcomes) >= 2  # 10 records of ~24 bytes do not fit one 200-byte batch
+        assert all(o.done() and o.exception() is None for o in outcomes)
+        assert first.result() == RecordMetadata(0, 0)
+        # murmur2("foobar") puts the keyed record on partition 0 too, before "z".
+        assert (-790332482 & 0x7FFFFFFF) % 2 == 0
+        assert last.result() == RecordMetadata(0, 12)
+        values = [r.value for _, raw in broker.topics["t"][0].batches
+                  for _h, records in decode_batches(raw) for r in records]
+        assert values == [b"a", *(b"m%d" % i for i in range(10)), b"keyed", b"z"]
+        keyed = [r for _, raw in broker.topics["t"][0].batches
+                 for _h, records in decode_batches(raw) for r in records if r.key]
+        assert [(r.value, r.headers) for r in keyed] == [(b"keyed", [("h", b"x")])]
+
+    with_broker(test)
+
+
+def test_send_many_failed_batch_raises_from_its_future() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        async with Producer(broker.bootstrap, linger_ms=0) as producer:
+            broker.produce_errors = [InvalidRecordError.code]
+            [outcome] = await producer.send_many("t", [(0, None, b"v", None, None)])
+            with pytest.raises(InvalidRecordError):
+                await outcome
+            with pytest.raises(UnknownTopicOrPartitionError):
+                await producer.send_many("t", [(5, None, b"v", None, None)])
+
+    with_broker(test)

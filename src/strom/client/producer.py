@@ -56,6 +56,10 @@ class ProducerClosedError(StromError):
     """``send`` was called on a closed producer."""
 
 
+#: A record for :meth:`Producer.send_many`: (partition, key, value, headers, timestamp).
+BulkRecord = tuple[int | None, bytes | None, bytes | None, "Iterable[Header] | None", int | None]
+
+
 @dataclass(slots=True)
 class _PendingRecord:
     timestamp: int
@@ -72,7 +76,9 @@ class _Batch:
     created: float
     order: int
     records: list[_PendingRecord] = field(default_factory=list)
-    futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
+    # One entry per record, aligned with ``records``: None for records queued by send_many.
+    futures: list[asyncio.Future[RecordMetadata] | None] = field(default_factory=list)
+    outcome: asyncio.Future[None] | None = None  # for send_many: acknowledged, or the error
     size: int = 0
     payload: bytes | None = None
     base_sequence: int = NO_SEQUENCE
@@ -230,13 +236,73 @@ class Producer:
             raise UnknownTopicOrPartitionError(
                 f"partition {partition} of topic {topic!r} does not exist (it has {count})"
             )
+        if self._buffered + size > self.buffer_memory and self._buffered > 0:
+            await self._wait_for_room(size)
+        tp = TopicPartition(topic, partition)
+        batch, closed = self._batch_for(tp, size)
+        ts = int(time.time() * 1000) if timestamp is None else timestamp
+        batch.records.append(_PendingRecord(ts, key, value, header_tuple))
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        batch.futures.append(future)
+        closed = self._added(batch, size) or closed
+        if closed:
+            # A full batch is ready: let the sender run, as Kafka's sender thread would, so a
+            # tight send loop does not buffer everything until flush().
+            await asyncio.sleep(0)
+        return future
+
+    async def send_many(self, topic: str,
+                        records: Iterable[BulkRecord]) -> list[asyncio.Future[None]]:
+        """Queue many records of ``topic`` in order, without a future per record.
+
+        Each record is ``(partition or None, key, value, headers or None, timestamp or
+        None)``; a None partition is chosen by the partitioner as in :meth:`send`. Returns
+        one future per batch the records went into: it resolves when that batch is
+        acknowledged and raises what failed it. Per-partition order is the call order, and
+        records of ``send`` and ``send_many`` calls interleave correctly.
+        """
+        if self._closed or self._sender is None:
+            raise ProducerClosedError("the producer is not running (call start() first)")
+        if self._sender.done():
+            self._sender.result()
+        count = await self.cluster.topic_partitions(topic)
+        outcomes: dict[int, asyncio.Future[None]] = {}
+        loop = asyncio.get_running_loop()
+        wall_ms = int(time.time() * 1000)
+        for partition, key, value, headers, timestamp in records:
+            header_tuple = tuple(headers) if headers else ()
+            size = estimate_record_size(key, value, header_tuple)
+            if size + 128 > self.max_request_size:
+                raise MessageTooLargeError(f"record of about {size} bytes exceeds "
+                                           f"max_request_size={self.max_request_size}")
+            if partition is None:
+                partition = self.partitioner.partition(topic, key, count, size)
+            elif not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {partition} of topic {topic!r} does not exist (it has {count})")
+            if self._buffered + size > self.buffer_memory and self._buffered > 0:
+                await self._wait_for_room(size)
+            batch, closed = self._batch_for(TopicPartition(topic, partition), size)
+            batch.records.append(_PendingRecord(
+                wall_ms if timestamp is None else timestamp, key, value, header_tuple))
+            batch.futures.append(None)
+            if batch.outcome is None:
+                batch.outcome = loop.create_future()
+                outcomes[id(batch)] = batch.outcome
+            if self._added(batch, size) or closed:
+                await asyncio.sleep(0)
+        return list(outcomes.values())
+
+    async def _wait_for_room(self, size: int) -> None:
         while self._buffered + size > self.buffer_memory and self._buffered > 0:
             self._room.clear()
             await self._room.wait()
             if self._closed:
                 raise ProducerClosedError("producer closed while waiting for buffer space")
-        tp = TopicPartition(topic, partition)
-        now = time.monotonic()
+
+    def _batch_for(self, tp: TopicPartition, size: int) -> tuple[_Batch, bool]:
+        """The open batch of ``tp`` with room for ``size`` more bytes (a full one is closed
+        and a new one opened); the flag tells whether a batch was closed."""
         batch = self._open.get(tp)
         closed = False
         if batch is not None and batch.records and batch.size + size > self.batch_size:
@@ -244,24 +310,21 @@ class Producer:
             batch = None
             closed = True
         if batch is None:
+            now = time.monotonic()
             batch = _Batch(tp, now, next(self._order), deadline=now + self.delivery_timeout_s)
             self._open[tp] = batch
             self._incomplete[batch] = asyncio.get_running_loop().create_future()
             self._wakeup.set()  # the sender starts the linger timer
-        ts = int(time.time() * 1000) if timestamp is None else timestamp
-        batch.records.append(_PendingRecord(ts, key, value, header_tuple))
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        batch.futures.append(future)
+        return batch, closed
+
+    def _added(self, batch: _Batch, size: int) -> bool:
+        """Account a record just appended to ``batch``; close the batch when it is full."""
         batch.size += size
         self._buffered += size
         if batch.size >= self.batch_size:
             self._close_batch(batch)
-            closed = True
-        if closed:
-            # A full batch is ready: let the sender run, as Kafka's sender thread would, so a
-            # tight send loop does not buffer everything until flush().
-            await asyncio.sleep(0)
-        return future
+            return True
+        return False
 
     async def send_and_wait(
         self,
@@ -457,9 +520,11 @@ class Producer:
             self._sequencer.acknowledged(batch.tp, batch.base_sequence, len(batch.records))
         partition = batch.tp.partition
         for i, future in enumerate(batch.futures):
-            if not future.done():
+            if future is not None and not future.done():
                 offset = -1 if base_offset < 0 else base_offset + i
                 future.set_result(RecordMetadata(partition, offset))
+        if batch.outcome is not None and not batch.outcome.done():
+            batch.outcome.set_result(None)
         self._finish(batch)
 
     def _retry_or_fail(self, batch: _Batch, error: KafkaError) -> None:
@@ -488,8 +553,10 @@ class Producer:
 
     def _fail(self, batch: _Batch, error: BaseException) -> None:
         for future in batch.futures:
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_exception(error)
+        if batch.outcome is not None and not batch.outcome.done():
+            batch.outcome.set_exception(error)
         self._finish(batch)
 
     def _finish(self, batch: _Batch) -> None:

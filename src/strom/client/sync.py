@@ -34,7 +34,7 @@ from strom.client.admin_types import (
 )
 from strom.client.fetcher import Fetcher
 from strom.client.metadata import BrokerNode
-from strom.client.producer import Producer
+from strom.client.producer import BulkRecord, Producer
 from strom.client.records import ConsumerRecord, Header, RecordMetadata
 from strom.common.types import TopicPartition
 
@@ -270,6 +270,22 @@ class SyncProducer(_Facade):
                 else:
                     sent.add_done_callback(functools.partial(_chain, future))
 
+    def send_many(self, topic: str, records: Sequence[BulkRecord]
+                  ) -> list[concurrent.futures.Future[None]]:
+        """Queue ``records`` (see :meth:`Producer.send_many`) after every earlier ``send``;
+        returns one future per batch used, resolved on acknowledgement."""
+        async def go() -> list[asyncio.Future[None]]:
+            await self._flush_queue()
+            return await self.producer.send_many(topic, records)
+
+        outcomes = self._run(go())
+        out: list[concurrent.futures.Future[None]] = []
+        for outcome in outcomes:
+            target: concurrent.futures.Future[None] = concurrent.futures.Future()
+            outcome.add_done_callback(functools.partial(_chain_none, target))
+            out.append(target)
+        return out
+
     def send_and_wait(self, topic: str, value: bytes | None, key: bytes | None = None,
                       headers: Iterable[Header] | None = None, partition: int | None = None,
                       timestamp: int | None = None) -> RecordMetadata:
@@ -287,15 +303,27 @@ class SyncProducer(_Facade):
         finally:
             super().close()
 
-    async def _flush(self) -> None:
+    async def _flush_queue(self) -> None:
         # Records queued before this call are handed over first (the drain task was scheduled
         # before this coroutine, both through call_soon_threadsafe).
         while self._drain_task is not None and not self._drain_task.done():
             await asyncio.shield(self._drain_task)
+
+    async def _flush(self) -> None:
+        await self._flush_queue()
         await self.producer.flush()
 
 
 _SendArgs = tuple[str, bytes | None, bytes | None, list[Header] | None, int | None, int | None]
+
+
+def _chain_none(target: concurrent.futures.Future[None], source: asyncio.Future[None]) -> None:
+    if source.cancelled():
+        target.cancel()
+    elif (exc := source.exception()) is not None:
+        target.set_exception(exc)
+    else:
+        target.set_result(None)
 
 
 def _chain(target: concurrent.futures.Future[RecordMetadata],

@@ -26,7 +26,6 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from strom.client.records import RecordMetadata
 from strom.spark.clients import producer
 from strom.spark.options import SinkOptions, StromSourceOptionError
 
@@ -96,27 +95,49 @@ class StromStreamArrowWriter(DataSourceStreamArrowWriter):
 
 def write_batches(options: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> StromCommitMessage:
     """Send every row of ``iterator``, then wait for every acknowledgement (raises the first
-    failed send)."""
+    failed batch's error).
+
+    Rows go to the producer one Arrow batch and topic at a time through
+    :meth:`~strom.client.sync.SyncProducer.send_many` (no future per row), in row order.
+    """
     sender = producer(options.bootstrap, options.client)
-    futures: list[concurrent.futures.Future[RecordMetadata]] = []
+    outcomes: list[concurrent.futures.Future[None]] = []
+    written = 0
     for batch in iterator:
         columns = {name: batch.column(name).to_pylist()
                    for name in WRITABLE_COLUMNS if name in batch.schema.names}
         values = columns["value"]
         n = len(values)
+        if n == 0:
+            continue
         keys = columns.get("key", [None] * n)
-        topics = [options.topic] * n if options.topic else columns["topic"]
         partitions = columns.get("partition", [None] * n)
         headers = columns.get("headers", [None] * n)
-        for i in range(n):
-            topic = topics[i]
+        runs = [(options.topic, 0, n)] if options.topic else _topic_runs(columns["topic"])
+        for topic, start, end in runs:
+            records = [
+                (partitions[i], _as_bytes(keys[i]), _as_bytes(values[i]),
+                 [(h["key"], _as_bytes(h["value"])) for h in headers[i]] if headers[i] else None,
+                 None)
+                for i in range(start, end)
+            ]
+            outcomes.extend(sender.send_many(topic, records))
+        written += n
+    sender.flush()
+    for outcome in outcomes:
+        outcome.result()
+    return StromCommitMessage(written)
+
+
+def _topic_runs(topics: list[str | None]) -> list[tuple[str, int, int]]:
+    """Consecutive rows with the same topic: (topic, start, end); a null topic is an error."""
+    runs: list[tuple[str, int, int]] = []
+    start = 0
+    for i in range(1, len(topics) + 1):
+        if i == len(topics) or topics[i] != topics[start]:
+            topic = topics[start]
             if topic is None:
                 raise StromSourceOptionError("a row to write has a null topic")
-            row_headers = ([(h["key"], _as_bytes(h["value"])) for h in headers[i]]
-                           if headers[i] else None)
-            futures.append(sender.send(topic, _as_bytes(values[i]), _as_bytes(keys[i]),
-                                       row_headers, partitions[i]))
-    sender.flush()
-    for future in futures:
-        future.result()
-    return StromCommitMessage(len(futures))
+            runs.append((topic, start, i))
+            start = i
+    return runs

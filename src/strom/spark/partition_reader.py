@@ -1,11 +1,11 @@
 """Executor side of the batch reader: fetch one partition's [start, end) into Arrow batches.
 
 Runs inside a Python worker. Fetch requests go straight to the partition's leader through the
-shared :class:`~strom.spark.clients.WorkerClient`; the raw record batches are decoded with
-:func:`~strom.protocol.records.reader.decode_batches` and appended column by column (no
-per-record objects besides the decoded records), then cut into ``pyarrow.RecordBatch``es of
-at most ``batch_rows`` rows. Control batches (transaction markers) are skipped, like Spark's
-Kafka source does with read_uncommitted.
+shared :class:`~strom.spark.clients.WorkerClient`; each fetched record set is decoded
+column-wise straight into one ``pyarrow.RecordBatch`` by
+:func:`~strom.spark.arrow_records.decode_to_arrow` (no per-record Python objects), which is
+yielded in zero-copy slices of at most ``batch_rows`` rows. Control batches (transaction
+markers) are skipped, like Spark's Kafka source does with read_uncommitted.
 """
 
 from __future__ import annotations
@@ -13,17 +13,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
 from strom.client.cluster import Cluster
 from strom.common.errors import NetworkError, StromError, error_for
 from strom.common.types import TopicPartition
-from strom.protocol.records.reader import decode_batches
 from strom.protocol.versions import ApiKey
+from strom.spark.arrow_records import decode_to_arrow
 from strom.spark.clients import cluster_client
-from strom.spark.schema import arrow_schema
 
 DEFAULT_BATCH_ROWS = 10_000
 FETCH_MAX_BYTES = 4 * 1024 * 1024
@@ -48,49 +46,16 @@ class PartitionRange:
     batch_rows: int = DEFAULT_BATCH_ROWS
 
 
-class _Columns:
-    """Column buffers of the rows not yet emitted."""
-
-    def __init__(self, include_headers: bool) -> None:
-        self.include_headers = include_headers
-        self.clear()
-
-    def clear(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.types: list[int] = []
-        self.headers: list[list[dict[str, Any]]] = []
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def to_batch(self, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
-        n = len(self.offsets)
-        arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
-            pa.array([t * 1000 for t in self.timestamps], pa.int64()).cast(
-                pa.timestamp("us", tz="UTC")),
-            pa.array(self.types, pa.int32()),
-        ]
-        if self.include_headers:
-            arrays.append(pa.array(self.headers, schema.field("headers").type))
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
 def read_range(rng: PartitionRange) -> Iterator[pa.RecordBatch]:
-    """Yield the records of ``rng`` as Arrow batches of at most ``rng.batch_rows`` rows."""
+    """Yield the records of ``rng`` as Arrow batches of at most ``rng.batch_rows`` rows.
+
+    Raises :class:`DataLossError` after ``MAX_FETCH_ATTEMPTS`` fetches in a row that move
+    the position no further (nothing returned, or nothing at or after the position).
+    """
     if rng.start >= rng.end:
         return
     client = cluster_client(rng.bootstrap)
-    schema = arrow_schema(rng.include_headers)
     tp = TopicPartition(rng.topic, rng.partition)
-    cols = _Columns(rng.include_headers)
     position = rng.start
     failures = 0
     while position < rng.end:
@@ -100,38 +65,24 @@ def read_range(rng: PartitionRange) -> Iterator[pa.RecordBatch]:
             if failures > MAX_FETCH_ATTEMPTS:
                 raise DataLossError(f"{tp}: no progress fetching at offset {position}")
             continue
-        progressed = False
-        for header, records in decode_batches(raw):
-            next_offset = header.base_offset + header.last_offset_delta + 1
-            if header.is_control:
-                position = max(position, next_offset)
-                progressed = True
-                continue
-            timestamp_type = 1 if header.is_log_append_time else 0
-            for r in records:
-                if r.offset < position:
-                    continue
-                if r.offset >= rng.end:
-                    break
-                cols.keys.append(r.key)
-                cols.values.append(r.value)
-                cols.offsets.append(r.offset)
-                cols.timestamps.append(r.timestamp)
-                cols.types.append(timestamp_type)
-                if rng.include_headers:
-                    cols.headers.append([{"key": k, "value": v} for k, v in r.headers])
-                if len(cols) >= rng.batch_rows:
-                    yield cols.to_batch(rng.topic, rng.partition, schema)
-                    cols.clear()
-            position = max(position, min(next_offset, rng.end))
-            progressed = True
-            if position >= rng.end:
-                break
-        failures = 0 if progressed else failures + 1
+        batch, next_position = decode_to_arrow(raw, rng.topic, rng.partition, position,
+                                               rng.end, rng.include_headers)
+        if batch is not None:
+            yield from _slices(batch, rng.batch_rows)
+        if next_position > position:
+            position = next_position
+            failures = 0
+            continue
+        failures += 1
         if failures > MAX_FETCH_ATTEMPTS:
             raise DataLossError(f"{tp}: no records at offset {position} before {rng.end}")
-    if len(cols):
-        yield cols.to_batch(rng.topic, rng.partition, schema)
+
+
+def _slices(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
+    """``batch`` in zero-copy slices of at most ``rows`` rows (at least one row each)."""
+    step = max(rows, 1)
+    for first in range(0, batch.num_rows, step):
+        yield batch.slice(first, step)
 
 
 async def _fetch(cluster: Cluster, tp: TopicPartition, position: int) -> bytes | None:

@@ -6,6 +6,7 @@ arithmetic deterministically (read limits, AvailableNow, partition discovery, da
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from typing import Any
@@ -20,7 +21,7 @@ from strom.client.sync import SyncAdminClient, SyncProducer
 from strom.common.types import TopicPartition
 from strom.spark.batch import StromInputPartition
 from strom.spark.options import parse_source_options
-from strom.spark.partition_reader import DataLossError
+from strom.spark.partition_reader import DataLossError, PartitionRange, read_range
 from strom.spark.stream import StromStreamReader
 from strom.testing import EmbeddedBroker
 
@@ -176,3 +177,15 @@ def test_starting_timestamp_resolves_per_partition(broker: EmbeddedBroker) -> No
     assert _reader(broker, subscribe=topic, startingTimestamp=future,
                    startingOffsetsByTimestampStrategy="latest").initialOffset() == \
         {topic: {"0": 10}}
+
+
+def test_executor_fails_or_skips_offsets_deleted_after_planning(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, 1)
+    _produce(broker, topic, {0: 10})
+    _delete_before(broker, topic, 4)
+    planned = PartitionRange(broker.bootstrap, topic, 0, 0, 10)
+    with pytest.raises(DataLossError, match=r"offsets 0\.\.3 .* deleted"):
+        list(read_range(planned))
+    lenient = dataclasses.replace(planned, fail_on_data_loss=False)
+    offsets = [o for b in read_range(lenient) for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(4, 10))

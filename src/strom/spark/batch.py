@@ -37,7 +37,11 @@ def input_partitions(options: SourceOptions,
     """One task per non-empty range (split further to reach ``minPartitions``)."""
     return [
         StromInputPartition(PartitionRange(
-            options.bootstrap, tp.topic, tp.partition, start, end, options.include_headers))
+            options.bootstrap, tp.topic, tp.partition, start, end, options.include_headers,
+            fail_on_data_loss=options.fail_on_data_loss,
+            max_bytes=min(options.client.max_partition_fetch_bytes,
+                          options.client.fetch_max_bytes),
+            max_wait_ms=options.client.fetch_max_wait_ms))
         for tp, start, end in split_ranges(ranges, options.min_partitions)
     ]
 

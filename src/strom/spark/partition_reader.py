@@ -6,18 +6,25 @@ column-wise straight into one ``pyarrow.RecordBatch`` by
 :func:`~strom.spark.arrow_records.decode_to_arrow` (no per-record Python objects), which is
 yielded in zero-copy slices of at most ``batch_rows`` rows. Control batches (transaction
 markers) are skipped, like Spark's Kafka source does with read_uncommitted.
+
+Offsets deleted between planning and reading (retention, DeleteRecords) make the broker answer
+OFFSET_OUT_OF_RANGE: with ``fail_on_data_loss`` the task fails with :class:`DataLossError`,
+otherwise it continues from the log start offset, as Spark's Kafka source does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
 
+from strom.client.admin_types import OffsetSpec
 from strom.client.cluster import Cluster
-from strom.common.errors import NetworkError, StromError, error_for
+from strom.client.offsets import list_offsets
+from strom.common.errors import NetworkError, StromError, error_class, error_for
 from strom.common.types import TopicPartition
 from strom.protocol.versions import ApiKey
 from strom.spark.arrow_records import decode_to_arrow
@@ -27,6 +34,10 @@ DEFAULT_BATCH_ROWS = 10_000
 FETCH_MAX_BYTES = 4 * 1024 * 1024
 FETCH_MAX_WAIT_MS = 100
 MAX_FETCH_ATTEMPTS = 20
+
+OffsetOutOfRangeError = error_class("OFFSET_OUT_OF_RANGE")
+
+log = logging.getLogger(__name__)
 
 
 class DataLossError(StromError):
@@ -44,6 +55,9 @@ class PartitionRange:
     end: int
     include_headers: bool = False
     batch_rows: int = DEFAULT_BATCH_ROWS
+    fail_on_data_loss: bool = True
+    max_bytes: int = FETCH_MAX_BYTES
+    max_wait_ms: int = FETCH_MAX_WAIT_MS
 
 
 def read_range(rng: PartitionRange) -> Iterator[pa.RecordBatch]:
@@ -59,7 +73,13 @@ def read_range(rng: PartitionRange) -> Iterator[pa.RecordBatch]:
     position = rng.start
     failures = 0
     while position < rng.end:
-        raw = client.run(_fetch(client.cluster, tp, position))
+        try:
+            raw = client.run(_fetch(client.cluster, tp, position, rng.max_bytes,
+                                    rng.max_wait_ms))
+        except OffsetOutOfRangeError:
+            position = _after_lost_offsets(client.run(_log_start(client.cluster, tp)),
+                                           rng, position)
+            continue
         if raw is None:
             failures += 1
             if failures > MAX_FETCH_ATTEMPTS:
@@ -78,6 +98,30 @@ def read_range(rng: PartitionRange) -> Iterator[pa.RecordBatch]:
             raise DataLossError(f"{tp}: no records at offset {position} before {rng.end}")
 
 
+def _after_lost_offsets(log_start: int, rng: PartitionRange, position: int) -> int:
+    """Where to continue after ``position`` was found deleted (or fail)."""
+    tp = f"{rng.topic}-{rng.partition}"
+    if log_start <= position:
+        # Out of range above the log end: the log was truncated or recreated.
+        lost = f"offset {position} of {tp} is beyond the end of the log"
+        next_position = rng.end
+    else:
+        lost = f"offsets {position}..{min(log_start, rng.end) - 1} of {tp} were deleted"
+        next_position = min(log_start, rng.end)
+    if rng.fail_on_data_loss:
+        raise DataLossError(f"{lost} before they were read. Some data may have been lost. "
+                            "If you want the query to skip lost offsets, set the source "
+                            "option failOnDataLoss=false.")
+    log.warning("%s; skipped (failOnDataLoss=false)", lost)
+    return next_position
+
+
+async def _log_start(cluster: Cluster, tp: TopicPartition) -> int:
+    found = await list_offsets(cluster, {tp: OffsetSpec.EARLIEST},
+                               timeout_s=cluster.request_timeout_s)
+    return found[tp].offset
+
+
 def _slices(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
     """``batch`` in zero-copy slices of at most ``rows`` rows (at least one row each)."""
     step = max(rows, 1)
@@ -85,21 +129,22 @@ def _slices(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
         yield batch.slice(first, step)
 
 
-async def _fetch(cluster: Cluster, tp: TopicPartition, position: int) -> bytes | None:
+async def _fetch(cluster: Cluster, tp: TopicPartition, position: int, max_bytes: int,
+                 max_wait_ms: int) -> bytes | None:
     """One Fetch of ``tp`` at ``position``: the raw record bytes, or None to retry."""
     try:
         conn = await cluster.connection(await cluster.leader_for(tp))
         fields = {
             "replica_id": -1,
-            "max_wait_ms": FETCH_MAX_WAIT_MS,
+            "max_wait_ms": max_wait_ms,
             "min_bytes": 1,
-            "max_bytes": FETCH_MAX_BYTES,
+            "max_bytes": max_bytes,
             "isolation_level": 0,
             "session_id": 0,
             "session_epoch": -1,
             "topics": [{"topic": tp.topic, "partitions": [{
                 "partition": tp.partition, "fetch_offset": position, "log_start_offset": -1,
-                "partition_max_bytes": FETCH_MAX_BYTES}]}],
+                "partition_max_bytes": max_bytes}]}],
             "forgotten_topics_data": [],
             "rack_id": "",
         }

@@ -15,6 +15,7 @@ otherwise it continues from the log start offset, as Spark's Kafka source does.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from strom.protocol.versions import ApiKey
 from strom.spark.arrow_records import decode_to_arrow
 from strom.spark.clients import cluster_client
 
-DEFAULT_BATCH_ROWS = 10_000
+DEFAULT_BATCH_ROWS = 100_000
 FETCH_MAX_BYTES = 4 * 1024 * 1024
 FETCH_MAX_WAIT_MS = 100
 MAX_FETCH_ATTEMPTS = 20
@@ -63,39 +64,47 @@ class PartitionRange:
 def read_range(rng: PartitionRange) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``rng`` as Arrow batches of at most ``rng.batch_rows`` rows.
 
-    Raises :class:`DataLossError` after ``MAX_FETCH_ATTEMPTS`` fetches in a row that move
-    the position no further (nothing returned, or nothing at or after the position).
+    The next Fetch is already under way on the client's loop thread while Spark consumes the
+    batches of the previous one (one fetch of read-ahead per partition). Raises
+    :class:`DataLossError` after ``MAX_FETCH_ATTEMPTS`` fetches in a row that move the
+    position no further (nothing returned, or nothing at or after the position).
     """
     if rng.start >= rng.end:
         return
     client = cluster_client(rng.bootstrap)
     tp = TopicPartition(rng.topic, rng.partition)
+
+    def fetch(at: int) -> concurrent.futures.Future[bytes | None]:
+        return client.loop.submit(_fetch(client.cluster, tp, at, rng.max_bytes,
+                                         rng.max_wait_ms))
+
     position = rng.start
     failures = 0
-    while position < rng.end:
-        try:
-            raw = client.run(_fetch(client.cluster, tp, position, rng.max_bytes,
-                                    rng.max_wait_ms))
-        except OffsetOutOfRangeError:
-            position = _after_lost_offsets(client.run(_log_start(client.cluster, tp)),
-                                           rng, position)
-            continue
-        if raw is None:
-            failures += 1
-            if failures > MAX_FETCH_ATTEMPTS:
-                raise DataLossError(f"{tp}: no progress fetching at offset {position}")
-            continue
-        batch, next_position = decode_to_arrow(raw, rng.topic, rng.partition, position,
-                                               rng.end, rng.include_headers)
-        if batch is not None:
-            yield from _slices(batch, rng.batch_rows)
-        if next_position > position:
-            position = next_position
-            failures = 0
-            continue
-        failures += 1
-        if failures > MAX_FETCH_ATTEMPTS:
-            raise DataLossError(f"{tp}: no records at offset {position} before {rng.end}")
+    pending = fetch(position)
+    try:
+        while position < rng.end:
+            try:
+                raw = pending.result()
+            except OffsetOutOfRangeError:
+                position = _after_lost_offsets(client.run(_log_start(client.cluster, tp)),
+                                               rng, position)
+                pending = fetch(position)
+                continue
+            batch, next_position = (None, position) if raw is None else decode_to_arrow(
+                raw, rng.topic, rng.partition, position, rng.end, rng.include_headers)
+            if next_position > position:
+                position, failures = next_position, 0
+            else:
+                failures += 1
+                if failures > MAX_FETCH_ATTEMPTS:
+                    raise DataLossError(
+                        f"{tp}: no records at offset {position} before {rng.end}")
+            if position < rng.end:
+                pending = fetch(position)
+            if batch is not None:
+                yield from _slices(batch, rng.batch_rows)
+    finally:
+        pending.cancel()
 
 
 def _after_lost_offsets(log_start: int, rng: PartitionRange, position: int) -> int:

@@ -1,4 +1,5 @@
-"""One SparkSession (local[2]) and one embedded broker for the whole Spark test run."""
+"""Session fixtures shared by test packages: one SparkSession (local[2]) and one embedded
+broker for the whole run, each started only when a test first asks for it."""
 
 from __future__ import annotations
 

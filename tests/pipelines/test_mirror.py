@@ -32,13 +32,15 @@ def target() -> Iterator[EmbeddedBroker]:
 
 def _records(start: int, count: int, partitions: int) -> list[Rec]:
     return [Rec(f"v{i}".encode(), f"k{i}".encode() if i % 4 else None, i % partitions,
+                timestamp=1_600_000_000_000 + i * 1000,
                 headers=(("trace", f"t{i}".encode()), ("empty", None)) if i % 2 else ())
             for i in range(start, start + count)]
 
 
 def _content(bootstrap: str, topic: str) -> list[tuple[Any, ...]]:
-    """What must survive mirroring: per partition, the order of (key, value, headers)."""
-    return [(r.partition, r.key, r.value, tuple(r.headers))
+    """What must survive mirroring: per partition, the order of (key, value, headers,
+    timestamp)."""
+    return [(r.partition, r.key, r.value, tuple(r.headers), r.timestamp)
             for r in read_topic(bootstrap, topic)]
 
 

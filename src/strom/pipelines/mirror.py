@@ -12,10 +12,9 @@ the source's partition count and its topic-level config overrides (``cleanup.pol
 the source after the start (a pattern picks them up) are created on the target before their
 first records are written — whatever the target's ``auto.create.topics.enable``.
 
+Kept as well: each record's timestamp (the ``strom`` writer takes a ``timestamp`` column).
 Not kept: offsets (target offsets are the target's own; no offset translation or group
-offset sync as in MirrorMaker 2) and timestamps — the ``strom`` writer sends key, value,
-topic, partition and headers only, so a mirrored record's timestamp is the time it was
-written to the target.
+offset sync as in MirrorMaker 2).
 
 Order and delivery: each source partition is read by one task and written in order, and a
 micro-batch is fully acknowledged before the next starts, so a target partition keeps the
@@ -111,8 +110,9 @@ def sync_topics(source: Source, target: MirrorTarget) -> list[str]:
 
 
 def mirrored(records: DataFrame, prefix: str) -> DataFrame:
-    """The columns the writer sends: key, value, headers, partition and the target topic."""
-    return records.select("key", "value", "headers", "partition",
+    """The columns the writer sends: key, value, headers, partition, timestamp and the
+    target topic."""
+    return records.select("key", "value", "headers", "partition", "timestamp",
                           F.concat(F.lit(prefix), F.col("topic")).alias("topic"))
 
 

@@ -3,7 +3,9 @@
 Like Spark's Kafka sink: ``value`` is required, ``key`` / ``partition`` / ``headers`` are
 optional, the topic comes from a ``topic`` column or the ``topic`` option (the option wins,
 as in Spark). Keys and values may be binary or string (strings are sent UTF-8 encoded).
-Each task sends through the worker's shared idempotent producer and waits for every
+A ``timestamp`` column (timestamp type), which Spark's Kafka sink ignores, sets the records'
+create times here (null: the send time), so a copy keeps its source's timestamps. Each task
+sends through the worker's shared idempotent producer and waits for every
 acknowledgement before returning its commit message, so a successful job has written every
 row at least once; ``abort`` cannot take back what was written (at-least-once, no
 transactions yet), and a retried task may write its rows again. The streaming writer is the
@@ -30,6 +32,7 @@ from strom.spark.clients import producer
 from strom.spark.options import SinkOptions, StromSourceOptionError
 
 WRITABLE_COLUMNS = ("key", "value", "topic", "partition", "headers")
+_MICROS = pa.timestamp("us", tz="UTC")
 
 
 @dataclass
@@ -111,6 +114,7 @@ def write_batches(options: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> S
         if n == 0:
             continue
         keys = columns.get("key", [None] * n)
+        timestamps = _timestamps_ms(batch, n)
         partitions = columns.get("partition", [None] * n)
         headers = columns.get("headers", [None] * n)
         runs = [(options.topic, 0, n)] if options.topic else _topic_runs(columns["topic"])
@@ -118,7 +122,7 @@ def write_batches(options: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> S
             records = [
                 (partitions[i], _as_bytes(keys[i]), _as_bytes(values[i]),
                  [(h["key"], _as_bytes(h["value"])) for h in headers[i]] if headers[i] else None,
-                 None)
+                 timestamps[i])
                 for i in range(start, end)
             ]
             outcomes.extend(sender.send_many(topic, records))
@@ -127,6 +131,18 @@ def write_batches(options: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> S
     for outcome in outcomes:
         outcome.result()
     return StromCommitMessage(written)
+
+
+def _timestamps_ms(batch: pa.RecordBatch, n: int) -> list[int | None]:
+    """The ``timestamp`` column in epoch milliseconds (None where null or absent)."""
+    if "timestamp" not in batch.schema.names:
+        return [None] * n
+    column = batch.column("timestamp")
+    if not pa.types.is_timestamp(column.type):
+        raise StromSourceOptionError(
+            f"column 'timestamp' must be a timestamp, got {column.type}")
+    micros = column.cast(_MICROS).cast(pa.int64()).to_pylist()
+    return [None if m is None else m // 1000 for m in micros]
 
 
 def _topic_runs(topics: list[str | None]) -> list[tuple[str, int, int]]:

@@ -14,11 +14,13 @@ from strom.client.producer import Producer
 from strom.client.records import ClientConfigError, RecordMetadata
 from strom.common.errors import (
     InvalidRecordError,
+    NetworkError,
     NotLeaderOrFollowerError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 from strom.common.types import TopicPartition
+from strom.protocol.records.batch import iter_batches
 from strom.protocol.records.reader import decode_batches
 from strom.protocol.versions import ApiKey
 from tests.client.fake_broker import FakeBroker
@@ -313,5 +315,72 @@ def test_send_many_failed_batch_raises_from_its_future() -> None:
                 await outcome
             with pytest.raises(UnknownTopicOrPartitionError):
                 await producer.send_many("t", [(5, None, b"v", None, None)])
+
+    with_broker(test)
+
+
+def test_idempotent_requests_leave_in_dispatch_order_while_connecting() -> None:
+    """Batches dispatched while the leader's connection is being opened must not be
+    overtaken by a batch dispatched once it is open: a broker accepts any first sequence
+    from a producer it has no state for, so an overtaking batch would leave the earlier
+    ones OUT_OF_ORDER_SEQUENCE_NUMBER until the delivery timeout."""
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        async with Producer(broker.bootstrap, idempotent=True, linger_ms=0, batch_size=1,
+                            delivery_timeout_s=3.0) as producer:
+            real = producer.cluster.connection
+            calls = 0
+
+            async def slow_waiters(node_id: int) -> Any:
+                # The first callers of the leader's connection resume late, as tasks waiting
+                # for a connection that is being opened do when the loop is busy.
+                nonlocal calls
+                calls += 1
+                late = calls <= 2
+                conn = await real(node_id)
+                if late:
+                    await asyncio.sleep(0.1)
+                return conn
+
+            producer.cluster.connection = slow_waiters  # type: ignore[method-assign]
+            futures = [await producer.send("t", b"%d" % i) for i in range(2)]
+            await asyncio.sleep(0.03)
+            futures.append(await producer.send("t", b"2"))
+            await producer.flush()
+        assert [f.result().offset for f in futures] == [0, 1, 2]
+        sent = [batch.base_sequence for r in broker.requests if r[0] == ApiKey.PRODUCE
+                for batch in iter_batches(bytearray(r[2].topic_data[0].partition_data[0]
+                                                    .records))]
+        assert sent == [0, 1, 2]  # in order, none rejected and retried
+
+    with_broker(test)
+
+
+def test_leader_connection_failures_are_retried_until_the_delivery_timeout() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        drops = 1
+
+        async def drop(key: int, version: int, request: Any) -> Any:
+            nonlocal drops
+            if drops:
+                drops -= 1
+                return "drop"
+            return None
+
+        async with Producer(broker.bootstrap, idempotent=True, linger_ms=0,
+                            delivery_timeout_s=1.0) as producer:
+            # The bootstrap connection is open; the leader's first one fails to negotiate.
+            broker.hooks[ApiKey.API_VERSIONS] = drop
+            assert (await producer.send_and_wait("t", b"a")).offset == 0
+            drops = 1_000_000  # from now on no new connection gets through
+            leader = producer.cluster.ready_connection(0)
+            assert leader is not None
+            await leader.close()  # the bootstrap connection (metadata) stays up
+            with pytest.raises(NetworkError):
+                await asyncio.wait_for(producer.send_and_wait("t", b"b"), 5.0)
+            drops = 0
+            assert (await producer.send_and_wait("t", b"c")).offset == 1
+        assert _values(broker, "t") == [b"a", b"c"]
 
     with_broker(test)

@@ -147,6 +147,11 @@ class Cluster:
                 return await self.connection(node_id)
         return await self._bootstrap_connection()
 
+    def ready_connection(self, node_id: int) -> Connection | None:
+        """The open connection to broker ``node_id``, or None (without connecting or waiting)."""
+        conn = self._conns.get(node_id)
+        return conn if conn is not None and not conn.closed else None
+
     async def connection(self, node_id: int) -> Connection:
         """The connection to broker ``node_id``, opened on first use or after a loss."""
         conn = self._conns.get(node_id)

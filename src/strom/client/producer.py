@@ -160,6 +160,7 @@ class Producer:
         self._sender: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._refreshing: asyncio.Task[Any] | None = None
+        self._connecting: dict[int, asyncio.Task[None]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> Producer:
@@ -388,9 +389,17 @@ class Producer:
     def _dispatch_ready(self, now: float) -> tuple[bool, float | None]:
         """Start requests for sendable batches (at most one per partition per request).
 
+        Only leaders with an open connection get requests (as Kafka's sender only sends to
+        ready nodes); the others are connected first. A request task gets its connection
+        here and writes before its first await, so a partition's requests reach the broker in
+        the order they were dispatched — which idempotence relies on: a broker takes any first
+        sequence from a producer it has no state for, so a batch overtaking earlier ones
+        would leave those out of order for good.
+
         Returns whether any request started, and the earliest time a backed-off batch may go.
         """
         by_leader: dict[int, list[_Batch]] = defaultdict(list)
+        conns: dict[int, Connection] = {}
         next_retry: float | None = None
         for tp, queue in self._ready.items():
             if not queue or self._in_flight[tp] >= self.max_in_flight:
@@ -404,12 +413,19 @@ class Producer:
             if leader is None:
                 self._refresh_soon(tp)
                 continue
+            conn = conns.get(leader)
+            if conn is None:
+                conn = self.cluster.ready_connection(leader)
+            if conn is None:
+                self._connect_soon(leader)
+                continue
+            conns[leader] = conn
             queue.popleft()
             self._in_flight[tp] += 1
             by_leader[leader].append(batch)
         for leader, batches in by_leader.items():
             for request in self._split(batches):
-                task = asyncio.create_task(self._produce(leader, request))
+                task = asyncio.create_task(self._produce(leader, conns[leader], request))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         return bool(by_leader), next_retry
@@ -463,9 +479,38 @@ class Producer:
         self._tasks.add(self._refreshing)
         self._refreshing.add_done_callback(self._tasks.discard)
 
-    async def _produce(self, leader: int, batches: list[_Batch]) -> None:
+    def _connect_soon(self, leader: int) -> None:
+        """Open the connection to ``leader`` in the background, then wake the sender. If that
+        fails, the first waiting batch of each of its partitions counts it as a failed
+        attempt (retried after a backoff, or failed once its delivery timeout is up)."""
+        if leader in self._connecting:
+            return
+
+        async def connect() -> None:
+            try:
+                await self.cluster.connection(leader)
+            except Exception as exc:
+                error = exc if isinstance(exc, KafkaError) else error_for(-1, str(exc))
+                log.debug("connecting to broker %d failed: %s", leader, error)
+                self._connect_failed(leader, error)
+            finally:
+                self._connecting.pop(leader, None)
+                self._wakeup.set()
+
+        task = asyncio.create_task(connect())
+        self._connecting[leader] = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _connect_failed(self, leader: int, error: KafkaError) -> None:
+        now = time.monotonic()
+        for tp, queue in list(self._ready.items()):
+            if queue and queue[0].retry_at <= now and self.cluster.metadata.leader(tp) == leader:
+                self._retry_or_fail(queue.popleft(), error)
+
+    async def _produce(self, leader: int, conn: Connection, batches: list[_Batch]) -> None:
         try:
-            conn = await self.cluster.connection(leader)
+            # No await before the request is written (see _dispatch_ready).
             results = await self._request(conn, batches)
         except KafkaError as exc:
             results = dict.fromkeys((b.tp for b in batches), (exc, -1))
@@ -540,7 +585,9 @@ class Producer:
             self._requeue(batch)
             return
         self._fail(batch, error)
-        if self.idempotent:
+        if self.idempotent and batch.base_sequence != NO_SEQUENCE:
+            # Its sequences were sent, so later ones will never be accepted (a batch that
+            # never got any, e.g. its leader could not be reached, leaves no gap).
             self._sequencer.reset(batch.tp)
 
     def _requeue(self, batch: _Batch) -> None:

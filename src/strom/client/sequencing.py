@@ -42,8 +42,15 @@ class Sequencer:
         return generation == self._generation[tp]
 
     def acknowledged(self, tp: TopicPartition, base: int, count: int) -> None:
-        """The broker appended (or already had) the batch ``base`` of ``count`` records."""
-        self._acked[tp] = (base + count) % SEQUENCE_WRAP
+        """The broker appended (or already had) the batch ``base`` of ``count`` records.
+
+        Acknowledgements can come out of order (a batch whose request timed out is retried
+        and answered as a duplicate after later batches were acknowledged); the broker's
+        sequence only moves forward, so an older one never moves ``_acked`` back.
+        """
+        end = (base + count) % SEQUENCE_WRAP
+        if (end - self._acked[tp]) % SEQUENCE_WRAP < SEQUENCE_WRAP // 2:
+            self._acked[tp] = end
 
     def should_retry(self, tp: TopicPartition, base: int, error: KafkaError) -> bool:
         """Retry after ``error``? Out-of-order answers behind an unacknowledged batch are."""

@@ -123,3 +123,9 @@ def test_retention_deleting_unread_offsets(
     else:
         _run_available_now(_stream(spark, broker, **options), second, tmp_path / "cp")
         assert sorted(o for _, _, o, _ in second.rows) == list(range(25, 30))
+
+
+def test_bad_streaming_option_fails_at_load_with_a_clear_message(
+        spark: Any, broker: EmbeddedBroker) -> None:
+    with pytest.raises(Exception, match="option 'maxOffsetsPerTrigger' must be a number"):
+        _stream(spark, broker, subscribe="t", maxOffsetsPerTrigger="lots")

@@ -10,7 +10,8 @@ directory). A restart continues after the stored value.
 
 Records: value = the row as a JSON object in column order (``{"id":1,"name":"a"}``; BLOBs as
 base64 strings, NULL as ``null``); key = the ``key_column``'s value as text (BLOBs base64),
-or none.
+or none. Each poll's rows are written by one Spark task, so records of a topic partition are in
+the incrementing column's order.
 
 Delivery: at-least-once — a crash after a write and before the state file is replaced
 writes those rows again on restart. As in Connect's incrementing mode, the column must be
@@ -187,7 +188,8 @@ def sql_to_topic(spark: SparkSession, source: SqlSource, sink: Endpoint,
             if rows:
                 records = to_records(names, rows, source.key_column)
                 data = [(v,) for _, v in records] if source.key_column is None else records
-                write_batch(spark.createDataFrame(data, schema), sink)
+                # One Spark partition: the rows reach each topic partition in column order.
+                write_batch(spark.createDataFrame(data, schema).coalesce(1), sink)
                 last: Scalar = rows[-1][names.index(source.incrementing_column)]
                 save_state(state_dir, source, last)
                 progress.batches += 1

@@ -22,7 +22,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from strom.spark.batch import StromBatchReader
-from strom.spark.options import parse_sink_options, parse_source_options
+from strom.spark.options import SUBSCRIBE_OPTIONS, parse_sink_options, parse_source_options
 from strom.spark.schema import schema_ddl
 from strom.spark.stream import StromStreamReader
 from strom.spark.writer import StromArrowWriter, StromStreamArrowWriter, check_sink_schema
@@ -36,6 +36,13 @@ class StromDataSource(DataSource):
         return "strom"
 
     def schema(self) -> str:
+        """The rows' schema. Spark asks for it when a read is defined (``load()``), so a read's
+        options are checked here too: a bad option fails at ``load()`` with strom's message
+        (later, PySpark's streaming planner would bury it in its own traceback). Writes give
+        no subscribe option and are checked in :meth:`writer`."""
+        options = dict(self.options)
+        if any(name.lower() in (k.lower() for k in options) for name in SUBSCRIBE_OPTIONS):
+            return schema_ddl(parse_source_options(options).include_headers)
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
         return schema_ddl(include)
 

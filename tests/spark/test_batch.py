@@ -113,3 +113,13 @@ def test_option_errors_surface_in_spark(spark: Any, broker: EmbeddedBroker) -> N
 
 def test_pattern_matching_no_topic_reads_nothing(spark: Any, broker: EmbeddedBroker) -> None:
     assert _read(spark, broker, subscribePattern="no-such-topic-.*").count() == 0
+
+
+def test_min_partitions_splits_ranges_into_more_tasks(spark: Any, broker: EmbeddedBroker) -> None:
+    topic = _topic(broker.bootstrap)
+    _produce(broker, topic, 40)
+    df = _read(spark, broker, subscribe=topic, minPartitions="6")
+    assert df.rdd.getNumPartitions() >= 6
+    rows = df.select("partition", "offset").collect()
+    assert sorted((r.partition, r.offset) for r in rows) == \
+        sorted((p, o) for p in (0, 1) for o in range(20))

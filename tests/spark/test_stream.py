@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[spark]')")
 
+from strom.client.admin_types import ConfigResource, OffsetSpec
 from strom.client.sync import SyncAdminClient, SyncProducer
 from strom.common.types import TopicPartition
 from strom.testing import EmbeddedBroker
@@ -103,18 +106,40 @@ def test_stream_into_spark_and_back_to_strom(
     assert sorted((r.k, r.v) for r in rows) == sorted((f"k{i}", f"V{i}") for i in range(40))
 
 
+@pytest.fixture(scope="module")
+def retaining_broker() -> Iterator[EmbeddedBroker]:
+    """A broker whose retention task runs every 100 ms."""
+    with EmbeddedBroker(config={"log.retention.check.interval.ms": 100}) as embedded:
+        yield embedded
+
+
 @pytest.mark.parametrize("fail", [True, False])
 def test_retention_deleting_unread_offsets(
-        spark: Any, broker: EmbeddedBroker, tmp_path: Path, fail: bool) -> None:
-    topic = _topic(broker, 1)
-    _produce(broker, topic, 0, 10, partitions=1)
+        spark: Any, retaining_broker: EmbeddedBroker, tmp_path: Path, fail: bool) -> None:
+    broker = retaining_broker
+    topic = f"ret-{uuid.uuid4().hex[:8]}"
+    tp = TopicPartition(topic, 0)
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    with SyncAdminClient(broker.bootstrap) as admin:
+        admin.create_topic(topic, 1, 1, {"segment.bytes": "1024", "file.delete.delay.ms": "0"})
+    with SyncProducer(broker.bootstrap) as producer:
+        for i in range(10):
+            producer.send_and_wait(topic, b"v" * 100, partition=0, timestamp=hour_ago + i)
     options = {"subscribe": topic, "failOnDataLoss": str(fail).lower()}
     first = Collector()
     _run_available_now(_stream(spark, broker, **options), first, tmp_path / "cp")
     assert len(first.rows) == 10
-    _produce(broker, topic, 10, 20, partitions=1)
+    with SyncProducer(broker.bootstrap) as producer:
+        for i in range(10, 30):  # hour-old records in 100-byte batches: many 1 KiB segments
+            producer.send_and_wait(topic, b"v" * 100, partition=0, timestamp=hour_ago + i)
     with SyncAdminClient(broker.bootstrap) as admin:
-        admin.delete_records({TopicPartition(topic, 0): 25})  # offsets 10..24 never read
+        admin.alter_configs(ConfigResource.topic(topic), {
+            "segment.bytes": "1024", "file.delete.delay.ms": "0", "retention.ms": "60000"})
+        deadline = time.monotonic() + 30
+        while (log_start := admin.list_offsets({tp: OffsetSpec.EARLIEST})[tp].offset) <= 10:
+            assert time.monotonic() < deadline, "retention deleted nothing"
+            time.sleep(0.1)
+    assert log_start < 30  # the active segment stays
     second = Collector()
     if fail:
         with pytest.raises(Exception, match="failOnDataLoss"):
@@ -122,7 +147,7 @@ def test_retention_deleting_unread_offsets(
         assert second.rows == []
     else:
         _run_available_now(_stream(spark, broker, **options), second, tmp_path / "cp")
-        assert sorted(o for _, _, o, _ in second.rows) == list(range(25, 30))
+        assert sorted(o for _, _, o, _ in second.rows) == list(range(log_start, 30))
 
 
 def test_bad_streaming_option_fails_at_load_with_a_clear_message(

@@ -90,6 +90,7 @@ class FakeBroker:
         self.configs: dict[str, dict[str, str]] = {}
         self.groups: dict[str, FakeGroup] = {}
         self.coordinator_errors: list[int] = []  # answered to the next FindCoordinator keys
+        self.leaderless: set[str] = set()  # topics whose partitions have no leader
 
     @property
     def bootstrap(self) -> str:
@@ -191,8 +192,10 @@ class FakeBroker:
             if parts is None:
                 topics.append({"error_code": 3, "name": name, "partitions": []})
                 continue
+            no_leader = name in self.leaderless
             topics.append({"error_code": 0, "name": name, "partitions": [
-                {"error_code": 0, "partition_index": i, "leader_id": 0, "leader_epoch": 0,
+                {"error_code": 5 if no_leader else 0, "partition_index": i,
+                 "leader_id": -1 if no_leader else 0, "leader_epoch": 0,
                  "replica_nodes": [0], "isr_nodes": [0], "offline_replicas": []}
                 for i in range(len(parts))
             ]})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from strom.common.errors import (
     InvalidRecordError,
     NetworkError,
     NotLeaderOrFollowerError,
+    RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -382,5 +384,23 @@ def test_leader_connection_failures_are_retried_until_the_delivery_timeout() -> 
             drops = 0
             assert (await producer.send_and_wait("t", b"c")).offset == 1
         assert _values(broker, "t") == [b"a", b"c"]
+
+    with_broker(test)
+
+
+def test_batches_without_a_leader_expire_at_the_delivery_timeout() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        async with Producer(broker.bootstrap, linger_ms=0, delivery_timeout_s=0.5) as producer:
+            assert (await producer.send_and_wait("t", b"a")).offset == 0
+            broker.leaderless.add("t")
+            await producer.cluster.refresh(["t"])
+            started = time.monotonic()
+            with pytest.raises(RequestTimedOutError, match="no leader"):
+                await asyncio.wait_for(producer.send_and_wait("t", b"b"), 5.0)
+            assert time.monotonic() - started < 3.0
+            broker.leaderless.clear()
+            await producer.cluster.refresh(["t"])
+            assert (await producer.send_and_wait("t", b"c")).offset == 1
 
     with_broker(test)

@@ -40,6 +40,7 @@ from strom.common.errors import (
     KafkaError,
     MessageTooLargeError,
     NetworkError,
+    RequestTimedOutError,
     StromError,
     UnknownTopicOrPartitionError,
     error_for,
@@ -79,6 +80,7 @@ class _Batch:
     # One entry per record, aligned with ``records``: None for records queued by send_many.
     futures: list[asyncio.Future[RecordMetadata] | None] = field(default_factory=list)
     outcome: asyncio.Future[None] | None = None  # for send_many: acknowledged, or the error
+    last_error: KafkaError | None = None  # what made the last attempt fail, if any
     size: int = 0
     payload: bytes | None = None
     base_sequence: int = NO_SEQUENCE
@@ -411,7 +413,19 @@ class Producer:
                 continue
             leader = self.cluster.metadata.leader(tp)
             if leader is None:
+                if batch.deadline <= now:
+                    # No leader for the whole delivery timeout: fail it, as Kafka expires
+                    # batches it could not send.
+                    # No leader for the whole delivery timeout: fail it (with what failed its
+                    # last attempt, if anything did), as Kafka expires batches it cannot send.
+                    queue.popleft()
+                    self._fail_for_good(batch, batch.last_error or RequestTimedOutError(
+                        f"no leader for {tp} within the delivery timeout of "
+                        f"{self.delivery_timeout_s:g}s"))
+                    continue
                 self._refresh_soon(tp)
+                if next_retry is None or batch.deadline < next_retry:
+                    next_retry = batch.deadline
                 continue
             conn = conns.get(leader)
             if conn is None:
@@ -579,11 +593,15 @@ class Producer:
             retry = self._sequencer.should_retry(batch.tp, batch.base_sequence, error)
         if retry and not self._closed and now + RETRY_BACKOFF_S < batch.deadline:
             batch.attempts += 1
+            batch.last_error = error
             batch.retry_at = now + min(RETRY_BACKOFF_S * 2 ** (batch.attempts - 1), 1.0)
             self.cluster.invalidate(batch.tp)
             log.debug("retrying batch for %s after %s", batch.tp, error)
             self._requeue(batch)
             return
+        self._fail_for_good(batch, error)
+
+    def _fail_for_good(self, batch: _Batch, error: KafkaError) -> None:
         self._fail(batch, error)
         if self.idempotent and batch.base_sequence != NO_SEQUENCE:
             # Its sequences were sent, so later ones will never be accepted (a batch that

@@ -7,7 +7,6 @@ arithmetic deterministically (read limits, AvailableNow, partition discovery, da
 from __future__ import annotations
 
 import dataclasses
-import time
 import uuid
 from typing import Any
 
@@ -80,8 +79,11 @@ def test_max_offsets_per_trigger_splits_by_backlog(broker: EmbeddedBroker) -> No
 def test_min_offsets_per_trigger_waits_for_the_delay(broker: EmbeddedBroker) -> None:
     topic = _topic(broker, 1)
     _produce(broker, topic, {0: 3})
+    now = [1000.0]
     reader = _reader(broker, subscribe=topic, minOffsetsPerTrigger="10",
-                     maxTriggerDelay="1s")
+                     maxTriggerDelay="30s")
+    reader.clock = lambda: now[0]
+    reader._last_batch_s = now[0]
     limit = reader.getDefaultReadLimit()
     assert limit == ReadMinRows(10)
     start = reader.initialOffset()
@@ -90,8 +92,9 @@ def test_min_offsets_per_trigger_waits_for_the_delay(broker: EmbeddedBroker) -> 
     assert reader.latestOffset(start, limit) == {topic: {"0": 10}}  # enough now
     later = {topic: {"0": 10}}
     _produce(broker, topic, {0: 1})
+    now[0] += 29.9
     assert reader.latestOffset(later, limit) is later
-    time.sleep(1.1)
+    now[0] += 0.2
     assert reader.latestOffset(later, limit) == {topic: {"0": 11}}  # the delay has passed
 
 

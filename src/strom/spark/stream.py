@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -67,7 +67,8 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._admin: SyncAdminClient | None = None
         self._available_now: Offsets | None = None
-        self._last_batch_s = time.monotonic()
+        self.clock: Callable[[], float] = time.monotonic  # seconds; replaceable in tests
+        self._last_batch_s = self.clock()
         self._committed: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -127,7 +128,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = self._limited(base, latest, limit)
         if end == begin:
             return start
-        self._last_batch_s = time.monotonic()
+        self._last_batch_s = self.clock()
         return to_json(end)
 
     def _limited(self, base: Offsets, latest: Offsets, limit: ReadLimit) -> Offsets:
@@ -136,7 +137,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         min_rows = (limit.min_rows if isinstance(limit, ReadMinRows)
                     else self.options.min_offsets_per_trigger)
         if min_rows is not None and self._available_now is None:
-            waited_ms = (time.monotonic() - self._last_batch_s) * 1000
+            waited_ms = (self.clock() - self._last_batch_s) * 1000
             if (backlog(base, latest) < min_rows
                     and waited_ms < self.options.max_trigger_delay_ms):
                 return base

@@ -222,36 +222,15 @@ class Producer:
 
         Waits only when ``buffer_memory`` is full or the topic's metadata is not known yet.
         """
-        if self._closed or self._sender is None:
-            raise ProducerClosedError("the producer is not running (call start() first)")
-        if self._sender.done():
-            self._sender.result()  # re-raise what stopped the sender
+        self._ensure_running()
         header_tuple = tuple(headers) if headers else ()
-        size = estimate_record_size(key, value, header_tuple)
-        if size + 128 > self.max_request_size:
-            raise MessageTooLargeError(
-                f"record of about {size} bytes exceeds max_request_size={self.max_request_size}"
-            )
+        size = self._record_size(key, value, header_tuple)
         count = await self.cluster.topic_partitions(topic)
-        if partition is None:
-            partition = self.partitioner.partition(topic, key, count, size)
-        elif not 0 <= partition < count:
-            raise UnknownTopicOrPartitionError(
-                f"partition {partition} of topic {topic!r} does not exist (it has {count})"
-            )
-        if self._buffered + size > self.buffer_memory and self._buffered > 0:
-            await self._wait_for_room(size)
-        tp = TopicPartition(topic, partition)
-        batch, closed = self._batch_for(tp, size)
+        partition = self._partition_for(topic, count, partition, key, size)
         ts = int(time.time() * 1000) if timestamp is None else timestamp
-        batch.records.append(_PendingRecord(ts, key, value, header_tuple))
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        batch.futures.append(future)
-        closed = self._added(batch, size) or closed
-        if closed:
-            # A full batch is ready: let the sender run, as Kafka's sender thread would, so a
-            # tight send loop does not buffer everything until flush().
-            await asyncio.sleep(0)
+        await self._queue(TopicPartition(topic, partition), size,
+                          _PendingRecord(ts, key, value, header_tuple), future)
         return future
 
     async def send_many(self, topic: str,
@@ -264,37 +243,66 @@ class Producer:
         acknowledged and raises what failed it. Per-partition order is the call order, and
         records of ``send`` and ``send_many`` calls interleave correctly.
         """
-        if self._closed or self._sender is None:
-            raise ProducerClosedError("the producer is not running (call start() first)")
-        if self._sender.done():
-            self._sender.result()
+        self._ensure_running()
         count = await self.cluster.topic_partitions(topic)
         outcomes: dict[int, asyncio.Future[None]] = {}
         loop = asyncio.get_running_loop()
         wall_ms = int(time.time() * 1000)
         for partition, key, value, headers, timestamp in records:
             header_tuple = tuple(headers) if headers else ()
-            size = estimate_record_size(key, value, header_tuple)
-            if size + 128 > self.max_request_size:
-                raise MessageTooLargeError(f"record of about {size} bytes exceeds "
-                                           f"max_request_size={self.max_request_size}")
-            if partition is None:
-                partition = self.partitioner.partition(topic, key, count, size)
-            elif not 0 <= partition < count:
-                raise UnknownTopicOrPartitionError(
-                    f"partition {partition} of topic {topic!r} does not exist (it has {count})")
-            if self._buffered + size > self.buffer_memory and self._buffered > 0:
-                await self._wait_for_room(size)
-            batch, closed = self._batch_for(TopicPartition(topic, partition), size)
-            batch.records.append(_PendingRecord(
-                wall_ms if timestamp is None else timestamp, key, value, header_tuple))
-            batch.futures.append(None)
+            size = self._record_size(key, value, header_tuple)
+            partition = self._partition_for(topic, count, partition, key, size)
+            batch = await self._queue(
+                TopicPartition(topic, partition), size,
+                _PendingRecord(wall_ms if timestamp is None else timestamp, key, value,
+                               header_tuple), None)
             if batch.outcome is None:
                 batch.outcome = loop.create_future()
                 outcomes[id(batch)] = batch.outcome
-            if self._added(batch, size) or closed:
-                await asyncio.sleep(0)
         return list(outcomes.values())
+
+    def _ensure_running(self) -> None:
+        if self._closed or self._sender is None:
+            raise ProducerClosedError("the producer is not running (call start() first)")
+        if self._sender.done():
+            self._sender.result()  # re-raise what stopped the sender
+
+    def _record_size(self, key: bytes | None, value: bytes | None,
+                     headers: tuple[Header, ...]) -> int:
+        """The record's estimated size, checked against ``max_request_size``."""
+        size = estimate_record_size(key, value, headers)
+        if size + 128 > self.max_request_size:
+            raise MessageTooLargeError(
+                f"record of about {size} bytes exceeds max_request_size={self.max_request_size}"
+            )
+        return size
+
+    def _partition_for(self, topic: str, count: int, partition: int | None,
+                       key: bytes | None, size: int) -> int:
+        """``partition`` checked against the topic's ``count`` partitions, or the
+        partitioner's choice when None."""
+        if partition is None:
+            return self.partitioner.partition(topic, key, count, size)
+        if not 0 <= partition < count:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of topic {topic!r} does not exist (it has {count})"
+            )
+        return partition
+
+    async def _queue(self, tp: TopicPartition, size: int, record: _PendingRecord,
+                     future: asyncio.Future[RecordMetadata] | None) -> _Batch:
+        """Append ``record`` to ``tp``'s open batch (waiting for ``buffer_memory`` room);
+        returns that batch."""
+        if self._buffered + size > self.buffer_memory and self._buffered > 0:
+            await self._wait_for_room(size)
+        batch, closed = self._batch_for(tp, size)
+        batch.records.append(record)
+        batch.futures.append(future)
+        if self._added(batch, size) or closed:
+            # A full batch is ready: let the sender run, as Kafka's sender thread would, so a
+            # tight send loop does not buffer everything until flush().
+            await asyncio.sleep(0)
+        return batch
 
     async def _wait_for_room(self, size: int) -> None:
         while self._buffered + size > self.buffer_memory and self._buffered > 0:

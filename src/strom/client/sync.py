@@ -282,7 +282,7 @@ class SyncProducer(_Facade):
         out: list[concurrent.futures.Future[None]] = []
         for outcome in outcomes:
             target: concurrent.futures.Future[None] = concurrent.futures.Future()
-            outcome.add_done_callback(functools.partial(_chain_none, target))
+            outcome.add_done_callback(functools.partial(_chain, target))
             out.append(target)
         return out
 
@@ -317,17 +317,7 @@ class SyncProducer(_Facade):
 _SendArgs = tuple[str, bytes | None, bytes | None, list[Header] | None, int | None, int | None]
 
 
-def _chain_none(target: concurrent.futures.Future[None], source: asyncio.Future[None]) -> None:
-    if source.cancelled():
-        target.cancel()
-    elif (exc := source.exception()) is not None:
-        target.set_exception(exc)
-    else:
-        target.set_result(None)
-
-
-def _chain(target: concurrent.futures.Future[RecordMetadata],
-           source: asyncio.Future[RecordMetadata]) -> None:
+def _chain(target: concurrent.futures.Future[T], source: asyncio.Future[T]) -> None:
     if source.cancelled():
         target.cancel()
     elif source.exception() is not None:

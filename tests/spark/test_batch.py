@@ -123,3 +123,11 @@ def test_min_partitions_splits_ranges_into_more_tasks(spark: Any, broker: Embedd
     rows = df.select("partition", "offset").collect()
     assert sorted((r.partition, r.offset) for r in rows) == \
         sorted((p, o) for p in (0, 1) for o in range(20))
+
+
+def test_timestamp_column_of_another_type_is_refused_before_any_task(
+        spark: Any, broker: EmbeddedBroker) -> None:
+    df = spark.createDataFrame([(b"v", "yesterday")], "value binary, timestamp string")
+    with pytest.raises(Exception, match="column 'timestamp' must be a timestamp"):
+        df.write.format("strom").option("kafka.bootstrap.servers", broker.bootstrap) \
+            .option("topic", "never-written").mode("append").save()

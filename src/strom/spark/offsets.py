@@ -70,15 +70,22 @@ def topic_partitions(admin: SyncAdminClient, options: SourceOptions) -> list[Top
 def log_bounds(admin: SyncAdminClient, tps: Iterable[TopicPartition]) -> tuple[Offsets, Offsets]:
     """(log start offsets, log end offsets) of ``tps``."""
     wanted = list(tps)
-    if not wanted:
-        return {}, {}
-    earliest = admin.list_offsets(dict.fromkeys(wanted, OffsetSpec.EARLIEST))
-    latest = admin.list_offsets(dict.fromkeys(wanted, OffsetSpec.LATEST))
-    missing = [tp for tp in wanted if tp not in earliest or tp not in latest]
+    return (_list(admin, wanted, OffsetSpec.EARLIEST), _list(admin, wanted, OffsetSpec.LATEST))
+
+
+def log_start_offsets(admin: SyncAdminClient, tps: Iterable[TopicPartition]) -> Offsets:
+    """The log start offsets of ``tps``."""
+    return _list(admin, list(tps), OffsetSpec.EARLIEST)
+
+
+def _list(admin: SyncAdminClient, tps: list[TopicPartition], spec: int) -> Offsets:
+    if not tps:
+        return {}
+    found = admin.list_offsets(dict.fromkeys(tps, spec))
+    missing = [tp for tp in tps if tp not in found]
     if missing:
         raise UnknownTopicOrPartitionError(f"no offsets for {', '.join(map(str, missing))}")
-    return ({tp: earliest[tp].offset for tp in wanted},
-            {tp: latest[tp].offset for tp in wanted})
+    return {tp: found[tp].offset for tp in tps}
 
 
 def _check_named(bound: OffsetBound | TimestampBound | None, name: str,

@@ -107,22 +107,26 @@ def read_range(rng: PartitionRange) -> Iterator[pa.RecordBatch]:
         pending.cancel()
 
 
+def report_data_loss(message: str, fail: bool) -> None:
+    """Offsets were lost before being read: raise :class:`DataLossError` (``fail``, Spark's
+    ``failOnDataLoss=true``), or log that they are skipped."""
+    if fail:
+        raise DataLossError(f"{message}. Some data may have been lost. If you want the query "
+                            "to skip lost offsets, set the source option failOnDataLoss=false.")
+    log.warning("%s; skipped (failOnDataLoss=false)", message)
+
+
 def _after_lost_offsets(log_start: int, rng: PartitionRange, position: int) -> int:
     """Where to continue after ``position`` was found deleted (or fail)."""
     tp = f"{rng.topic}-{rng.partition}"
     if log_start <= position:
         # Out of range above the log end: the log was truncated or recreated.
-        lost = f"offset {position} of {tp} is beyond the end of the log"
-        next_position = rng.end
-    else:
-        lost = f"offsets {position}..{min(log_start, rng.end) - 1} of {tp} were deleted"
-        next_position = min(log_start, rng.end)
-    if rng.fail_on_data_loss:
-        raise DataLossError(f"{lost} before they were read. Some data may have been lost. "
-                            "If you want the query to skip lost offsets, set the source "
-                            "option failOnDataLoss=false.")
-    log.warning("%s; skipped (failOnDataLoss=false)", lost)
-    return next_position
+        report_data_loss(f"offset {position} of {tp} is beyond the end of the log",
+                         rng.fail_on_data_loss)
+        return rng.end
+    report_data_loss(f"offsets {position}..{min(log_start, rng.end) - 1} of {tp} were "
+                     "deleted before they were read", rng.fail_on_data_loss)
+    return min(log_start, rng.end)
 
 
 async def _log_start(cluster: Cluster, tp: TopicPartition) -> int:

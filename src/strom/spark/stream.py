@@ -50,12 +50,13 @@ from strom.spark.offsets import (
     Offsets,
     from_json,
     log_bounds,
+    log_start_offsets,
     resolve_bound,
     to_json,
     topic_partitions,
 )
 from strom.spark.options import SourceOptions
-from strom.spark.partition_reader import DataLossError, read_range
+from strom.spark.partition_reader import read_range, report_data_loss
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         wanted = [tp for tp in sorted(until) if until[tp] > begin.get(tp, -1)]
         if not wanted:
             return []
-        low, _ = log_bounds(self.admin, wanted)
+        low = log_start_offsets(self.admin, wanted)
         ranges: dict[TopicPartition, tuple[int, int]] = {}
         for tp in wanted:
             first = begin.get(tp)
@@ -171,11 +172,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return input_partitions(self.options, ranges)
 
     def _data_loss(self, message: str) -> None:
-        if self.options.fail_on_data_loss:
-            raise DataLossError(
-                f"{message}. Some data may have been lost. If you want the query to skip "
-                "lost offsets, set the source option failOnDataLoss=false.")
-        log.warning("%s; skipped (failOnDataLoss=false)", message)
+        report_data_loss(message, self.options.fail_on_data_loss)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, StromInputPartition):

@@ -26,7 +26,13 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import BinaryType, StringType, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from strom.spark.clients import producer
 from strom.spark.options import SinkOptions, StromSourceOptionError
@@ -51,6 +57,10 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
         if column in names and not isinstance(names[column], BinaryType | StringType):
             raise StromSourceOptionError(
                 f"column {column!r} must be binary or string, got {names[column].simpleString()}")
+    if "timestamp" in names and not isinstance(names["timestamp"],
+                                               TimestampType | TimestampNTZType):
+        raise StromSourceOptionError(
+            f"column 'timestamp' must be a timestamp, got {names['timestamp'].simpleString()}")
     if options.topic is None and "topic" not in names:
         raise StromSourceOptionError(
             "the topic must be given by the 'topic' option or a 'topic' column")
@@ -137,11 +147,8 @@ def _timestamps_ms(batch: pa.RecordBatch, n: int) -> list[int | None]:
     """The ``timestamp`` column in epoch milliseconds (None where null or absent)."""
     if "timestamp" not in batch.schema.names:
         return [None] * n
-    column = batch.column("timestamp")
-    if not pa.types.is_timestamp(column.type):
-        raise StromSourceOptionError(
-            f"column 'timestamp' must be a timestamp, got {column.type}")
-    micros = column.cast(_MICROS).cast(pa.int64()).to_pylist()
+    # A timestamp column (checked by check_sink_schema on the driver).
+    micros = batch.column("timestamp").cast(_MICROS).cast(pa.int64()).to_pylist()
     return [None if m is None else m // 1000 for m in micros]
 
 

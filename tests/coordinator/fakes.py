@@ -1,46 +1,14 @@
-"""In-memory twins for the coordinator's seams: a manual scheduler and an offsets log."""
+"""In-memory twin of the coordinator's offsets log (the manual scheduler lives in
+strom.testing.scheduler)."""
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Iterator
 
 from strom.common.clock import ManualClock
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
 from strom.coordinator.group.log import RawRecord
-
-
-class Handle:
-    def __init__(self) -> None:
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class ManualScheduler:
-    """Timers that fire only when :meth:`advance` moves the clock past them."""
-
-    def __init__(self, clock: ManualClock) -> None:
-        self.clock = clock
-        self._timers: list[tuple[int, int, Callable[[], None], Handle]] = []
-        self._seq = itertools.count()
-
-    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Handle:
-        handle = Handle()
-        due = self.clock.now_ms() + max(0, delay_ms)
-        heapq.heappush(self._timers, (due, next(self._seq), callback, handle))
-        return handle
-
-    def advance(self, ms: int) -> None:
-        target = self.clock.now_ms() + ms
-        while self._timers and self._timers[0][0] <= target:
-            due, _, callback, handle = heapq.heappop(self._timers)
-            self.clock.advance(max(0, due - self.clock.now_ms()))
-            if not handle.cancelled:
-                callback()
-        self.clock.advance(target - self.clock.now_ms())
+from strom.testing.scheduler import ManualScheduler
 
 
 class MemoryOffsetsLog:

@@ -13,7 +13,8 @@ from strom.coordinator.group.coordinator import (
     OffsetToCommit,
 )
 from strom.coordinator.group.model import GroupState, JoinResult, SyncResult
-from tests.coordinator.fakes import SETTINGS, ManualScheduler, make_coordinator
+from strom.testing.scheduler import ManualScheduler
+from tests.coordinator.fakes import SETTINGS, make_coordinator
 
 E = ErrorCode
 

@@ -29,9 +29,9 @@ from strom.broker.state import BrokerState
 from strom.common.clock import SYSTEM_CLOCK, Clock
 from strom.common.config import BrokerConfig
 from strom.common.errors import StromError
+from strom.common.timer import LoopScheduler
 from strom.coordinator.group.coordinator import GroupCoordinator
 from strom.coordinator.group.log import PartitionOffsetsLog
-from strom.coordinator.timer import LoopScheduler
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from strom.common.clock import Clock
 from strom.common.errors import KafkaError, error_class
+from strom.common.timer import Scheduler
 from strom.coordinator.group.log import OffsetsLog
 from strom.coordinator.group.model import (
     Group,
@@ -53,7 +54,6 @@ from strom.coordinator.group.records import (
     encode_value,
     partition_for,
 )
-from strom.coordinator.timer import Scheduler
 
 log = logging.getLogger("strom.coordinator.group")
 

@@ -14,8 +14,8 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from strom.common.timer import TimerHandle
 from strom.coordinator.group.records import OffsetCommitValue, subscribed_topics
-from strom.coordinator.timer import TimerHandle
 
 
 class GroupState(enum.Enum):

@@ -1,8 +1,8 @@
-"""The scheduler seam for coordinator timers (session, rebalance, initial delay, expiry).
+"""The scheduler seam for timers (coordinator sessions and rebalances, delayed-operation expiry).
 
 :class:`LoopScheduler` runs callbacks on the broker's asyncio loop (``loop.call_later``), so
-every timer is owned by the event-loop thread that owns the coordinator; a manual twin drives
-the same code in unit tests.
+every timer is owned by the event-loop thread that owns the objects it touches; the manual twin
+in :mod:`strom.testing.scheduler` drives the same code in unit tests.
 """
 
 from __future__ import annotations

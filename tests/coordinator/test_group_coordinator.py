@@ -1,4 +1,5 @@
-"""The classic group state machine, driven by hand: a manual scheduler and an in-memory log."""
+"""The classic group state machine, driven by hand: a manual scheduler and the in-memory
+partition writer committing every write at once (failure paths: test_group_failures.py)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,18 @@ from dataclasses import replace
 
 from kafka.protocol.consumer import ConsumerProtocolSubscription
 
-from strom.common.errors import ErrorCode
-from strom.coordinator.group.coordinator import (
-    GroupCoordinator,
-    GroupSettings,
-    OffsetToCommit,
-)
-from strom.coordinator.group.model import GroupState, JoinResult, SyncResult
+from strom.common.errors import ErrorCode, KafkaStorageError
+from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
+from strom.coordinator.group.model import Group, GroupState, JoinResult, OffsetToCommit, SyncResult
 from strom.testing.scheduler import ManualScheduler
-from tests.coordinator.fakes import SETTINGS, make_coordinator
+from tests.coordinator.fakes import (
+    SETTINGS,
+    commit,
+    delete_groups,
+    delete_offsets,
+    fetch,
+    make_coordinator,
+)
 
 E = ErrorCode
 
@@ -47,6 +51,12 @@ def sync(c: GroupCoordinator, member_id: str, generation: int,
     return out
 
 
+def the_group(c: GroupCoordinator, group_id: str = "g") -> Group:
+    found = c.group(group_id)
+    assert found is not None
+    return found
+
+
 def stable_group_of_two(c: GroupCoordinator) -> tuple[str, str]:
     a = join(c)
     assert a[0].error == E.NONE  # type: ignore[attr-defined]
@@ -65,7 +75,7 @@ def stable_group_of_two(c: GroupCoordinator) -> tuple[str, str]:
     assert follower == []  # waits for the leader
     leader = sync(c, a_id, 2, {a_id: b"A2", b_id: b"B2"})
     assert leader[0].assignment == b"A2" and follower[0].assignment == b"B2"
-    assert c.groups["g"].state is GroupState.STABLE
+    assert the_group(c).state is GroupState.STABLE
     return a_id, b_id
 
 
@@ -95,7 +105,7 @@ def test_session_timeout_removes_member_and_rebalances() -> None:
     sched.advance(6000)
     assert c.heartbeat("g", a_id, None, 2) == E.NONE
     sched.advance(6000)  # b never heartbeats: gone after 10 s
-    group = c.groups["g"]
+    group = the_group(c)
     assert b_id not in group.members
     assert group.state is GroupState.PREPARING_REBALANCE
     rejoin = join(c, a_id)
@@ -113,7 +123,7 @@ def test_rebalance_timeout_removes_members_that_do_not_rejoin() -> None:
         sched.advance(5000)
         c.heartbeat("g", b_id, None, 2)
     assert a2 and newcomer and a2[0].generation == 3
-    assert set(c.groups["g"].members) == {a_id, newcomer[0].member_id}
+    assert set(the_group(c).members) == {a_id, newcomer[0].member_id}
 
 
 def test_initial_delay_waits_for_more_members_up_to_the_rebalance_timeout() -> None:
@@ -147,39 +157,36 @@ def test_leave_group_triggers_rebalance_and_empty_group_is_stored() -> None:
     a_id, b_id = stable_group_of_two(c)
     top, errors = c.leave_group("g", [(b_id, None), ("ghost", None)])
     assert top == E.NONE and errors == [E.NONE, E.UNKNOWN_MEMBER_ID]  # type: ignore[attr-defined]
-    assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
+    assert the_group(c).state is GroupState.PREPARING_REBALANCE
     assert join(c, a_id)[0].generation == 3
     c.leave_group("g", [(a_id, None)])
-    group = c.groups["g"]
+    group = the_group(c)
     assert group.state is GroupState.EMPTY and group.generation == 4
-    reloaded, _, _ = make_coordinator(log=log)
-    assert reloaded.groups["g"].state is GroupState.EMPTY
-    assert reloaded.groups["g"].generation == 4
+    reloaded, _, _ = make_coordinator(writer=log)
+    assert the_group(reloaded).state is GroupState.EMPTY
+    assert the_group(reloaded).generation == 4
 
 
 def test_commit_validation() -> None:
     c, _, _ = make_coordinator()
     offsets = [OffsetToCommit("t", 0, 10, -1, "meta")]
 
-    def commit(gen: int, member: str, group: str = "g") -> int:
-        return c.commit_offsets(group_id=group, generation=gen, member_id=member,
-                                group_instance_id=None, offsets=offsets)[0][0]
+    def commit_one(gen: int, member: str, group_id: str = "g") -> int:
+        return commit(c, group_id, gen, member, offsets)[0][0]
 
-    assert commit(-1, "", "standalone") == E.NONE  # simple commit creates the group
-    assert c.fetch_offsets("standalone", None)[0].offset == 10
-    assert commit(3, "m", "missing") == E.ILLEGAL_GENERATION  # type: ignore[attr-defined]
+    assert commit_one(-1, "", "standalone") == E.NONE  # simple commit creates the group
+    assert fetch(c, "standalone", None)[0].offset == 10
+    assert commit_one(3, "m", "missing") == E.ILLEGAL_GENERATION  # type: ignore[attr-defined]
     a = join(c)
     a_id = a[0].member_id
-    assert commit(1, a_id) == E.REBALANCE_IN_PROGRESS  # type: ignore[attr-defined]
+    assert commit_one(1, a_id) == E.REBALANCE_IN_PROGRESS  # type: ignore[attr-defined]
     sync(c, a_id, 1, {a_id: b""})
-    assert commit(1, a_id) == E.NONE
-    assert commit(0, a_id) == E.ILLEGAL_GENERATION  # type: ignore[attr-defined]
-    assert commit(1, "ghost") == E.UNKNOWN_MEMBER_ID  # type: ignore[attr-defined]
-    assert commit(-1, "") == E.UNKNOWN_MEMBER_ID  # type: ignore[attr-defined]
+    assert commit_one(1, a_id) == E.NONE
+    assert commit_one(0, a_id) == E.ILLEGAL_GENERATION  # type: ignore[attr-defined]
+    assert commit_one(1, "ghost") == E.UNKNOWN_MEMBER_ID  # type: ignore[attr-defined]
+    assert commit_one(-1, "") == E.UNKNOWN_MEMBER_ID  # type: ignore[attr-defined]
     big = [OffsetToCommit("t", 1, 1, -1, "x" * 4097)]
-    errors, _ = c.commit_offsets(group_id="g", generation=1, member_id=a_id,
-                                 group_instance_id=None, offsets=big)
-    assert errors == [E.OFFSET_METADATA_TOO_LARGE]  # type: ignore[attr-defined]
+    assert commit(c, "g", 1, a_id, big) == [[E.OFFSET_METADATA_TOO_LARGE]]  # type: ignore[attr-defined]
 
 
 def test_static_member_rejoins_without_rebalance() -> None:
@@ -197,7 +204,7 @@ def test_static_member_rejoins_without_rebalance() -> None:
     new_b = again[0].member_id
     assert again[0].error == E.NONE and new_b != b_id
     assert again[0].generation == 2 and again[0].members == []
-    group = c.groups["g"]
+    group = the_group(c)
     assert group.state is GroupState.STABLE and group.generation == 2
     assert sync(c, new_b, 2, instance="i-b")[0].assignment == b"B2"
     assert c.heartbeat("g", b_id, "i-b", 2) == E.FENCED_INSTANCE_ID  # type: ignore[attr-defined]
@@ -207,9 +214,9 @@ def test_static_member_rejoins_without_rebalance() -> None:
     leader_again = join(c, instance="i-a")
     assert leader_again[0].skip_assignment and leader_again[0].leader == leader_again[0].member_id
     # The swap is durable.
-    reloaded, _, _ = make_coordinator(log=log)
-    assert reloaded.groups["g"].static_members["i-b"] == new_b
-    assert reloaded.groups["g"].members[new_b].assignment == b"B2"
+    reloaded, _, _ = make_coordinator(writer=log)
+    assert the_group(reloaded).static_members["i-b"] == new_b
+    assert the_group(reloaded).members[new_b].assignment == b"B2"
 
 
 def test_static_member_with_new_subscription_rebalances() -> None:
@@ -229,7 +236,7 @@ def test_leave_by_instance_id() -> None:
     _, errors = c.leave_group("g", [("wrong", "i-a"), ("", "i-zzz")])
     assert errors == [E.FENCED_INSTANCE_ID, E.UNKNOWN_MEMBER_ID]  # type: ignore[attr-defined]
     _, errors = c.leave_group("g", [("", "i-a")])
-    assert errors == [E.NONE] and a_id not in c.groups["g"].members
+    assert errors == [E.NONE] and a_id not in the_group(c).members
 
 
 def test_inconsistent_protocols_and_bad_session_timeout() -> None:
@@ -254,44 +261,41 @@ def test_protocol_vote() -> None:
 def test_restart_replays_groups_and_expires_gone_members() -> None:
     c, _, log = make_coordinator()
     a_id, b_id = stable_group_of_two(c)
-    c.commit_offsets(group_id="g", generation=2, member_id=a_id, group_instance_id=None,
-                     offsets=[OffsetToCommit("t", 0, 42, 3, "m")])
-    restarted, sched, _ = make_coordinator(log=log)
-    group = restarted.groups["g"]
+    commit(c, "g", 2, a_id, [OffsetToCommit("t", 0, 42, 3, "m")])
+    restarted, sched, _ = make_coordinator(writer=log)
+    group = the_group(restarted)
     assert group.state is GroupState.STABLE and group.generation == 2
     assert set(group.members) == {a_id, b_id} and group.leader_id == a_id
     assert group.members[b_id].assignment == b"B2"
-    [committed] = restarted.fetch_offsets("g", [("t", 0)])
+    [committed] = fetch(restarted, "g", [("t", 0)])
     assert (committed.offset, committed.leader_epoch, committed.metadata) == (42, 3, "m")
     assert restarted.heartbeat("g", a_id, None, 2) == E.NONE
     sched.advance(11000)  # nobody is really there any more
-    assert restarted.groups["g"].state is GroupState.EMPTY
-    assert restarted.fetch_offsets("g", [("t", 0)])[0].offset == 42
+    assert the_group(restarted).state is GroupState.EMPTY
+    assert fetch(restarted, "g", [("t", 0)])[0].offset == 42
 
 
 def test_offset_expiry_kip_211() -> None:
     settings = replace(SETTINGS, offsets_retention_ms=60_000)
     c, sched, log = make_coordinator(settings)
-    c.commit_offsets(group_id="simple", generation=-1, member_id="", group_instance_id=None,
-                     offsets=[OffsetToCommit("t", 0, 1, -1, "")])
+    commit(c, "simple", -1, "", [OffsetToCommit("t", 0, 1, -1, "")])
     a = join(c)
     a_id = a[0].member_id
     sync(c, a_id, 1, {a_id: b""})
-    c.commit_offsets(group_id="g", generation=1, member_id=a_id, group_instance_id=None,
-                     offsets=[OffsetToCommit("t", 0, 7, -1, "")])
+    commit(c, "g", 1, a_id, [OffsetToCommit("t", 0, 7, -1, "")])
     for _ in range(14):  # 70 s of heartbeats: the active group's offsets stay
         sched.advance(5000)
         c.heartbeat("g", a_id, None, 1)
     assert c.expire_offsets() == 1  # only the standalone commit expired (by commit time)
-    assert "simple" not in c.groups
+    assert c.group("simple") is None
     c.leave_group("g", [(a_id, None)])
     sched.advance(59_000)
     assert c.expire_offsets() == 0  # retention counts from when the group became empty
     sched.advance(1_000)
     assert c.expire_offsets() == 1
-    assert "g" not in c.groups
-    reloaded, _, _ = make_coordinator(settings, log=log)
-    assert reloaded.groups == {}
+    assert c.group("g") is None
+    reloaded, _, _ = make_coordinator(settings, writer=log)
+    assert all(not shard.groups for shard in reloaded.runtime.active_shards())
 
 
 def test_delete_groups_and_offsets() -> None:
@@ -299,43 +303,40 @@ def test_delete_groups_and_offsets() -> None:
     a = join(c, protocols=[("range", sub("t"))])
     a_id = a[0].member_id
     sync(c, a_id, 1, {a_id: b""})
-    c.commit_offsets(group_id="g", generation=1, member_id=a_id, group_instance_id=None,
-                     offsets=[OffsetToCommit("t", 0, 1, -1, ""), OffsetToCommit("u", 0, 2, -1, "")])
-    assert c.delete_groups(["g", "nope"]) == [E.NON_EMPTY_GROUP, E.GROUP_ID_NOT_FOUND]  # type: ignore[attr-defined]
-    top, errors = c.delete_offsets("g", [("t", 0), ("u", 0)])
+    commit(c, "g", 1, a_id, [OffsetToCommit("t", 0, 1, -1, ""), OffsetToCommit("u", 0, 2, -1, "")])
+    assert delete_groups(c, ["g", "nope"]) == [[E.NON_EMPTY_GROUP, E.GROUP_ID_NOT_FOUND]]  # type: ignore[attr-defined]
+    [(top, errors)] = delete_offsets(c, "g", [("t", 0), ("u", 0)])
     assert top == E.NONE and errors == [E.GROUP_SUBSCRIBED_TO_TOPIC, E.NONE]  # type: ignore[attr-defined]
-    assert c.fetch_offsets("g", [("u", 0)])[0].offset == -1
-    assert c.delete_offsets("nope", [("t", 0)])[0] == E.GROUP_ID_NOT_FOUND  # type: ignore[attr-defined]
+    assert fetch(c, "g", [("u", 0)])[0].offset == -1
+    assert delete_offsets(c, "nope", [("t", 0)])[0][0] == E.GROUP_ID_NOT_FOUND  # type: ignore[attr-defined]
     c.leave_group("g", [(a_id, None)])
-    assert c.delete_groups(["g"]) == [E.NONE]
-    assert "g" not in c.groups
-    reloaded, _, _ = make_coordinator(log=log)
-    assert "g" not in reloaded.groups
+    assert delete_groups(c, ["g"]) == [[E.NONE]]
+    assert c.group("g") is None
+    reloaded, _, _ = make_coordinator(writer=log)
+    assert reloaded.group("g") is None
 
 
 def test_list_and_describe() -> None:
     c, _, _ = make_coordinator()
     a_id, b_id = stable_group_of_two(c)
-    assert c.list_groups() == [("g", "consumer", "Stable")]
-    assert c.list_groups({"empty"}) == []
-    summary = c.describe_group("g")
+    assert c.list_groups() == (E.NONE, [("g", "consumer", "Stable")])
+    assert c.list_groups({"empty"}) == (E.NONE, [])
+    error, summary = c.describe_group("g")
+    assert error == E.NONE
     assert summary.state == "Stable" and summary.protocol == "range"
     assert {m.member_id: m.assignment for m in summary.members} == {a_id: b"A2", b_id: b"B2"}
-    assert c.describe_group("none").state == "Dead"
+    assert c.describe_group("none")[1].state == "Dead"
 
 
 def test_failed_write_keeps_state_unchanged() -> None:
     c, _, log = make_coordinator()
     a = join(c)
     a_id = a[0].member_id
-    log.fail = True
+    log.fail_appends = KafkaStorageError("disk gone")
     result = sync(c, a_id, 1, {a_id: b"A"})
-    assert result[0].error == E.KAFKA_STORAGE_ERROR  # type: ignore[attr-defined]
-    assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
-    errors, _ = c.commit_offsets(group_id="g", generation=1, member_id=a_id,
-                                 group_instance_id=None,
-                                 offsets=[OffsetToCommit("t", 0, 1, -1, "")])
-    assert errors == [E.KAFKA_STORAGE_ERROR]  # type: ignore[attr-defined]
+    assert result[0].error == E.NOT_COORDINATOR  # type: ignore[attr-defined]
+    assert the_group(c).state is GroupState.PREPARING_REBALANCE
+    assert commit(c, "g", 1, a_id) == [[E.NOT_COORDINATOR]]  # type: ignore[attr-defined]
 
 
 def test_scheduler_twin_orders_timers() -> None:

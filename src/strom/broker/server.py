@@ -31,7 +31,8 @@ from strom.common.config import BrokerConfig
 from strom.common.errors import StromError
 from strom.common.timer import LoopScheduler
 from strom.coordinator.group.coordinator import GroupCoordinator
-from strom.coordinator.group.log import PartitionOffsetsLog
+from strom.coordinator.group.records import OFFSETS_TOPIC
+from strom.coordinator.writer import ReplicaPartitionWriter, lead_hosted_partitions
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager
@@ -112,12 +113,11 @@ class BrokerServer:
                                io_cap if io_cap < 1e300 else None)
         replicas.sync(store.image)
         coordinator = GroupCoordinator(
-            PartitionOffsetsLog(replicas, state.flusher.flush_up_to, state.ensure_offsets_topic),
-            LoopScheduler(),
-            self.clock, state.group_settings(),
+            ReplicaPartitionWriter(replicas, state.flusher.flush_up_to),
+            LoopScheduler(), self.clock, state.group_settings(),
         )
-        coordinator.load()
         state.group_coordinator = coordinator
+        lead_hosted_partitions(coordinator.runtime, OFFSETS_TOPIC, replicas)
         dispatcher = Dispatcher(build_handlers(state))
         max_request = int(self.config.get("socket.request.max.bytes"))
         loop = asyncio.get_running_loop()

@@ -1,9 +1,11 @@
 """DeleteGroups (42), v0-2: delete Empty groups and their offsets (tombstones);
-NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown groups."""
+NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown groups. Each answer
+waits for its tombstones to commit; a failed write is that group's error (Kafka's mapping)."""
 
 from __future__ import annotations
 
-from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.dispatch import HandlerResult, Request
+from strom.broker.handlers.group_common import respond_when_ready
 from strom.broker.state import BrokerState
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -15,13 +17,17 @@ class DeleteGroupsHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def __call__(self, request: Request) -> ResponseParts:
+    def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
         names = list(body.groups_names)
-        errors = self._state.groups.delete_groups(names)
-        return [api.response(API_KEY, version, {
-            "throttle_time_ms": 0,
-            "results": [{"group_id": g, "error_code": e}
-                        for g, e in zip(names, errors, strict=True)],
-        })]
+
+        def encode(errors: list[int]) -> bytes:
+            return api.response(API_KEY, version, {
+                "throttle_time_ms": 0,
+                "results": [{"group_id": g, "error_code": e}
+                            for g, e in zip(names, errors, strict=True)],
+            })
+
+        return respond_when_ready(
+            lambda callback: self._state.groups.delete_groups(names, callback), encode)

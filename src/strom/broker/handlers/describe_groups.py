@@ -1,7 +1,8 @@
 """DescribeGroups (15), v0-5: state, protocol and members (metadata and assignment only
 while Stable, as Kafka). An unknown group is described as Dead with no error. v3+
 authorized operations are the set of AclOperation codes a group supports (READ, DELETE,
-DESCRIBE — no authorizer yet), encoded as Kafka's bit field; None = not requested."""
+DESCRIBE — no authorizer yet), encoded as Kafka's bit field; None = not requested. A group
+whose partition is loading or not led here gets that error with an empty state."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ class DescribeGroupsHandler:
         include_ops = bool(body.include_authorized_operations) if version >= 3 else False
         groups = []
         for group_id in body.groups:
-            summary = self._state.groups.describe_group(group_id)
+            error, summary = self._state.groups.describe_group(group_id)
             groups.append({
-                "error_code": 0,
+                "error_code": error,
                 "group_id": group_id,
                 "group_state": summary.state,
                 "protocol_type": summary.protocol_type,

@@ -12,6 +12,8 @@ from typing import Any
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
 from strom.common.errors import error_class
+from strom.coordinator.group.records import OFFSETS_TOPIC
+from strom.coordinator.writer import lead_hosted_partitions
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -35,6 +37,8 @@ class FindCoordinatorHandler:
             entry["error_message"] = f"unknown coordinator key type {key_type}"
         else:
             self._state.ensure_offsets_topic()
+            lead_hosted_partitions(self._state.groups.runtime, OFFSETS_TOPIC,
+                                   self._state.replicas)
             broker = self._state.store.image.brokers[self._state.node_id]
             entry.update(node_id=broker.node_id, host=broker.host, port=broker.port)
         return entry

@@ -1,9 +1,13 @@
-"""Helpers shared by the consumer-group handlers: parked responses and topic checks."""
+"""Helpers shared by the consumer-group handlers: parked responses and topic checks.
+
+Coordinator operations answer through a callback: at once (validation errors, reads, writes
+committed synchronously) or later (a parked JoinGroup / SyncGroup, a write waiting to commit).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TypeVar
 
 from strom.broker.dispatch import HandlerResult, ResponseParts
@@ -35,11 +39,6 @@ def respond_when_ready(
 
 async def _later(future: asyncio.Future[T], encode: Callable[[T], bytes]) -> ResponseParts:
     return [encode(await future)]
-
-
-async def after_durable(durable: Awaitable[None], body: bytes) -> ResponseParts:
-    await durable
-    return [body]
 
 
 def partition_exists(image: MetadataImage, topic: str, partition: int) -> bool:

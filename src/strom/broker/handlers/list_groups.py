@@ -1,5 +1,6 @@
 """ListGroups (16), v0-5: every group with its protocol type; v4+ state filter, v5+ type
-filter (every group here is a ``classic`` group)."""
+filter (every group here is a ``classic`` group). COORDINATOR_LOAD_IN_PROGRESS (and no groups)
+while a ``__consumer_offsets`` partition led here is still loading, as Kafka."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ class ListGroupsHandler:
         states = set(body.states_filter or []) if version >= 4 else set()
         types = {t.lower() for t in body.types_filter or []} if version >= 5 else set()
         groups = []
+        error = 0
         if not types or GROUP_TYPE in types:
-            for group_id, protocol_type, state in self._state.groups.list_groups(states or None):
+            error, listed = self._state.groups.list_groups(states or None)
+            for group_id, protocol_type, state in listed:
                 entry = {"group_id": group_id, "protocol_type": protocol_type}
                 if version >= 4:
                     entry["group_state"] = state
@@ -31,4 +34,4 @@ class ListGroupsHandler:
                     entry["group_type"] = GROUP_TYPE
                 groups.append(entry)
         return [api.response(API_KEY, version,
-                             {"throttle_time_ms": 0, "error_code": 0, "groups": groups})]
+                             {"throttle_time_ms": 0, "error_code": error, "groups": groups})]

@@ -2,13 +2,14 @@
 
 GROUP_SUBSCRIBED_TO_TOPIC for topics a current member subscribes to (read from the members'
 ConsumerProtocol subscriptions); GROUP_ID_NOT_FOUND for unknown groups; NON_EMPTY_GROUP for
-an active group that is not a consumer group.
+an active group that is not a consumer group. The answer waits for the tombstones to commit; a
+failed write is the top-level error (Kafka's mapping).
 """
 
 from __future__ import annotations
 
-from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.group_common import partition_exists
+from strom.broker.dispatch import HandlerResult, Request
+from strom.broker.handlers.group_common import partition_exists, respond_when_ready
 from strom.broker.state import BrokerState
 from strom.common.errors import UnknownTopicOrPartitionError
 from strom.protocol import api
@@ -21,22 +22,30 @@ class OffsetDeleteHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def __call__(self, request: Request) -> ResponseParts:
+    def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
         image = self._state.store.image
         requested = [(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions]
         known = [tp for tp in requested if partition_exists(image, *tp)]
-        top, results = self._state.groups.delete_offsets(body.group_id, known)
-        errors = {tp: UnknownTopicOrPartitionError.code for tp in requested}
-        if not top:
-            errors.update(zip(known, results, strict=True))
-        topics = [] if top else [
-            {"name": t.name, "partitions": [
-                {"partition_index": p.partition_index,
-                 "error_code": errors[(t.name, int(p.partition_index))]}
-                for p in t.partitions]}
-            for t in body.topics
-        ]
-        return [api.response(API_KEY, version,
-                             {"error_code": top, "throttle_time_ms": 0, "topics": topics})]
+
+        def encode(outcome: tuple[int, list[int]]) -> bytes:
+            top, results = outcome
+            errors = {tp: UnknownTopicOrPartitionError.code for tp in requested}
+            if not top:
+                errors.update(zip(known, results, strict=True))
+            topics = [] if top else [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p.partition_index,
+                     "error_code": errors[(t.name, int(p.partition_index))]}
+                    for p in t.partitions]}
+                for t in body.topics
+            ]
+            return api.response(API_KEY, version,
+                                {"error_code": top, "throttle_time_ms": 0, "topics": topics})
+
+        return respond_when_ready(
+            lambda callback: self._state.groups.delete_offsets(
+                body.group_id, known, lambda top, results: callback((top, results))),
+            encode,
+        )

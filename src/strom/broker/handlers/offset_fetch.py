@@ -2,7 +2,10 @@
 
 Null topics (v2+) mean every committed partition. No transactions yet, so
 UNSTABLE_OFFSET_COMMIT never applies (``require_stable`` is accepted and has nothing to wait
-for). Partitions without a commit answer offset -1 and no error.
+for). Partitions without a commit answer offset -1 and no error. Only committed offsets are
+returned (a commit whose write failed never shows). A group whose partition is loading or not
+led here gets COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR (v2+ at the group level, v1 in
+each partition).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.coordinator.group.model import CommittedOffset
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -21,10 +25,17 @@ class OffsetFetchHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def _topics(self, group_id: str, topics: Any, version: int) -> list[dict[str, Any]]:
+    def _group(self, group_id: str, topics: Any, version: int
+               ) -> tuple[int, list[dict[str, Any]]]:
+        """(group error, topics) — on a group error v0-1 (no top-level error) carry it in
+        every requested partition, as Kafka does; later versions list no topics."""
         wanted = None if topics is None else [
             (t.name, int(p)) for t in topics for p in t.partition_indexes]
-        committed = self._state.groups.fetch_offsets(group_id, wanted)
+        error, committed = self._state.groups.fetch_offsets(group_id, wanted)
+        if error:
+            if version >= 2 or wanted is None:
+                return error, []
+            committed = [CommittedOffset(t, p, -1, -1, "") for t, p in wanted]
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for c in committed:
             by_topic.setdefault(c.topic, []).append({
@@ -32,23 +43,19 @@ class OffsetFetchHandler:
                 "committed_offset": c.offset,
                 "committed_leader_epoch": c.leader_epoch,
                 "metadata": c.metadata,
-                "error_code": 0,
+                "error_code": error,
             })
-        return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+        return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
     def __call__(self, request: Request) -> ResponseParts:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
         if version >= 8:
-            groups = [
-                {"group_id": g.group_id, "error_code": 0,
-                 "topics": self._topics(g.group_id, g.topics, version)}
-                for g in body.groups
-            ]
+            groups = []
+            for g in body.groups:
+                error, topics = self._group(g.group_id, g.topics, version)
+                groups.append({"group_id": g.group_id, "error_code": error, "topics": topics})
             return [api.response(API_KEY, version, {"throttle_time_ms": 0, "groups": groups})]
-        fields: dict[str, Any] = {
-            "throttle_time_ms": 0,
-            "topics": self._topics(body.group_id, body.topics, version),
-            "error_code": 0,
-        }
+        error, topics = self._group(body.group_id, body.topics, version)
+        fields: dict[str, Any] = {"throttle_time_ms": 0, "topics": topics, "error_code": error}
         return [api.response(API_KEY, version, fields)]

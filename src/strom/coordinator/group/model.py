@@ -1,11 +1,16 @@
 """In-memory group state: :class:`Group` and :class:`Member`, owned by the coordinator.
 
-Two kinds of fields live here. *Durable* ones (generation, protocol, leader, members with
-their subscription and assignment, committed offsets) are exactly what the
-``__consumer_offsets`` records hold and change only when a record is replayed. *Protocol
-session* ones (parked JoinGroup / SyncGroup callbacks, timers, pending member ids, the
-in-progress rebalance) exist only while the broker runs, as in Kafka's classic group; a
-restart rebuilds the durable part by replay and lets session timeouts sort out the rest.
+Two kinds of fields live here. *Durable* ones are what the ``__consumer_offsets`` records
+hold: committed offsets change only when a record is replayed; group metadata (generation,
+protocol, leader, members with their subscription and assignment) is rebuilt by replay when
+the shard loads, and afterwards the records only confirm what the protocol already holds in
+memory (a committed assignment is applied to the members of its generation). *Protocol
+session* ones (parked JoinGroup / SyncGroup callbacks, timers, pending member ids, offset
+writes in flight, the in-progress rebalance and the generation it starts) exist only while
+the broker runs, as in Kafka's classic group; a restart rebuilds the durable part by replay
+and lets session timeouts sort out the rest.
+
+Also here: the value types operations take and return (settings, offsets, summaries).
 """
 
 from __future__ import annotations
@@ -18,8 +23,62 @@ from strom.common.timer import TimerHandle
 from strom.coordinator.group.records import OffsetCommitValue, subscribed_topics
 
 
+@dataclass(frozen=True, slots=True)
+class GroupSettings:
+    """The broker keys the coordinator reads (see :mod:`strom.common.config`);
+    ``write_timeout_ms`` is Kafka's ``offsets.commit.timeout.ms`` default."""
+
+    partitions: int = 50
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    max_size: int = 2**31 - 1
+    initial_rebalance_delay_ms: int = 3000
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    metadata_max_bytes: int = 4096
+    write_timeout_ms: int = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetToCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberSummary]
+
+
 class GroupState(enum.Enum):
-    """The classic group states, named as Kafka names them on the wire."""
+    """The classic group states, named as Kafka names them on the wire. A group whose
+    deletion (DeleteGroups, offset expiry) is being written is DEAD until the tombstone
+    commits (it is then forgotten) or fails (it is EMPTY again)."""
 
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
@@ -100,6 +159,7 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     offsets: dict[tuple[str, int], OffsetCommitValue] = field(default_factory=dict)
     # protocol-session state
+    pending_offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # writes in flight
     pending_members: dict[str, TimerHandle] = field(default_factory=dict)
     pending_sync: set[str] = field(default_factory=set)
     new_member_added: bool = False

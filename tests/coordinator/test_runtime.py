@@ -290,6 +290,19 @@ def test_synchronous_failure_appends_nothing() -> None:
     assert writer.records(TP) == [] and shard.replayed == []
 
 
+def test_writer_bug_fails_the_write_not_the_request_path() -> None:
+    runtime, writer, _ = make()
+    shard = active(runtime)
+
+    def broken(tp: TopicPartition, batch: bytes, *, timeout_ms: int) -> int:
+        raise RuntimeError("bug")
+
+    writer.append = broken  # type: ignore[method-assign]
+    outcome = shard.write(b"a")
+    assert coordinator_error(outcome[0]) == E.UNKNOWN_SERVER_ERROR  # type: ignore[arg-type,attr-defined]
+    assert shard.replayed == []
+
+
 def test_a_continuation_may_write_again() -> None:
     runtime, _, _ = make()
     shard = active(runtime)

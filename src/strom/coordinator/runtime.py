@@ -427,6 +427,10 @@ class CoordinatorRuntime(Generic[S]):
             log.warning("%s: coordinator write failed: %s", slot.tp, exc)
             on_failure(exc)
             return
+        except Exception as exc:  # a writer bug must not escape into the request path
+            log.exception("%s: coordinator write failed unexpectedly", slot.tp)
+            on_failure(UnknownServerError(str(exc)))
+            return
         write = _PendingWrite(records, producer_id, producer_epoch, control, on_commit,
                               on_failure)
         slot.pending.append(write)

@@ -37,7 +37,10 @@ class ReplicaPartitionWriter:
         target = self._replicas.get(tp.topic, tp.partition)
         if target is None:
             raise NotLeaderOrFollowerError(f"{tp} is not hosted here")
-        result = target.append_as_leader(memoryview(bytearray(batch)))
+        try:
+            result = target.append_as_leader(memoryview(bytearray(batch)))
+        except OSError as exc:  # full disk, I/O error: what the produce path answers
+            raise KafkaStorageError(f"cannot append to {tp}: {exc}") from exc
         last = result.last_offset
         if not target.log.needs_flush():
             return last

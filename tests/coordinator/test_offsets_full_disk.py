@@ -1,0 +1,92 @@
+"""End to end over real sockets: a broker whose disk fills up while committing offsets.
+
+The broker runs in a subprocess with RLIMIT_FSIZE (writes past it fail with EFBIG, as on a
+full disk). Offset commits fill their ``__consumer_offsets`` partition until one fails: that
+commit gets Kafka's error for a storage failure (NOT_COORDINATOR), OffsetFetch keeps returning
+the last commit that succeeded, and the broker keeps serving.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from strom.common.errors import ErrorCode
+from strom.coordinator.group.records import partition_for
+from strom.protocol.versions import ApiKey
+from tests.broker.raw import RawClient
+from tests.broker.test_data_path import create
+
+E = ErrorCode
+LIMIT = 64 * 1024
+PARTITIONS = 4
+
+
+def commit(client: RawClient, group: str, offset: int, metadata: str) -> int:
+    resp = client.call(ApiKey.OFFSET_COMMIT, 8, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+             "committed_metadata": metadata}]}]})
+    return int(resp.topics[0].partitions[0].error_code)
+
+
+def fetch_offset(client: RawClient, group: str) -> tuple[int, int]:
+    resp = client.call(ApiKey.OFFSET_FETCH, 7, {
+        "group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}],
+        "require_stable": False})
+    return int(resp.error_code), int(resp.topics[0].partitions[0].committed_offset)
+
+
+def call(client: RawClient, api: int, version: int, fields: dict[str, Any]) -> Any:
+    return client.call(api, version, fields)
+
+
+def test_offset_commit_on_a_full_disk_fails_closed(tmp_path: Path) -> None:
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "strom", "broker", "--listen", "127.0.0.1:0",
+         "--data-dir", str(tmp_path), "--set", f"offsets.topic.num.partitions={PARTITIONS}"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=limit_files)
+    try:
+        assert proc.stdout is not None
+        bootstrap = proc.stdout.readline().split("listening on ")[1].split()[0]
+        client = RawClient(bootstrap)
+        create(client, "t")
+        found = call(client, ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+        assert found.error_code == 0
+        # Each commit writes ~2 KB to g's partition: the file limit is reached in ~30.
+        metadata = "m" * 2000
+        error, last_ok = 0, -1
+        for offset in range(100):
+            error = commit(client, "g", offset, metadata)
+            if error:
+                break
+            last_ok = offset
+        assert error == E.NOT_COORDINATOR  # type: ignore[attr-defined]
+        assert 0 <= last_ok < 99
+        # The failed commit is not visible; the last durable one is.
+        assert fetch_offset(client, "g") == (0, last_ok)
+        assert commit(client, "g", 1000, metadata) == E.NOT_COORDINATOR  # type: ignore[attr-defined]
+        assert fetch_offset(client, "g") == (0, last_ok)
+        # The broker keeps serving: metadata, group reads, and groups of other partitions.
+        md = call(client, ApiKey.METADATA, 12, {"topics": None,
+                                                "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False})
+        assert "t" in [t.name for t in md.topics]
+        described = call(client, ApiKey.DESCRIBE_GROUPS, 5, {
+            "groups": ["g"], "include_authorized_operations": False}).groups[0]
+        assert (described.error_code, described.group_state) == (0, "Empty")
+        other = next(f"o{i}" for i in range(100)
+                     if partition_for(f"o{i}", PARTITIONS) != partition_for("g", PARTITIONS))
+        assert commit(client, other, 7, "") == 0
+        assert fetch_offset(client, other) == (0, 7)
+        client.close()
+    finally:
+        proc.terminate()
+        proc.wait(20)

@@ -230,10 +230,6 @@ class ShardContext:
     def epoch(self) -> int:
         return self._slot.epoch
 
-    @property
-    def loading(self) -> bool:
-        return self._slot.state is ShardState.LOADING
-
     def write(
         self, records: Sequence[RawRecord], *, on_commit: Callable[[], None],
         on_failure: Callable[[KafkaError], None], producer_id: int = NO_PRODUCER_ID,
@@ -344,7 +340,7 @@ class CoordinatorRuntime(Generic[S]):
         loop = self._loop or asyncio.get_running_loop()
         slot.load_task = loop.create_task(self._load(slot),
                                           name=f"load-{self.topic}-{partition}-{epoch}")
-        log.info("%s-%d: loading at epoch %d", self.topic, partition, epoch)
+        log.debug("%s-%d: loading at epoch %d", self.topic, partition, epoch)
 
     def _current(self, slot: _Slot[S]) -> bool:
         return self._slots.get(slot.tp.partition) is slot and slot.state is not ShardState.CLOSED
@@ -384,7 +380,8 @@ class CoordinatorRuntime(Generic[S]):
             return
         slot.state = ShardState.ACTIVE
         shard.on_loaded()
-        log.info("%s-%d: loaded %d records in %.3f s (epoch %d)", self.topic,
+        log.log(logging.INFO if count else logging.DEBUG,
+                 "%s-%d: loaded %d records in %.3f s (epoch %d)", self.topic,
                  slot.tp.partition, count, self._clock.monotonic() - started, slot.epoch)
 
     def _unload(self, slot: _Slot[S]) -> None:

@@ -205,7 +205,7 @@ class GroupShard:
         for group in self.groups.values():
             for member in group.members.values():
                 self._schedule_session(group, member)
-        log.info("__consumer_offsets-%d: %d groups loaded (epoch %d)", self.context.partition,
+        log.debug("__consumer_offsets-%d: %d groups loaded (epoch %d)", self.context.partition,
                  len(self.groups), self.context.epoch)
 
     def on_unloaded(self) -> None:

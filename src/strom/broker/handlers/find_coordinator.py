@@ -1,4 +1,5 @@
-"""FindCoordinator (10), v0-5: this broker coordinates every group (single node).
+"""FindCoordinator (10), v0-5: a group's coordinator is the leader of its partition of
+``__consumer_offsets`` (COORDINATOR_NOT_AVAILABLE while that partition has no leader).
 
 v4+ batches keys (``coordinator_keys``). Key type 0 is a group; key type 1 (transactional
 ids) has no coordinator yet and is answered COORDINATOR_NOT_AVAILABLE; other types are
@@ -14,6 +15,7 @@ from strom.broker.state import BrokerState
 from strom.common.errors import error_class
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.coordinator.writer import lead_hosted_partitions
+from strom.metadata.image import BrokerInfo
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -39,9 +41,22 @@ class FindCoordinatorHandler:
             self._state.ensure_offsets_topic()
             lead_hosted_partitions(self._state.groups.runtime, OFFSETS_TOPIC,
                                    self._state.replicas)
-            broker = self._state.store.image.brokers[self._state.node_id]
-            entry.update(node_id=broker.node_id, host=broker.host, port=broker.port)
+            broker = self._leader_for(key)
+            if broker is None:
+                entry["error_code"] = error_class("COORDINATOR_NOT_AVAILABLE").code
+                entry["error_message"] = "the group's __consumer_offsets partition has no leader"
+            else:
+                entry.update(node_id=broker.node_id, host=broker.host, port=broker.port)
         return entry
+
+    def _leader_for(self, group_id: str) -> BrokerInfo | None:
+        """The broker leading the group's ``__consumer_offsets`` partition, as Kafka answers."""
+        image = self._state.store.image
+        topic = image.topics.get(OFFSETS_TOPIC)
+        partition = self._state.groups.partition_for(group_id)
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            return None
+        return image.brokers.get(topic.partitions[partition].leader)
 
     def __call__(self, request: Request) -> ResponseParts:
         version = request.version

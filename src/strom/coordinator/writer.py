@@ -65,8 +65,8 @@ class ReplicaPartitionWriter:
 
     def read_batches(self, tp: TopicPartition) -> Iterator[list[ReplayRecord]]:
         target = self._replicas.get(tp.topic, tp.partition)
-        if target is None:
-            return
+        if target is None:  # never an empty shard for a partition that is not here
+            raise NotLeaderOrFollowerError(f"{tp} is not hosted here")
         plog = target.log
         offset = plog.log_start_offset
         end = plog.log_end_offset

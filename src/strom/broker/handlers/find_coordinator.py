@@ -34,9 +34,10 @@ class FindCoordinatorHandler:
         if key_type == TRANSACTION_KEY_TYPE:
             entry["error_code"] = error_class("COORDINATOR_NOT_AVAILABLE").code
             entry["error_message"] = "transactions are not supported yet"
-        elif key_type != GROUP_KEY_TYPE:
+        elif key_type != GROUP_KEY_TYPE or key is None:
             entry["error_code"] = error_class("INVALID_REQUEST").code
-            entry["error_message"] = f"unknown coordinator key type {key_type}"
+            entry["error_message"] = (f"unknown coordinator key type {key_type}" if key is not None
+                                      else "null coordinator key")
         else:
             self._state.ensure_offsets_topic()
             lead_hosted_partitions(self._state.groups.runtime, OFFSETS_TOPIC,

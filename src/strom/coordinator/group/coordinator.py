@@ -75,7 +75,10 @@ class GroupCoordinator:
         return partition_for(group_id, self.settings.partitions)
 
     def _route(self, group_id: str) -> GroupShard | int:
-        """The group's shard, or the error code that answers the request."""
+        """The group's shard, or the error code that answers the request (a null group id,
+        which only a malformed request carries, is INVALID_GROUP_ID)."""
+        if group_id is None:
+            return INVALID_GROUP_ID
         try:
             return self.runtime.shard(self.partition_for(group_id))
         except KafkaError as exc:

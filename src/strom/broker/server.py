@@ -29,9 +29,9 @@ from strom.broker.state import BrokerState
 from strom.common.clock import SYSTEM_CLOCK, Clock
 from strom.common.config import BrokerConfig
 from strom.common.errors import StromError
+from strom.common.timer import LoopScheduler
 from strom.coordinator.group.coordinator import GroupCoordinator
 from strom.coordinator.group.log import PartitionOffsetsLog
-from strom.coordinator.timer import LoopScheduler
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager
@@ -100,7 +100,7 @@ class BrokerServer:
         self._logs = logs
         state_ref: list[BrokerState] = []
         replicas = ReplicaManager(logs, lambda t: state_ref[0].topic_config(t), self.clock,
-                                  node_id)
+                                  node_id, LoopScheduler())
         state = BrokerState(self.config, self.data_dir, self.clock, store, replicas,
                             ProducerIdManager(self.data_dir))
         state_ref.append(state)
@@ -112,7 +112,7 @@ class BrokerServer:
                                io_cap if io_cap < 1e300 else None)
         replicas.sync(store.image)
         coordinator = GroupCoordinator(
-            PartitionOffsetsLog(replicas, state.flusher.flush_up_to, state.ensure_offsets_topic),
+            PartitionOffsetsLog(replicas, state.ensure_offsets_topic),
             LoopScheduler(),
             self.clock, state.group_settings(),
         )
@@ -140,6 +140,9 @@ class BrokerServer:
             asyncio.create_task(self._every(1.0, self._flush_due), name="flush-scheduler"),
             asyncio.create_task(self._every(CHECKPOINT_INTERVAL_S, logs.checkpoint),
                                 name="checkpoints"),
+            asyncio.create_task(self._every(self._hw_checkpoint_interval(),
+                                            replicas.checkpoint_high_watermarks),
+                                name="high-watermark-checkpoint"),
             asyncio.create_task(self._every(self._offsets_expiry_interval(),
                                             coordinator.expire_offsets),
                                 name="offsets-expiry"),
@@ -158,6 +161,10 @@ class BrokerServer:
 
     def _retention_interval(self) -> float:
         return max(0.05, int(self.config.get("log.retention.check.interval.ms")) / 1000.0)
+
+    def _hw_checkpoint_interval(self) -> float:
+        return max(0.05, int(self.config.get("replica.high.watermark.checkpoint.interval.ms"))
+                   / 1000.0)
 
     def _offsets_expiry_interval(self) -> float:
         return max(0.05, int(self.config.get("offsets.retention.check.interval.ms")) / 1000.0)
@@ -202,7 +209,7 @@ class BrokerServer:
         if self.state is not None and self.state.group_coordinator is not None:
             self.state.group_coordinator.shutdown()
         if self.state is not None:
-            await self.state.flusher.close()
+            await self.state.replicas.shutdown()
         if self._logs is not None:
             self._logs.shutdown()
             self._logs = None

@@ -6,7 +6,7 @@ handler at construction. Owned by the event-loop thread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from strom.broker.producer_ids import ProducerIdManager
@@ -23,7 +23,6 @@ from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.metadata.image import TopicInfo
 from strom.metadata.local import LocalMetadataStore
-from strom.replication.flusher import GroupCommitFlusher
 from strom.replication.replica_manager import ReplicaManager
 
 
@@ -35,7 +34,6 @@ class BrokerState:
     store: LocalMetadataStore
     replicas: ReplicaManager
     producer_ids: ProducerIdManager
-    flusher: GroupCommitFlusher = field(default_factory=GroupCommitFlusher)
     group_coordinator: GroupCoordinator | None = None
 
     @property

@@ -15,11 +15,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 from strom.common.errors import error_class
+from strom.common.types import TopicPartition
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.protocol.records.builder import BatchBuilder
 from strom.protocol.records.reader import decode_batches
-from strom.replication.flusher import Flushable
-from strom.replication.replica_manager import ReplicaManager
+from strom.replication.partition import FetchIsolation
+from strom.replication.replica_manager import AppendOrigin, AppendOutcome, ReplicaManager
 
 RawRecord = tuple[bytes, bytes | None]
 
@@ -45,6 +46,15 @@ def build_batch(records: list[RawRecord], now_ms: int) -> bytes:
 
 
 READ_CHUNK = 1 << 20
+WRITE_TIMEOUT_MS = 30_000
+
+
+async def _acknowledged(outcome: AppendOutcome, tp: TopicPartition) -> None:
+    assert outcome.done is not None
+    await outcome.done
+    error = outcome.results[tp].error
+    if error is not None:
+        raise error
 
 
 class PartitionOffsetsLog:
@@ -53,11 +63,9 @@ class PartitionOffsetsLog:
     def __init__(
         self,
         replicas: ReplicaManager,
-        flush: Callable[[Flushable, int], Awaitable[None]],
         ensure_topic: Callable[[], None],
     ) -> None:
         self._replicas = replicas
-        self._flush = flush
         self._ensure_topic = ensure_topic
 
     def append(self, partition: int, records: list[RawRecord], now_ms: int) -> (
@@ -71,10 +79,16 @@ class PartitionOffsetsLog:
             raise error_class("COORDINATOR_NOT_AVAILABLE")(
                 f"{OFFSETS_TOPIC}-{partition} is not hosted here")
         batch = bytearray(build_batch(records, now_ms))
-        result = target.append_as_leader(memoryview(batch))
-        if target.log.needs_flush():
-            return self._flush(target.log, result.last_offset + 1)
-        return None
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        outcome = self._replicas.append({tp: memoryview(batch)}, required_acks=-1,
+                                        origin=AppendOrigin.COORDINATOR,
+                                        timeout_ms=WRITE_TIMEOUT_MS)
+        error = outcome.results[tp].error
+        if error is not None:
+            raise error
+        if outcome.done is None:
+            return None
+        return _acknowledged(outcome, tp)
 
     def read(self, partition: int) -> Iterator[RawRecord]:
         target = self._replicas.get(OFFSETS_TOPIC, partition)
@@ -84,7 +98,7 @@ class PartitionOffsetsLog:
         offset = plog.log_start_offset
         end = plog.log_end_offset
         while offset < end:
-            result = plog.read(offset, READ_CHUNK, upper_bound=end, min_one=True)
+            result = target.read(offset, READ_CHUNK, FetchIsolation.LOG_END, min_one=True)
             if not result.regions:
                 return
             data = b"".join(

@@ -101,11 +101,11 @@ def topic_config(**overrides: object) -> TopicConfig:
 
 
 def read_all(plog: Log, start: int | None = None, max_bytes: int = 1 << 30) -> bytes:
-    """Every byte from ``start`` (default log start) to the HW, following segment boundaries."""
+    """Every byte from ``start`` (default log start) to the LEO, following segment boundaries."""
     offset = plog.log_start_offset if start is None else start
     out = bytearray()
-    while offset < plog.high_watermark:
-        result = plog.read(offset, max_bytes)
+    while offset < plog.log_end_offset:
+        result = plog.read(offset, max_bytes, upper_bound=plog.log_end_offset)
         if not result.regions:  # a gap up to the end (after a mid-batch truncation)
             break
         for region in result.regions:

@@ -61,7 +61,8 @@ def test_appends_and_reads_while_the_cleaner_runs(
             i += 1
             if i % 3 == 0:
                 start = rng.randrange(plog.log_start_offset, plog.log_end_offset)
-                result = plog.read(start, rng.choice((200, 1000, 5000)))
+                result = plog.read(start, rng.choice((200, 1000, 5000)),
+                                   upper_bound=plog.log_end_offset)
                 assert result.regions
                 data = _region_bytes(result.regions[0])
                 check(data, start)

@@ -15,14 +15,14 @@ import pytest
 from strom.common.clock import ManualClock
 from strom.storage.cleaner import LogCleaner
 from strom.storage.log import Log
-from tests.storage.cleaner_helpers import TP, as_tuples, log_records, produce
+from tests.storage.cleaner_helpers import TP, all_stable, as_tuples, log_records, produce
 from tests.storage.conftest import OpenLog
 
 COMPACT = {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "0.01"}
 
 
 def _cleaner(directory: Path, plog: Log, clock: ManualClock, **kwargs: object) -> LogCleaner:
-    return LogCleaner(directory, lambda: [(TP, plog)], clock, backoff_ms=1,
+    return LogCleaner(directory, lambda: [(TP, all_stable(plog))], clock, backoff_ms=1,
                       **kwargs)  # type: ignore[arg-type]
 
 

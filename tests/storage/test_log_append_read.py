@@ -21,6 +21,7 @@ from tests.storage.helpers import NOW, batch_offsets, make_batch, payload, read_
 
 
 def region_bytes(plog: Log, offset: int, max_bytes: int, **kw: object) -> bytes:
+    kw.setdefault("upper_bound", plog.log_end_offset)
     result = plog.read(offset, max_bytes, **kw)  # type: ignore[arg-type]
     assert result.size == sum(r.size for r in result.regions)
     return b"".join(os.pread(r.file.fileno(), r.size, r.position) for r in result.regions)
@@ -34,7 +35,7 @@ def test_append_assigns_offsets_and_patches_in_place(open_log: OpenLog) -> None:
     assert not result.duplicate and result.log_append_time == -1
     headers = iter_batches(buf)
     assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [(0, 7), (3, 7)]
-    assert plog.log_end_offset == plog.high_watermark == plog.last_stable_offset == 5
+    assert plog.log_end_offset == 5
     result = plog.append(payload(make_batch(values(1))), leader_epoch=7)
     assert result.base_offset == result.last_offset == 5
     stored = region_bytes(plog, 0, 1 << 20)
@@ -72,10 +73,10 @@ def test_read_bounds_and_errors(open_log: OpenLog) -> None:
     plog = open_log()
     plog.append(payload(make_batch(values(5))), leader_epoch=0)
     with pytest.raises(OffsetOutOfRangeError):
-        plog.read(6, 1000)
+        plog.read(6, 1000, upper_bound=plog.log_end_offset)
     with pytest.raises(OffsetOutOfRangeError):
-        plog.read(-1, 1000)
-    empty = plog.read(5, 1000)
+        plog.read(-1, 1000, upper_bound=plog.log_end_offset)
+    empty = plog.read(5, 1000, upper_bound=plog.log_end_offset)
     assert empty.regions == [] and empty.size == 0 and empty.log_end_offset == 5
     assert plog.read(0, 1000, upper_bound=0).regions == []
     # Offset inside a batch: the whole batch is returned.
@@ -104,7 +105,7 @@ def test_read_min_one_returns_oversized_first_batch(open_log: OpenLog) -> None:
     plog.append(payload(make_batch(values(1))), leader_epoch=0)
     data = region_bytes(plog, 0, 50)
     assert len(data) == len(big) and batch_offsets(data) == [(0, 9)]
-    result = plog.read(0, 50, min_one=False)
+    result = plog.read(0, 50, min_one=False, upper_bound=plog.log_end_offset)
     assert result.regions == [] and result.size == 0
 
 
@@ -114,9 +115,8 @@ def test_read_upper_bound_stops_before_uncommitted_batches(open_log: OpenLog) ->
         plog.append(payload(make_batch(values(2))), leader_epoch=0)
     data = region_bytes(plog, 0, 1 << 20, upper_bound=4)
     assert batch_offsets(data) == [(0, 1), (2, 3)]
-    plog.high_watermark = 6  # as replication would
-    assert batch_offsets(region_bytes(plog, 2, 1 << 20))[-1] == (4, 5)
-    assert plog.read(6, 1000).regions == []
+    assert batch_offsets(region_bytes(plog, 2, 1 << 20, upper_bound=6))[-1] == (4, 5)
+    assert plog.read(6, 1000, upper_bound=6).regions == []
 
 
 def test_read_stays_within_one_segment(open_log: OpenLog) -> None:
@@ -124,7 +124,7 @@ def test_read_stays_within_one_segment(open_log: OpenLog) -> None:
     for _ in range(10):
         plog.append(payload(make_batch(values(2, size=40))), leader_epoch=0)
     first = plog.segments[0]
-    result = plog.read(0, 1 << 20)
+    result = plog.read(0, 1 << 20, upper_bound=plog.log_end_offset)
     assert result.regions[0].file is first.file and result.size == first.size
 
 
@@ -231,3 +231,22 @@ def test_flush_bookkeeping(open_log: OpenLog, clock: ManualClock) -> None:
     assert plog.time_since_flush_ms() == 0 and plog.last_flush_ms == clock.now_ms()
     plog.flush()
     assert plog.recovery_point == 3 and not plog.needs_flush()
+
+
+def test_follower_append_keeps_the_leaders_offsets_and_epochs(open_log: OpenLog) -> None:
+    leader = open_log()
+    leader.append(payload(make_batch(values(3))), leader_epoch=3)
+    leader.append(payload(make_batch(values(2), producer_id=7, producer_epoch=0,
+                                     base_sequence=0)), leader_epoch=5)
+    fetched = region_bytes(leader, 0, 1 << 20)
+    follower = open_log(directory=leader.directory.parent / "follower-0")
+    result = follower.append_as_follower(memoryview(bytearray(fetched)))
+    assert (result.base_offset, result.last_offset, result.record_count) == (0, 4, 5)
+    assert follower.log_end_offset == 5
+    assert follower.leader_epochs.entries() == [(3, 0), (5, 3)]
+    assert region_bytes(follower, 0, 1 << 20) == fetched  # byte for byte, epochs included
+    assert follower.producer_state.producers[7].last_seq == 1
+    # A batch that does not start at the follower's log end is refused, nothing appended.
+    with pytest.raises(OffsetOutOfRangeError):
+        follower.append_as_follower(memoryview(bytearray(fetched)))
+    assert follower.log_end_offset == 5

@@ -33,7 +33,7 @@ def test_retention_by_time_deletes_whole_old_segments(open_log: OpenLog) -> None
     for s in expected:
         assert not s.log_path.exists() and not s.index_path.exists()
     with pytest.raises(OffsetOutOfRangeError):
-        plog.read(0, 100)
+        plog.read(0, 100, upper_bound=plog.log_end_offset)
     assert batch_offsets(read_all(plog))[0][0] == plog.log_start_offset
     # The active segment is never deleted, however old.
     assert plog.apply_retention(now + 10**9) > 0
@@ -65,7 +65,7 @@ def test_deleted_segments_stay_readable_until_the_delay(
 ) -> None:
     plog = open_log(segment_bytes=400, retention_ms=0, file_delete_delay_ms=1000)
     fill(plog, 10)
-    region = plog.read(0, 100).regions[0]
+    region = plog.read(0, 100, upper_bound=plog.log_end_offset).regions[0]
     first = plog.segments[0]
     plog.apply_retention(NOW + 10)
     assert not first.log_path.exists() and not first.closed
@@ -84,15 +84,15 @@ def test_delete_records_before(open_log: OpenLog) -> None:
     assert plog.log_start_offset == target
     assert plog.segments == segments[2:]  # wholly-below segments go at once
     with pytest.raises(OffsetOutOfRangeError):
-        plog.read(target - 1, 100)
+        plog.read(target - 1, 100, upper_bound=plog.log_end_offset)
     # Reading at the new start returns the batch holding it.
     base, last = batch_offsets(read_all(plog))[0]
     assert base <= target <= last
     assert plog.delete_records_before(target - 5) == target  # never moves back
     with pytest.raises(OffsetOutOfRangeError):
-        plog.delete_records_before(plog.high_watermark + 1)
-    assert plog.delete_records_before(plog.high_watermark) == plog.log_end_offset
-    assert plog.read(plog.log_end_offset, 100).regions == []
+        plog.delete_records_before(plog.log_end_offset + 1)
+    assert plog.delete_records_before(plog.log_end_offset) == plog.log_end_offset
+    assert plog.read(plog.log_end_offset, 100, upper_bound=plog.log_end_offset).regions == []
 
 
 def test_truncate_to(open_log: OpenLog) -> None:
@@ -104,7 +104,7 @@ def test_truncate_to(open_log: OpenLog) -> None:
     before = read_all(plog)
     plog.flush()
     plog.truncate_to(16)  # a batch boundary (batches hold offset pairs)
-    assert plog.log_end_offset == plog.high_watermark == plog.recovery_point == 16
+    assert plog.log_end_offset == plog.recovery_point == 16
     after = read_all(plog)
     assert after == before[: len(after)]
     assert batch_offsets(after)[-1] == (14, 15)

@@ -18,7 +18,7 @@ from strom.storage.log import AppendResult, Log, ReadResult
 class Partition:
     """Owned by the event-loop thread (the broker's ReplicaManager)."""
 
-    __slots__ = ("clock", "leader_epoch", "log", "topic_id", "tp", "waiters")
+    __slots__ = ("clock", "high_watermark", "leader_epoch", "log", "topic_id", "tp", "waiters")
 
     def __init__(
         self,
@@ -35,16 +35,24 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.waiters = waiters
         self.clock = clock
+        self.high_watermark = log.log_end_offset  # single replica: the log end
+        log.stable_end = self.high_watermark
 
     def append_as_leader(self, records: memoryview) -> AppendResult:
         result = self.log.append(records, leader_epoch=self.leader_epoch,
                                  now_ms=self.clock.now_ms())
         if not result.duplicate:
+            self.high_watermark = self.log.log_end_offset
+            self.log.stable_end = self.high_watermark
             self.waiters.notify(self.tp)
         return result
 
     def read(
         self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool
     ) -> ReadResult:
-        upper = self.log.last_stable_offset if read_committed else self.log.high_watermark
+        upper = self.last_stable_offset
         return self.log.read(offset, max_bytes, upper_bound=upper, min_one=min_one)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark

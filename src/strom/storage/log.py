@@ -84,7 +84,6 @@ class ReadResult:
     size: int
     log_start_offset: int
     log_end_offset: int
-    high_watermark: int
 
 
 @dataclass(slots=True, frozen=True)
@@ -158,10 +157,15 @@ class Log:
     state (:class:`ProducerStateManager`). The last segment is the active one; appends go
     there, rolling to a new segment by ``segment.bytes`` / ``segment.ms`` / a full index.
 
-    Offsets: ``log_start_offset <= high_watermark <= log_end_offset`` (LEO, the next offset to
-    assign); ``last_stable_offset <= high_watermark``; ``recovery_point`` is the offset below
-    which everything is fsynced. With a single replica, HW and LSO follow the LEO after every
-    append; they are separate attributes so replication can move them independently.
+    Offsets: ``log_start_offset <= log_end_offset`` (LEO, the next offset to assign);
+    ``recovery_point`` is the offset below which everything is fsynced. The log does not know
+    what is committed: the high watermark and last stable offset belong to the owning
+    :class:`strom.replication.partition.Partition`, which passes the bound to :meth:`read` and
+    keeps :attr:`stable_end` (its last stable offset) up to date for the cleaner, which never
+    cleans at or past it. Truncation only ever lowers ``stable_end``.
+
+    Two appends: :meth:`append` (leader: assigns offsets, validates producer sequences) and
+    :meth:`append_as_follower` (replication: keeps the leader's offsets and leader epochs).
 
     Appends are all-or-nothing: the whole produce payload is validated (header, CRC, record
     count, sizes, timestamps, producer sequences) before a byte is written; records are never
@@ -205,8 +209,7 @@ class Log:
         self._bases: list[int] = []
         self.log_start_offset = 0
         self.log_end_offset = 0
-        self.high_watermark = 0
-        self.last_stable_offset = 0
+        self.stable_end = 0  # set by the owning Partition (its last stable offset)
         self.recovery_point = 0
         self.last_flush_ms = clock.now_ms()
         self.producer_state = ProducerStateManager(directory)
@@ -302,7 +305,6 @@ class Log:
         if epochs.entries() != loaded:
             epochs.flush()
         self._rebuild_producer_state()
-        self.high_watermark = self.last_stable_offset = self.log_end_offset
         if clean_shutdown:
             self.recovery_point = self.log_end_offset
         else:
@@ -465,12 +467,51 @@ class Log:
         else:
             state.map_end_offset = next_offset
         self.log_end_offset = next_offset
-        # Single replica: everything appended is committed and stable.
-        self.high_watermark = next_offset
-        self.last_stable_offset = next_offset
         return AppendResult(base_offset, next_offset - 1,
                             now if settings.log_append_time else -1,
                             self.log_start_offset, record_count, False)
+
+    def append_as_follower(self, buf: memoryview) -> AppendResult:
+        """Append batches fetched from the leader, keeping their offsets and leader epochs.
+
+        The first batch must start at the log end offset and offsets must be contiguous
+        (replication truncates to a common point before appending); header and CRC are
+        checked, sequences are not validated (the leader did that), producer state and the
+        leader-epoch cache follow the batches. All or nothing, like :meth:`append`.
+        """
+        if self._closed:
+            raise KafkaStorageError(f"log {self.directory.name} is closed")
+        headers = iter_batches(buf)
+        if not headers:
+            raise InvalidRecordError("replicated payload holds no record batch")
+        expected = self.log_end_offset
+        for header in headers:
+            if header.base_offset != expected:
+                raise OffsetOutOfRangeError(
+                    f"replicated batch at offset {header.base_offset} does not follow offset "
+                    f"{expected - 1} of {self.topic}-{self.partition}"
+                )
+            expected = header.base_offset + header.last_offset_delta + 1
+        now = self.clock.now_ms()
+        segment = self._segments[-1]
+        if segment.should_roll(len(buf), expected - 1, now, self._settings.segment_bytes,
+                               self._settings.segment_ms):
+            segment = self._roll(now)
+        epochs = self.leader_epochs
+        for header in headers:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch > epochs.latest_epoch:
+                epochs.assign(epoch, header.base_offset)
+        segment.append(buf, headers)
+        state = self.producer_state
+        for header in headers:
+            if header.producer_id >= 0:
+                state.replay(header)
+        state.map_end_offset = expected
+        first = headers[0].base_offset
+        self.log_end_offset = expected
+        return AppendResult(first, expected - 1, -1, self.log_start_offset,
+                            sum(h.records_count for h in headers), False)
 
     def _require_keys(self, buf: memoryview, headers: list[BatchHeader]) -> None:
         """Compacted topics keep the latest record per key: a record without one is refused
@@ -519,17 +560,17 @@ class Log:
     # reads
     # ------------------------------------------------------------------------------------
     def _empty(self) -> ReadResult:
-        return ReadResult([], 0, self.log_start_offset, self.log_end_offset, self.high_watermark)
+        return ReadResult([], 0, self.log_start_offset, self.log_end_offset)
 
     def read(
-        self, offset: int, max_bytes: int, *, upper_bound: int | None = None, min_one: bool = True
+        self, offset: int, max_bytes: int, *, upper_bound: int, min_one: bool = True
     ) -> ReadResult:
         """Bytes of the batches from the one holding ``offset``, as one file region.
 
         Stops at ``max_bytes`` (cut at a batch boundary; the first batch is returned whole
-        if it alone is larger and ``min_one``), at ``upper_bound`` (default: the high
-        watermark) and at the end of the segment. OffsetOutOfRangeError if ``offset`` is
-        below the log start or above the LEO.
+        if it alone is larger and ``min_one``), at ``upper_bound`` (the caller's choice: high
+        watermark, last stable offset or log end) and at the end of the segment.
+        OffsetOutOfRangeError if ``offset`` is below the log start or above the LEO.
         """
         leo = self.log_end_offset
         if offset < self.log_start_offset or offset > leo:
@@ -537,7 +578,7 @@ class Log:
                 f"offset {offset} is outside [{self.log_start_offset}, {leo}] of "
                 f"{self.topic}-{self.partition}"
             )
-        upper = self.high_watermark if upper_bound is None else min(upper_bound, leo)
+        upper = min(upper_bound, leo)
         if offset >= upper:
             return self._empty()
         with self._lock:  # the cleaner replaces both lists; pick up a consistent pair
@@ -569,7 +610,7 @@ class Log:
             else:
                 size = segment.batch_boundary(position, header, position + max_bytes) - position
             return ReadResult([segment.region(position, size)], size, self.log_start_offset,
-                              leo, self.high_watermark)
+                              leo)
         return self._empty()
 
     def size_in_bytes(self) -> int:
@@ -642,11 +683,14 @@ class Log:
     # log start, retention, truncation
     # ------------------------------------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start up to ``offset``; returns the new log start."""
-        if offset < 0 or offset > self.high_watermark:
+        """DeleteRecords: move the log start up to ``offset``; returns the new log start.
+
+        The caller (the partition) refuses offsets above its high watermark; the log only
+        refuses offsets outside ``[0, log end]``."""
+        if offset < 0 or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
-                f"cannot delete records before {offset}: the high watermark is "
-                f"{self.high_watermark}"
+                f"cannot delete records before {offset}: the log end offset is "
+                f"{self.log_end_offset}"
             )
         if offset > self.log_start_offset:
             with self._lock:
@@ -775,8 +819,7 @@ class Log:
 
     def _after_truncation(self, end: int) -> None:
         self.log_end_offset = end
-        self.high_watermark = min(self.high_watermark, end)
-        self.last_stable_offset = min(self.last_stable_offset, end)
+        self.stable_end = min(self.stable_end, end)
         self.recovery_point = min(self.recovery_point, end)
         self.leader_epochs.truncate_from_end(end)
         self.producer_state.delete_snapshots_after(end)
@@ -931,7 +974,7 @@ class Log:
                     segments=self._segments[:-1], generation=self._generation,
                     log_start_offset=self.log_start_offset,
                     active_base_offset=self._bases[-1],
-                    last_stable_offset=self.last_stable_offset,
+                    last_stable_offset=self.stable_end,
                     producer_last_offsets=producers, truncated_to=self._truncated_to,
                 )
                 self._truncated_to = None

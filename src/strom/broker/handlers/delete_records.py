@@ -7,7 +7,7 @@ from typing import Any
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.common import as_kafka_error
 from strom.broker.state import BrokerState
-from strom.common.errors import UnknownTopicOrPartitionError
+from strom.common.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -36,7 +36,11 @@ class DeleteRecordsHandler:
             return out
         plog = partition.log
         try:
-            offset = plog.high_watermark if p.offset == -1 else p.offset
+            offset = partition.high_watermark if p.offset == -1 else p.offset
+            if offset > partition.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: the high watermark is "
+                    f"{partition.high_watermark}")
             out["low_watermark"] = plog.delete_records_before(offset)
         except Exception as exc:
             out["error_code"] = as_kafka_error(exc).code

@@ -124,13 +124,13 @@ class FetchHandler:
             except Exception as exc:
                 err = as_kafka_error(exc)
                 out.error_code = err.code
-                out.high_watermark = plog.high_watermark
-                out.last_stable_offset = plog.last_stable_offset
+                out.high_watermark = partition.high_watermark
+                out.last_stable_offset = partition.last_stable_offset
                 out.log_start_offset = plog.log_start_offset
                 errors = True
                 continue
-            out.high_watermark = plog.high_watermark
-            out.last_stable_offset = plog.last_stable_offset
+            out.high_watermark = partition.high_watermark
+            out.last_stable_offset = partition.last_stable_offset
             out.log_start_offset = plog.log_start_offset
             if read_committed:
                 out.aborted_transactions = []

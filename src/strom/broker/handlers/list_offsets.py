@@ -71,7 +71,8 @@ class ListOffsetsHandler:
             out["offset"] = plog.log_start_offset
             out["leader_epoch"] = partition.leader_epoch
         elif ts == LATEST_TIMESTAMP:
-            out["offset"] = plog.last_stable_offset if read_committed else plog.high_watermark
+            out["offset"] = (partition.last_stable_offset if read_committed
+                             else partition.high_watermark)
             out["leader_epoch"] = partition.leader_epoch
         elif ts == LATEST_TIERED_TIMESTAMP:
             pass

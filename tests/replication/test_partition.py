@@ -108,3 +108,17 @@ def test_high_watermark_restore_is_clamped_to_the_log(tmp_path: Path) -> None:
     p.initialize_high_watermark(100)
     assert p.high_watermark == 4
     h.close()
+
+
+def test_last_stable_offset_stops_at_an_open_transaction(tmp_path: Path) -> None:
+    h, p = leader(tmp_path, replicas=(1,))
+    append(p, 2)
+    txn = make_batch([b"t1", b"t2"], producer_id=9, producer_epoch=0, base_sequence=0,
+                     attributes=0x10)  # transactional
+    p.append_as_leader(payload(txn), 1)
+    append(p, 1)
+    assert p.high_watermark == 5 and p.last_stable_offset == 2
+    assert p.log.stable_end == 2  # the cleaner stays below the open transaction
+    assert p.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED).size < (
+        p.read(0, 1 << 20, FetchIsolation.HIGH_WATERMARK).size)
+    h.close()

@@ -140,9 +140,7 @@ class Partition:
         return hw if first_unstable is None or first_unstable >= hw else first_unstable
 
     def _first_unstable_offset(self) -> int | None:
-        state = self.log.producer_state
-        finder = getattr(state, "first_unstable_offset", None)
-        return finder() if finder is not None else None
+        return self.log.producer_state.first_unstable_offset()
 
     @property
     def log_end_offset(self) -> int:
@@ -168,6 +166,8 @@ class Partition:
 
     def _set_high_watermark(self, offset: int) -> None:
         self._high_watermark = offset
+        # Transactions ended by a marker below the high watermark stop being unstable.
+        self.log.producer_state.on_high_watermark(offset)
         self._publish_stable()
 
     def _publish_stable(self) -> None:

@@ -16,6 +16,7 @@ from strom.metadata.changes import (
     SetTopicConfigs,
 )
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
+from strom.metadata.local import LocalMetadataStore
 from strom.metadata.store import MetadataStore, ProducerIdBlock, StaleMetadataError
 from strom.testing.metadata import MemoryMetadataStore
 
@@ -23,9 +24,11 @@ BROKER = BrokerInfo(0, "127.0.0.1", 9092)
 Factory = Callable[[], MetadataStore]
 
 
-@pytest.fixture(params=["memory"])
+@pytest.fixture(params=["local", "memory"])
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Factory:
-    """Opens the store under test."""
+    """Opens the store under test; for "local", opening again is a restart on the same dir."""
+    if request.param == "local":
+        return lambda: LocalMetadataStore(tmp_path, BROKER)
 
     def memory() -> MetadataStore:
         store = MemoryMetadataStore()
@@ -199,3 +202,20 @@ def test_producer_id_blocks_never_overlap(open_store: Factory) -> None:
     assert store.image.epoch == epoch  # not part of the image
     with pytest.raises(ValueError):
         store.allocate_producer_id_block(0)
+
+
+@pytest.mark.parametrize("open_store", ["local"], indirect=True)
+def test_restart_keeps_everything_but_unused_producer_ids(open_store: Factory) -> None:
+    store = open_store()
+    a = topic("a", 2)
+    store.write(store.image.epoch, [
+        PutTopic(a),
+        SetPartitions("a", (PartitionInfo(1, 0, 4, (0, 1), (0,)),)),
+    ])
+    store.allocate_producer_id_block(1000)
+    reopened = open_store()
+    assert reopened.image.epoch == store.image.epoch
+    assert reopened.cluster_id == store.cluster_id
+    assert reopened.image.topics == store.image.topics
+    assert reopened.allocate_producer_id_block(10) == ProducerIdBlock(1000, 10)
+    assert open_store().allocate_producer_id_block(1) == ProducerIdBlock(1010, 1)

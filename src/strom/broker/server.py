@@ -24,12 +24,12 @@ from strom.broker import meta_properties
 from strom.broker.dispatch import Dispatcher
 from strom.broker.handlers import build_handlers
 from strom.broker.network import KafkaConnection
-from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.state import BrokerState
 from strom.common.clock import SYSTEM_CLOCK, Clock
 from strom.common.config import BrokerConfig
 from strom.common.errors import StromError
 from strom.common.timer import LoopScheduler
+from strom.controller.producer_ids import ProducerIdManager
 from strom.coordinator.group.coordinator import GroupCoordinator
 from strom.coordinator.group.log import PartitionOffsetsLog
 from strom.metadata.image import BrokerInfo
@@ -102,7 +102,7 @@ class BrokerServer:
         replicas = ReplicaManager(logs, lambda t: state_ref[0].topic_config(t), self.clock,
                                   node_id, LoopScheduler())
         state = BrokerState(self.config, self.data_dir, self.clock, store, replicas,
-                            ProducerIdManager(self.data_dir))
+                            ProducerIdManager(store))
         state_ref.append(state)
         self.state = state
         logs.load(state.topic_config)
@@ -110,7 +110,8 @@ class BrokerServer:
             io_cap = float(self.config.get("log.cleaner.io.max.bytes.per.second"))
             logs.start_cleaner(int(self.config.get("log.cleaner.backoff.ms")),
                                io_cap if io_cap < 1e300 else None)
-        replicas.sync(store.image)
+        replicas.apply_image(store.image)
+        store.subscribe(replicas.apply_image)  # every metadata change: role transitions
         coordinator = GroupCoordinator(
             PartitionOffsetsLog(replicas, state.ensure_offsets_topic),
             LoopScheduler(),
@@ -133,7 +134,8 @@ class BrokerServer:
         bound = self._server.sockets[0].getsockname()
         self.host, self.port = host or bound[0], bound[1]
         adv_host, adv_port = self._advertised()
-        store.set_broker(BrokerInfo(node_id, adv_host, adv_port, self.config.get("broker.rack")))
+        store.register_broker(
+            BrokerInfo(node_id, adv_host, adv_port, self.config.get("broker.rack")))
         self._tasks = [
             asyncio.create_task(self._every(self._retention_interval(), self._retention),
                                 name="retention"),

@@ -122,6 +122,7 @@ class ReplicaManager:
         self.flusher = GroupCommitFlusher(self._on_flushed)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._listeners: dict[str, list[LeadershipListener]] = {}
+        self._topic_configs: dict[str, dict[str, str]] = {}
         self._checkpoint_path = Path(logs.data_dir) / REPLICATION_OFFSET_CHECKPOINT
         self._restored_hw = self._read_hw_checkpoint()
 
@@ -151,6 +152,10 @@ class ReplicaManager:
         resigned: list[tuple[TopicPartition, int | None]] = []
         for topic in image.topics.values():
             config: TopicConfig | None = None
+            known = self._topic_configs.get(topic.name)
+            if known is not None and known != topic.configs:
+                self.update_configs(topic.name)
+            self._topic_configs[topic.name] = dict(topic.configs)
             for info in topic.partitions:
                 if self.node_id not in info.replicas:
                     continue
@@ -176,6 +181,8 @@ class ReplicaManager:
             if partition.is_leader:
                 resigned.append((tp, None))
             self._wake(tp)
+        for name in [n for n in self._topic_configs if n not in image.topics]:
+            del self._topic_configs[name]
         hosted_topics = {tp.topic for tp in wanted}
         for topic_name in {plog.topic for plog in self.logs.logs()} - hosted_topics:
             self.logs.delete_topic(topic_name)
@@ -186,8 +193,6 @@ class ReplicaManager:
             self._wake(tp)
             for listener in self._listeners.get(tp.topic, ()):
                 listener.on_become_leader(tp.partition, epoch)
-
-    sync = apply_image  # the name topic administration still calls
 
     def _create_partition(self, tp: TopicPartition, topic_id: object, config: TopicConfig
                           ) -> Partition:

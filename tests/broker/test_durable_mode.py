@@ -57,7 +57,7 @@ def test_durable_acknowledgement_and_group_commit(tmp_path: Path) -> None:
                 run(dispatcher, produce_frame("d", i % 4, 1)) for i in range(200)))
             assert all(r.responses[0].partition_responses[0].error_code == 0 for r in responses)
             assert all(plog.recovery_point == plog.log_end_offset == 50 for plog in logs)
-            assert state.flusher.rounds <= 3  # 200 requests shared one or two fsync rounds
+            assert state.replicas.flusher.rounds <= 3  # 200 requests shared one or two fsync rounds
             # acks=0: no response, but the data still becomes durable.
             assert await run(dispatcher, produce_frame("d", 0, 0)) is None
             for _ in range(100):

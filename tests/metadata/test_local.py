@@ -1,48 +1,139 @@
+"""What only the file-backed store does: its file format, upgrades from version 1, errors.
+
+The behaviour shared with the other stores is in test_store_contract.py."""
+
+from __future__ import annotations
+
+import json
+import uuid
 from pathlib import Path
 
 import pytest
 
-from strom.common.errors import (
-    InvalidPartitionsError,
-    TopicAlreadyExistsError,
-    UnknownTopicOrPartitionError,
-)
-from strom.metadata.image import BrokerInfo
-from strom.metadata.local import LocalMetadataStore
+from strom.metadata.changes import PutTopic
+from strom.metadata.image import BrokerInfo, PartitionInfo, TopicInfo
+from strom.metadata.local import FILE_NAME, LEGACY_PRODUCER_ID_FILE, LocalMetadataStore
+from strom.metadata.store import ProducerIdBlock
 
-BROKER = BrokerInfo(0, "127.0.0.1", 9092)
+BROKER = BrokerInfo(3, "127.0.0.1", 9092)
+TOPIC_ID = uuid.UUID("6f1e7e0a-7d3c-4b7e-9b1a-0a5e3c2b1d4f")
 
 
-def test_topics_persist_across_reopen(tmp_path: Path) -> None:
+def write_v1(data_dir: Path, epoch: int = 7) -> None:
+    (data_dir / FILE_NAME).write_text(json.dumps({
+        "version": 1, "cluster_id": "c1", "epoch": epoch,
+        "topics": {"t": {"id": str(TOPIC_ID), "partitions": 2, "configs": {"segment.ms": "5"},
+                         "internal": False},
+                   "__consumer_offsets": {"id": str(uuid.uuid4()), "partitions": 1,
+                                          "configs": {}, "internal": True}}}))
+
+
+def test_new_store_writes_version_2_with_the_given_cluster_id(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER, "given-id")
+    saved = json.loads((tmp_path / FILE_NAME).read_text())
+    assert saved == {"version": 2, "cluster_id": "given-id", "epoch": 0, "next_producer_id": 0,
+                     "topics": {}}
+    assert store.image.controller_id == 3 and store.image.brokers == {3: BROKER}
+
+
+def test_partitions_are_stored_explicitly(tmp_path: Path) -> None:
     store = LocalMetadataStore(tmp_path, BROKER)
-    created = store.create_topic("a", 3, {"retention.ms": "1000"})
-    assert [p.partition for p in created.partitions] == [0, 1, 2]
-    store.set_partition_count("a", 5)
-    store.set_topic_configs("a", {"segment.ms": "5000"})
-    epoch = store.image.epoch
+    parts = (PartitionInfo(0, 3, 2, (3, 4), (3,)), PartitionInfo(1, -1, 0, (4,), ()))
+    store.write(store.image.epoch, [PutTopic(TopicInfo("t", TOPIC_ID, parts, {"a": "b"}))])
+    saved = json.loads((tmp_path / FILE_NAME).read_text())["topics"]["t"]
+    assert saved == {"id": str(TOPIC_ID), "internal": False, "configs": {"a": "b"},
+                     "partitions": [
+                         {"replicas": [3, 4], "leader": 3, "leader_epoch": 2, "isr": [3]},
+                         {"replicas": [4], "leader": -1, "leader_epoch": 0, "isr": []}]}
+    assert LocalMetadataStore(tmp_path, BROKER).image.topics["t"].partitions == parts
+
+
+def test_version_1_is_read_as_led_here_and_rewritten(tmp_path: Path) -> None:
+    write_v1(tmp_path)
+    store = LocalMetadataStore(tmp_path, BROKER)
+    image = store.image
+    assert image.epoch == 7 and image.cluster_id == "c1"
+    t = image.topics["t"]
+    assert t.topic_id == TOPIC_ID and t.configs == {"segment.ms": "5"} and not t.internal
+    assert t.partitions == (PartitionInfo(0, 3, 0, (3,), (3,)), PartitionInfo(1, 3, 0, (3,), (3,)))
+    assert image.topics["__consumer_offsets"].internal
+    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 2
+    assert LocalMetadataStore(tmp_path, BROKER).image.topics == image.topics
+
+
+@pytest.mark.parametrize(("main", "tmp", "expected"), [
+    ("2000\n", None, 2000),
+    ("2000\n", "3000\n", 3000),  # the rename of a newer reservation was not durable
+    ("2000\n", "30", 2000),  # a torn temp file: lower, so ignored by max()
+    ("2000\n", "\x00\x00", 2000),  # torn into garbage
+    (None, "1000\n", 1000),
+])
+def test_producer_id_block_file_is_migrated(
+    tmp_path: Path, main: str | None, tmp: str | None, expected: int
+) -> None:
+    write_v1(tmp_path)
+    legacy = tmp_path / LEGACY_PRODUCER_ID_FILE
+    if main is not None:
+        legacy.write_text(main)
+    if tmp is not None:
+        legacy.with_suffix(".tmp").write_text(tmp)
+    store = LocalMetadataStore(tmp_path, BROKER)
+    assert not legacy.exists() and not legacy.with_suffix(".tmp").exists()
+    assert json.loads((tmp_path / FILE_NAME).read_text())["next_producer_id"] == expected
+    assert store.allocate_producer_id_block(1000) == ProducerIdBlock(expected, 1000)
+
+
+def test_leftover_legacy_file_after_an_upgrade_crash_never_lowers_ids(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER)
+    store.allocate_producer_id_block(5000)
+    (tmp_path / LEGACY_PRODUCER_ID_FILE).write_text("1000\n")
     reopened = LocalMetadataStore(tmp_path, BROKER)
-    topic = reopened.image.topics["a"]
-    assert topic.topic_id == created.topic_id
-    assert len(topic.partitions) == 5 and topic.configs == {"segment.ms": "5000"}
-    assert reopened.image.epoch == epoch and reopened.cluster_id == store.cluster_id
+    assert reopened.allocate_producer_id_block(1) == ProducerIdBlock(5000, 1)
+    assert not (tmp_path / LEGACY_PRODUCER_ID_FILE).exists()
 
 
-def test_errors(tmp_path: Path) -> None:
+@pytest.mark.parametrize("content", [
+    "{not json",
+    json.dumps({"version": 9, "cluster_id": "c", "epoch": 0, "topics": {}}),
+    json.dumps({"version": 2, "cluster_id": "c", "epoch": 0, "topics": {"t": {"id": "x"}}}),
+    json.dumps([1, 2]),
+])
+def test_unreadable_file_is_a_value_error(tmp_path: Path, content: str) -> None:
+    (tmp_path / FILE_NAME).write_text(content)
+    with pytest.raises(ValueError):
+        LocalMetadataStore(tmp_path, BROKER)
+
+
+def test_unreadable_legacy_producer_id_file_is_a_value_error(tmp_path: Path) -> None:
+    (tmp_path / LEGACY_PRODUCER_ID_FILE).write_text("many\n")
+    with pytest.raises(ValueError):
+        LocalMetadataStore(tmp_path, BROKER)
+
+
+def test_registration_updates_this_broker_only_and_persists_the_epoch(tmp_path: Path) -> None:
     store = LocalMetadataStore(tmp_path, BROKER)
-    store.create_topic("a", 1, {})
-    with pytest.raises(TopicAlreadyExistsError):
-        store.create_topic("a", 1, {})
-    with pytest.raises(InvalidPartitionsError):
-        store.set_partition_count("a", 1)
-    with pytest.raises(UnknownTopicOrPartitionError):
-        store.delete_topic("b")
-    store.delete_topic("a")
-    assert "a" not in LocalMetadataStore(tmp_path, BROKER).image.topics
+    store.register_broker(BrokerInfo(3, "advertised", 19092, "r1"))
+    assert store.image.brokers == {3: BrokerInfo(3, "advertised", 19092, "r1")}
+    assert store.image.epoch == 1
+    assert LocalMetadataStore(tmp_path, BROKER).image.epoch == 1
+    with pytest.raises(ValueError):
+        store.register_broker(BrokerInfo(4, "other", 9092))
 
 
-def test_image_is_immutable_snapshot(tmp_path: Path) -> None:
+def test_failed_persist_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = LocalMetadataStore(tmp_path, BROKER)
     before = store.image
-    store.create_topic("a", 1, {})
-    assert "a" not in before.topics and "a" in store.image.topics
-    assert store.image.epoch == before.epoch + 1
+
+    def fail(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("strom.metadata.local.os.replace", fail)
+    with pytest.raises(OSError):
+        store.write(before.epoch, [PutTopic(TopicInfo("t", TOPIC_ID, (
+            PartitionInfo(0, 3, 0, (3,), (3,)),), {}))])
+    with pytest.raises(OSError):
+        store.allocate_producer_id_block(10)
+    monkeypatch.undo()
+    assert store.image is before
+    assert store.allocate_producer_id_block(10) == ProducerIdBlock(0, 10)
+    assert LocalMetadataStore(tmp_path, BROKER).image.topics == {}

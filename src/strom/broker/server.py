@@ -24,15 +24,15 @@ from strom.broker import meta_properties
 from strom.broker.dispatch import Dispatcher
 from strom.broker.handlers import build_handlers
 from strom.broker.network import KafkaConnection
-from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.state import BrokerState
 from strom.common.clock import SYSTEM_CLOCK, Clock
 from strom.common.config import BrokerConfig
 from strom.common.errors import StromError
 from strom.common.timer import LoopScheduler
+from strom.controller.producer_ids import ProducerIdManager
 from strom.coordinator.group.coordinator import GroupCoordinator
 from strom.coordinator.group.records import OFFSETS_TOPIC
-from strom.coordinator.writer import ReplicaPartitionWriter, lead_hosted_partitions
+from strom.coordinator.writer import ReplicaPartitionWriter
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager
@@ -101,9 +101,9 @@ class BrokerServer:
         self._logs = logs
         state_ref: list[BrokerState] = []
         replicas = ReplicaManager(logs, lambda t: state_ref[0].topic_config(t), self.clock,
-                                  node_id)
+                                  node_id, LoopScheduler())
         state = BrokerState(self.config, self.data_dir, self.clock, store, replicas,
-                            ProducerIdManager(self.data_dir))
+                            ProducerIdManager(store))
         state_ref.append(state)
         self.state = state
         logs.load(state.topic_config)
@@ -111,13 +111,13 @@ class BrokerServer:
             io_cap = float(self.config.get("log.cleaner.io.max.bytes.per.second"))
             logs.start_cleaner(int(self.config.get("log.cleaner.backoff.ms")),
                                io_cap if io_cap < 1e300 else None)
-        replicas.sync(store.image)
-        coordinator = GroupCoordinator(
-            ReplicaPartitionWriter(replicas, state.flusher.flush_up_to),
-            LoopScheduler(), self.clock, state.group_settings(),
-        )
+        replicas.apply_image(store.image)
+        store.subscribe(replicas.apply_image)  # every metadata change: role transitions
+        coordinator = GroupCoordinator(ReplicaPartitionWriter(replicas), LoopScheduler(),
+                                       self.clock, state.group_settings())
         state.group_coordinator = coordinator
-        lead_hosted_partitions(coordinator.runtime, OFFSETS_TOPIC, replicas)
+        # Shards load (and unload) with the leadership of __consumer_offsets partitions.
+        replicas.add_leadership_listener(OFFSETS_TOPIC, coordinator.runtime)
         dispatcher = Dispatcher(build_handlers(state))
         max_request = int(self.config.get("socket.request.max.bytes"))
         loop = asyncio.get_running_loop()
@@ -133,13 +133,17 @@ class BrokerServer:
         bound = self._server.sockets[0].getsockname()
         self.host, self.port = host or bound[0], bound[1]
         adv_host, adv_port = self._advertised()
-        store.set_broker(BrokerInfo(node_id, adv_host, adv_port, self.config.get("broker.rack")))
+        store.register_broker(
+            BrokerInfo(node_id, adv_host, adv_port, self.config.get("broker.rack")))
         self._tasks = [
             asyncio.create_task(self._every(self._retention_interval(), self._retention),
                                 name="retention"),
             asyncio.create_task(self._every(1.0, self._flush_due), name="flush-scheduler"),
             asyncio.create_task(self._every(CHECKPOINT_INTERVAL_S, logs.checkpoint),
                                 name="checkpoints"),
+            asyncio.create_task(self._every(self._hw_checkpoint_interval(),
+                                            replicas.checkpoint_high_watermarks),
+                                name="high-watermark-checkpoint"),
             asyncio.create_task(self._every(self._offsets_expiry_interval(),
                                             coordinator.expire_offsets),
                                 name="offsets-expiry"),
@@ -158,6 +162,10 @@ class BrokerServer:
 
     def _retention_interval(self) -> float:
         return max(0.05, int(self.config.get("log.retention.check.interval.ms")) / 1000.0)
+
+    def _hw_checkpoint_interval(self) -> float:
+        return max(0.05, int(self.config.get("replica.high.watermark.checkpoint.interval.ms"))
+                   / 1000.0)
 
     def _offsets_expiry_interval(self) -> float:
         return max(0.05, int(self.config.get("offsets.retention.check.interval.ms")) / 1000.0)
@@ -202,7 +210,7 @@ class BrokerServer:
         if self.state is not None and self.state.group_coordinator is not None:
             self.state.group_coordinator.shutdown()
         if self.state is not None:
-            await self.state.flusher.close()
+            await self.state.replicas.shutdown()
         if self._logs is not None:
             self._logs.shutdown()
             self._logs = None

@@ -6,24 +6,19 @@ handler at construction. Owned by the event-loop thread.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strom.broker.producer_ids import ProducerIdManager
 from strom.common.clock import Clock
 from strom.common.config import BrokerConfig, TopicConfig, validate_topic_configs
-from strom.common.errors import (
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-    TopicDeletionDisabledError,
-    error_class,
-)
-from strom.common.names import validate_topic_name
+from strom.common.errors import error_class
+from strom.controller.producer_ids import ProducerIdManager
+from strom.controller.topics import TopicAdmin
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.metadata.image import TopicInfo
-from strom.metadata.local import LocalMetadataStore
-from strom.replication.flusher import GroupCommitFlusher
+from strom.metadata.store import MetadataStore
 from strom.replication.replica_manager import ReplicaManager
 
 
@@ -32,11 +27,14 @@ class BrokerState:
     config: BrokerConfig
     data_dir: Path
     clock: Clock
-    store: LocalMetadataStore
+    store: MetadataStore
     replicas: ReplicaManager
     producer_ids: ProducerIdManager
-    flusher: GroupCommitFlusher = field(default_factory=GroupCommitFlusher)
     group_coordinator: GroupCoordinator | None = None
+    topic_admin: TopicAdmin = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.topic_admin = TopicAdmin(self.store, self.config)
 
     @property
     def groups(self) -> GroupCoordinator:
@@ -71,10 +69,11 @@ class BrokerState:
             "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
             "compression.type": "producer",
         }
-        validate_topic_configs(configs)
-        self.store.create_topic(OFFSETS_TOPIC, int(self.config.get("offsets.topic.num.partitions")),
-                                configs, internal=True)
-        self.replicas.sync(self.store.image)
+        # One replica, as before there was a replication factor for it (Kafka's
+        # offsets.topic.replication.factor arrives with multi-broker clusters).
+        self.topic_admin.create_topic(
+            OFFSETS_TOPIC, int(self.config.get("offsets.topic.num.partitions")), 1, configs,
+            internal=True)
 
     @property
     def node_id(self) -> int:
@@ -85,52 +84,35 @@ class BrokerState:
         overrides = validate_topic_configs(info.configs) if info else {}
         return TopicConfig(self.config, overrides)
 
-    # -- topic administration (CreateTopics, auto-create, DeleteTopics, CreatePartitions) ---
+    # -- topic administration (CreateTopics, auto-create, DeleteTopics, CreatePartitions,
+    # AlterConfigs): decided by the controller, then the hosted partitions follow the image ----
     def check_new_topic(
-        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+        *, assignments: Mapping[int, Sequence[int]] | None = None,
     ) -> tuple[int, int]:
         """Validate a topic creation; return the effective (partitions, replication factor)."""
-        validate_topic_name(name)
-        if partitions == -1:
-            partitions = int(self.config.get("num.partitions"))
-        if replication_factor == -1:
-            replication_factor = int(self.config.get("default.replication.factor"))
-        if partitions < 1:
-            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
-        if replication_factor < 1:
-            raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-        if replication_factor > len(self.store.image.brokers):
-            raise InvalidReplicationFactorError(
-                f"Replication factor: {replication_factor} larger than available brokers: "
-                f"{len(self.store.image.brokers)}."
-            )
-        validate_topic_configs(configs)
-        return partitions, replication_factor
+        topic = self.topic_admin.create_topic(name, partitions, replication_factor, configs,
+                                              assignments=assignments, validate_only=True)
+        return len(topic.partitions), len(topic.partitions[0].replicas)
 
     def create_topic(
         self, name: str, partitions: int = -1, replication_factor: int = -1,
         configs: dict[str, str] | None = None,
+        *, assignments: Mapping[int, Sequence[int]] | None = None,
     ) -> TopicInfo:
-        configs = configs or {}
-        partitions, _rf = self.check_new_topic(name, partitions, replication_factor, configs)
-        topic = self.store.create_topic(name, partitions, configs)
-        self.replicas.sync(self.store.image)
+        topic = self.topic_admin.create_topic(name, partitions, replication_factor, configs,
+                                              assignments=assignments)
         return topic
 
     def delete_topic(self, name: str) -> TopicInfo:
-        if not self.config.get("delete.topic.enable"):
-            raise TopicDeletionDisabledError("Topic deletion is disabled.")
-        topic = self.store.delete_topic(name)
-        self.replicas.sync(self.store.image)
+        topic = self.topic_admin.delete_topic(name)
         return topic
 
-    def add_partitions(self, name: str, count: int) -> TopicInfo:
-        topic = self.store.set_partition_count(name, count)
-        self.replicas.sync(self.store.image)
+    def add_partitions(self, name: str, count: int,
+                       assignments: Sequence[Sequence[int]] | None = None) -> TopicInfo:
+        topic = self.topic_admin.add_partitions(name, count, assignments)
         return topic
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
-        validate_topic_configs(configs)
-        topic = self.store.set_topic_configs(name, configs)
-        self.replicas.update_configs(name)
+        topic = self.topic_admin.set_topic_configs(name, configs)
         return topic

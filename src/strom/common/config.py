@@ -243,6 +243,9 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     ConfigKey("min.insync.replicas", ConfigType.INT, 1,
               "Replicas that must acknowledge an acks=all produce.", at_least(1)),
+    ConfigKey("replica.high.watermark.checkpoint.interval.ms", ConfigType.LONG, 5000,
+              "How often each partition's high watermark is written to "
+              "replication-offset-checkpoint.", at_least(1)),
     ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, False,
               "Allow an out-of-sync replica to become leader."),
     ConfigKey("group.initial.rebalance.delay.ms", ConfigType.INT, 3000,

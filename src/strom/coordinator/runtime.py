@@ -3,7 +3,9 @@
 A coordinator (the group coordinator today, the transaction coordinator next) keeps its state
 in an internal topic (``__consumer_offsets``, ``__transaction_state``). Each partition of that
 topic is one shard: the shard for partition *p* exists on this broker exactly while this
-broker leads *p*. The runtime is that partition's :class:`LeadershipListener`:
+broker leads *p*. The runtime is the topic's leadership listener
+(:class:`strom.replication.replica_manager.LeadershipListener`; the broker registers it with
+``ReplicaManager.add_leadership_listener``, which also reports the partitions led already):
 
 * ``on_become_leader(p, epoch)`` creates the shard in state **LOADING**, tagged with the
   leader epoch, and starts an asyncio task that replays the partition from its log start to
@@ -126,14 +128,6 @@ class CoordinatorShard(Protocol):
         """The shard is gone: cancel timers, answer parked requests NOT_COORDINATOR. The
         failure continuations of writes still pending run after this."""
         ...
-
-
-class LeadershipListener(Protocol):
-    """Told by the replica manager when this broker starts / stops leading a partition."""
-
-    def on_become_leader(self, partition: int, leader_epoch: int) -> None: ...
-
-    def on_resign(self, partition: int, leader_epoch: int | None) -> None: ...
 
 
 class ShardState(enum.Enum):

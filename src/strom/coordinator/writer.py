@@ -1,24 +1,28 @@
 """The broker's :class:`~strom.coordinator.runtime.PartitionWriter`: internal-topic partitions
-through the replica manager.
+through the replica manager's one write path.
 
-Appends go through the partition's leader append path (one uncompressed v2 batch per
-coordinator write); the write is committed once the high watermark passed it and it is durable
-per the topic's flush policy. Reads decode the partition from its log start to its log end,
-chunk by chunk, when a shard loads. Owned by the broker's event-loop thread.
+Appends are ``ReplicaManager.append(required_acks=-1, origin=COORDINATOR)`` of one
+uncompressed v2 batch per coordinator write: refused at once (nothing appended) when this
+broker does not lead the partition or the ISR is below ``min.insync.replicas``; committed once
+the high watermark passed the batch and it is durable per the topic's flush policy; failed
+later with the error the replica manager records (KAFKA_STORAGE_ERROR on a failed fsync,
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT after ``timeout_ms``). Reads decode the
+partition from its log start to its log end, a chunk at a time, when a shard loads. Owned by
+the broker's event-loop thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 
-from strom.common.errors import KafkaError, KafkaStorageError, NotLeaderOrFollowerError
+from strom.common.errors import NotLeaderOrFollowerError
 from strom.common.types import TopicPartition
-from strom.coordinator.runtime import LeadershipListener, ReplayRecord
+from strom.coordinator.runtime import ReplayRecord
 from strom.protocol.records.reader import decode_batches
-from strom.replication.flusher import Flushable
-from strom.replication.replica_manager import ReplicaManager
+from strom.replication.partition import FetchIsolation
+from strom.replication.replica_manager import AppendOrigin, ReplicaManager
 
 READ_CHUNK = 1 << 20
 
@@ -26,52 +30,40 @@ READ_CHUNK = 1 << 20
 class ReplicaPartitionWriter:
     """Coordinator writes and loads over the :class:`ReplicaManager`."""
 
-    def __init__(
-        self, replicas: ReplicaManager, flush: Callable[[Flushable, int], Awaitable[None]]
-    ) -> None:
+    def __init__(self, replicas: ReplicaManager) -> None:
         self._replicas = replicas
-        self._flush = flush
 
     def append(self, tp: TopicPartition, batch: bytes, *, timeout_ms: int
                ) -> int | asyncio.Future[int]:
-        target = self._replicas.get(tp.topic, tp.partition)
-        if target is None:
-            raise NotLeaderOrFollowerError(f"{tp} is not hosted here")
-        try:
-            result = target.append_as_leader(memoryview(bytearray(batch)))
-        except OSError as exc:  # full disk, I/O error: what the produce path answers
-            raise KafkaStorageError(f"cannot append to {tp}: {exc}") from exc
+        outcome = self._replicas.append(
+            {tp: memoryview(bytearray(batch))}, required_acks=-1,
+            origin=AppendOrigin.COORDINATOR, timeout_ms=timeout_ms)
+        result = outcome.results[tp]
+        if result.error is not None:
+            raise result.error
         last = result.last_offset
-        if not target.log.needs_flush():
+        if outcome.done is None:
             return last
-        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        flushed = asyncio.ensure_future(self._flush(target.log, last + 1))
+        committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
-        def settle(future: asyncio.Future[None]) -> None:
-            if done.done():
-                return
-            exc = None if future.cancelled() else future.exception()
-            if future.cancelled():
-                done.set_exception(KafkaError("flush cancelled"))
-            elif isinstance(exc, KafkaError):
-                done.set_exception(exc)
-            elif exc is not None:  # fsync failure
-                done.set_exception(KafkaStorageError(f"cannot fsync {tp}: {exc}"))
+        def settle(_done: asyncio.Future[None]) -> None:
+            error = outcome.results[tp].error
+            if error is not None:
+                committed.set_exception(error)
             else:
-                done.set_result(last)
+                committed.set_result(last)
 
-        flushed.add_done_callback(settle)
-        return done
+        outcome.done.add_done_callback(settle)
+        return committed
 
     def read_batches(self, tp: TopicPartition) -> Iterator[list[ReplayRecord]]:
-        target = self._replicas.get(tp.topic, tp.partition)
-        if target is None:  # never an empty shard for a partition that is not here
+        partition = self._replicas.partition(tp)
+        if partition is None:
             raise NotLeaderOrFollowerError(f"{tp} is not hosted here")
-        plog = target.log
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
+        offset = partition.log_start_offset
+        end = partition.log_end_offset
         while offset < end:
-            result = plog.read(offset, READ_CHUNK, upper_bound=end, min_one=True)
+            result = partition.read(offset, READ_CHUNK, FetchIsolation.LOG_END, min_one=True)
             if not result.regions:
                 return
             data = b"".join(
@@ -89,12 +81,3 @@ class ReplicaPartitionWriter:
                 advanced = True
             if not advanced:
                 return
-
-
-def lead_hosted_partitions(listener: LeadershipListener, topic: str,
-                           replicas: ReplicaManager) -> None:
-    """Tell ``listener`` this broker leads every hosted partition of ``topic`` (single broker:
-    every hosted partition is led here). Idempotent for an unchanged leader epoch."""
-    for partition in replicas.partitions():
-        if partition.tp.topic == topic:
-            listener.on_become_leader(partition.tp.partition, partition.leader_epoch)

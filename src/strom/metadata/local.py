@@ -1,14 +1,28 @@
 """Single-node metadata store: the embedded default, one JSON file in the data directory.
 
-File ``<data-dir>/strom-metadata.json`` (written atomically: temp file, fsync, rename, fsync of
-the directory)::
+File ``<data-dir>/strom-metadata.json``, format version 2 (written atomically: temp file, fsync,
+rename, fsync of the directory)::
 
-    {"version": 1, "cluster_id": "...", "epoch": N,
-     "topics": {"name": {"id": "<uuid>", "partitions": P, "configs": {"k": "v"}}}}
+    {"version": 2, "cluster_id": "...", "epoch": N, "next_producer_id": M,
+     "topics": {"<name>": {"id": "<uuid>", "internal": false, "configs": {"k": "v"},
+                           "partitions": [{"replicas": [0], "leader": 0, "leader_epoch": 0,
+                                           "isr": [0]}, ...]}}}
 
-The store owns the current :class:`MetadataImage`; every mutation persists first, then swaps
-the image, so a crash leaves either the old or the new state. Only the event-loop thread
-mutates it.
+Partition ``i`` is entry ``i`` of ``partitions``. ``next_producer_id`` is the lowest producer
+id never reserved. Brokers are not stored: like Kafka's ephemeral registrations they come from
+the running broker (its node id and listener).
+
+Version 1 files (``"partitions": <count>``, no producer ids) are read as partitions led by this
+node at leader epoch 0 with ISR = replicas = [this node], and rewritten as version 2 when the
+store opens. The producer-id reservation that version 1 brokers kept in
+``<data-dir>/producer-id-block`` (one line: the next unreserved id; a leftover ``.tmp`` beside
+it counts too, as its rename was not made durable) is folded into ``next_producer_id`` and the
+old file is deleted once the new one is durable, so no id is handed out twice across the
+upgrade. A version 2 file cannot be read by older strom versions.
+
+Every change is persisted first and then becomes the current image, so a crash leaves either
+the old or the new state. Broker registration bumps (and persists) the epoch as well, so
+epochs never repeat across restarts. Owned by the event-loop thread.
 """
 
 from __future__ import annotations
@@ -17,18 +31,23 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from strom.common.errors import (
-    InvalidPartitionsError,
-    TopicAlreadyExistsError,
-    UnknownTopicOrPartitionError,
-)
+from strom.metadata.changes import MetadataChange, apply_changes
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
+from strom.metadata.store import (
+    Listeners,
+    MetadataListener,
+    ProducerIdBlock,
+    StaleMetadataError,
+    next_producer_id_block,
+)
 
 FILE_NAME = "strom-metadata.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+LEGACY_PRODUCER_ID_FILE = "producer-id-block"
 
 
 def new_cluster_id() -> str:
@@ -37,22 +56,29 @@ def new_cluster_id() -> str:
 
 
 class LocalMetadataStore:
-    """File-backed metadata for a single broker that leads every partition."""
+    """File-backed :class:`~strom.metadata.store.MetadataStore` for a single broker.
+
+    Raises ``ValueError`` at construction when the file cannot be read (bad JSON, an unknown
+    format version, a malformed entry)."""
 
     def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
+        self._dir = data_dir
         self._path = data_dir / FILE_NAME
         self._broker = broker
-        state = self._read()
-        if state is None:
-            state = {
-                "version": FORMAT_VERSION,
-                "cluster_id": cluster_id or new_cluster_id(),
-                "epoch": 0,
-                "topics": {},
-            }
-            self._write(state)
-        self._state = state
-        self._image = self._build(state)
+        self._listeners = Listeners()
+        loaded = self._read()
+        legacy_next = self._read_legacy_producer_ids()
+        if loaded is None:
+            image = MetadataImage(cluster_id or new_cluster_id(), 0, broker.node_id,
+                                  {broker.node_id: broker}, {})
+            version, next_pid = None, 0
+        else:
+            image, next_pid, version = loaded
+        self._image = image
+        self._next_producer_id = max(next_pid, legacy_next or 0)
+        if version != FORMAT_VERSION or legacy_next is not None:
+            self._persist(self._image, self._next_producer_id)
+            self._remove_legacy_producer_ids()
 
     @property
     def image(self) -> MetadataImage:
@@ -60,118 +86,152 @@ class LocalMetadataStore:
 
     @property
     def cluster_id(self) -> str:
-        return str(self._state["cluster_id"])
+        return self._image.cluster_id
 
-    def set_broker(self, broker: BrokerInfo) -> None:
-        """Update the advertised address (known only once the listener is bound)."""
+    def register_broker(self, broker: BrokerInfo) -> None:
+        """Update this broker's advertised address and rack (known once the listener is bound).
+
+        Raises ``ValueError`` for another node id: this store holds a single broker."""
+        if broker.node_id != self._broker.node_id:
+            raise ValueError(f"single-node metadata store of broker {self._broker.node_id} "
+                             f"cannot register broker {broker.node_id}")
+        image = MetadataImage(self._image.cluster_id, self._image.epoch + 1, broker.node_id,
+                              {broker.node_id: broker}, self._image.topics)
+        self._persist(image, self._next_producer_id)
         self._broker = broker
-        self._image = self._build(self._state)
+        self._image = image
+        self._listeners.publish(image)
 
-    def create_topic(
-        self, name: str, partitions: int, configs: Mapping[str, str], internal: bool = False
-    ) -> TopicInfo:
-        if name in self._state["topics"]:
-            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
-        if partitions < 1:
-            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
-        state = self._copy()
-        state["topics"][name] = {
-            "id": str(uuid.uuid4()),
-            "partitions": partitions,
-            "configs": dict(configs),
-            "internal": internal,
-        }
-        self._commit(state)
-        return self._image.topics[name]
+    def write(self, expected_epoch: int, changes: Sequence[MetadataChange]) -> MetadataImage:
+        if expected_epoch != self._image.epoch:
+            raise StaleMetadataError(expected_epoch, self._image.epoch)
+        if not changes:
+            return self._image
+        image = apply_changes(self._image, changes)
+        self._persist(image, self._next_producer_id)
+        self._image = image
+        self._listeners.publish(image)
+        return image
 
-    def delete_topic(self, name: str) -> TopicInfo:
-        topic = self._require(name)
-        state = self._copy()
-        del state["topics"][name]
-        self._commit(state)
-        return topic
+    def subscribe(self, listener: MetadataListener) -> Callable[[], None]:
+        return self._listeners.subscribe(listener)
 
-    def set_partition_count(self, name: str, count: int) -> TopicInfo:
-        topic = self._require(name)
-        current = len(topic.partitions)
-        if count <= current:
-            raise InvalidPartitionsError(
-                f"Topic currently has {current} partitions, which is higher than or equal to "
-                f"the requested {count}."
-            )
-        state = self._copy()
-        state["topics"][name]["partitions"] = count
-        self._commit(state)
-        return self._image.topics[name]
+    def allocate_producer_id_block(self, size: int) -> ProducerIdBlock:
+        block = next_producer_id_block(self._next_producer_id, size)
+        self._persist(self._image, block.last + 1)
+        self._next_producer_id = block.last + 1
+        return block
 
-    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
-        """Replace a topic's overrides with ``configs``."""
-        self._require(name)
-        state = self._copy()
-        state["topics"][name]["configs"] = dict(configs)
-        self._commit(state)
-        return self._image.topics[name]
-
-    def _require(self, name: str) -> TopicInfo:
-        topic = self._image.topics.get(name)
-        if topic is None:
-            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-        return topic
-
-    def _copy(self) -> dict:
-        copied: dict = json.loads(json.dumps(self._state))
-        return copied
-
-    def _commit(self, state: dict) -> None:
-        state["epoch"] = int(state["epoch"]) + 1
-        self._write(state)
-        self._state = state
-        self._image = self._build(state)
-
-    def _build(self, state: dict) -> MetadataImage:
-        node = self._broker.node_id
-        topics: dict[str, TopicInfo] = {}
-        for name, entry in state["topics"].items():
-            parts = tuple(
-                PartitionInfo(partition=i, leader=node, leader_epoch=0, replicas=(node,),
-                              isr=(node,))
-                for i in range(int(entry["partitions"]))
-            )
-            topics[name] = TopicInfo(
-                name=name,
-                topic_id=uuid.UUID(entry["id"]),
-                partitions=parts,
-                configs=dict(entry.get("configs", {})),
-                internal=bool(entry.get("internal", False)),
-            )
-        return MetadataImage(
-            cluster_id=str(state["cluster_id"]),
-            epoch=int(state["epoch"]),
-            controller_id=node,
-            brokers={node: self._broker},
-            topics=topics,
-        )
-
-    def _read(self) -> dict | None:
+    # -- the file ---------------------------------------------------------------------------
+    def _read(self) -> tuple[MetadataImage, int, int] | None:
+        """(image, next producer id, format version) from the file, or None if absent."""
         try:
             raw = self._path.read_text("utf-8")
         except FileNotFoundError:
             return None
-        state: dict = json.loads(raw)
-        if state.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{self._path}: unsupported metadata format {state.get('version')}")
-        return state
+        state = json.loads(raw)
+        version = state.get("version") if isinstance(state, dict) else None
+        if version not in (1, FORMAT_VERSION):
+            raise ValueError(f"{self._path}: unsupported metadata format {version}")
+        try:
+            image, next_pid = self._decode(state, version)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{self._path}: malformed metadata ({exc!r})") from exc
+        return image, next_pid, version
 
-    def _write(self, state: dict) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+    def _decode(self, state: dict[str, Any], version: int) -> tuple[MetadataImage, int]:
+        node = self._broker.node_id
+        topics: dict[str, TopicInfo] = {}
+        for name, entry in state["topics"].items():
+            if version == 1:
+                parts = tuple(PartitionInfo(i, node, 0, (node,), (node,))
+                              for i in range(int(entry["partitions"])))
+            else:
+                parts = tuple(
+                    PartitionInfo(i, int(p["leader"]), int(p["leader_epoch"]),
+                                  tuple(int(r) for r in p["replicas"]),
+                                  tuple(int(r) for r in p["isr"]))
+                    for i, p in enumerate(entry["partitions"]))
+            topics[name] = TopicInfo(
+                name=name,
+                topic_id=uuid.UUID(entry["id"]),
+                partitions=parts,
+                configs={str(k): str(v) for k, v in entry.get("configs", {}).items()},
+                internal=bool(entry.get("internal", False)),
+            )
+        image = MetadataImage(str(state["cluster_id"]), int(state["epoch"]), node,
+                              {node: self._broker}, topics)
+        return image, int(state.get("next_producer_id", 0))
+
+    @staticmethod
+    def _encode(image: MetadataImage, next_producer_id: int) -> dict[str, Any]:
+        return {
+            "version": FORMAT_VERSION,
+            "cluster_id": image.cluster_id,
+            "epoch": image.epoch,
+            "next_producer_id": next_producer_id,
+            "topics": {
+                t.name: {
+                    "id": str(t.topic_id),
+                    "internal": t.internal,
+                    "configs": dict(t.configs),
+                    "partitions": [
+                        {"replicas": list(p.replicas), "leader": p.leader,
+                         "leader_epoch": p.leader_epoch, "isr": list(p.isr)}
+                        for p in t.partitions
+                    ],
+                }
+                for t in image.topics.values()
+            },
+        }
+
+    def _persist(self, image: MetadataImage, next_producer_id: int) -> None:
+        """Write the whole state durably; the current state is untouched if this raises."""
+        self._dir.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(state, f, indent=1, sort_keys=True)
+            json.dump(self._encode(image, next_producer_id), f, indent=1, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._path)
-        dir_fd = os.open(self._path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        _fsync_dir(self._dir)
+
+    def _legacy_producer_id_files(self) -> list[Path]:
+        legacy = self._dir / LEGACY_PRODUCER_ID_FILE
+        return [legacy, legacy.with_suffix(".tmp")]
+
+    def _read_legacy_producer_ids(self) -> int | None:
+        """The highest next-unreserved id in the version 1 files, or None without any."""
+        found: int | None = None
+        for path in self._legacy_producer_id_files():
+            try:
+                text = path.read_text().strip()
+            except FileNotFoundError:
+                continue
+            try:
+                value = int(text or 0)
+            except ValueError:
+                if path.suffix == ".tmp":
+                    continue  # torn before its fsync: none of its ids were handed out
+                raise ValueError(f"{path}: not a producer id ({text!r})") from None
+            found = value if found is None else max(found, value)
+        return found
+
+    def _remove_legacy_producer_ids(self) -> None:
+        removed = False
+        for path in self._legacy_producer_id_files():
+            try:
+                path.unlink()
+                removed = True
+            except FileNotFoundError:
+                pass
+        if removed:
+            _fsync_dir(self._dir)
+
+
+def _fsync_dir(path: Path) -> None:
+    dir_fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

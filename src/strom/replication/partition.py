@@ -1,58 +1,372 @@
-"""A partition this broker leads: its log, leader epoch and the waiters for new data.
+"""A partition hosted by this broker: its replica state, and the rule that moves the high watermark.
 
-Single-broker today: the ISR is just this broker, so the high watermark follows the log end
-offset after each append. The leader epoch and high-watermark handling live here so that
-replication (followers, ISR changes) arrives without changing the handlers.
+The :class:`Partition` (Kafka's ``Partition``) owns what storage does not decide: the role
+(leader or follower), the leader epoch, the in-sync replica set, every replica's log end
+offset, the high watermark and the last stable offset. Storage (:class:`~strom.storage.log.Log`)
+only appends, reads, truncates and rolls.
+
+Rules (leader):
+
+* **High watermark** = the smallest log end offset among the ISR (the leader's own log end
+  included); it never moves back while this broker stays leader, never exceeds the leader's
+  log end, and never falls below the log start. With one replica it is the log end.
+* **Last stable offset** = the high watermark, or the first offset of the oldest transaction
+  still open below it, whichever is smaller (producer state keeps the open transactions).
+* **acks=-1**: refused with NOT_ENOUGH_REPLICAS before anything is appended when the ISR is
+  smaller than ``min.insync.replicas``; acknowledged once the high watermark passes the
+  appended records, with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+  ``min.insync.replicas`` in the meantime.
+
+The ISR is an immutable :class:`IsrState` value, replaced whole (Kafka's sealed
+``PartitionState``; the pending-expand / pending-shrink states arrive with the controller that
+applies ISR changes). Followers' log ends are reported by their fetches
+(:meth:`Partition.update_follower_fetch_state`).
+
+Consumers read up to the high watermark (or the last stable offset with read_committed);
+followers read up to the leader's log end.
+
+Owned by the broker's event-loop thread (the :class:`ReplicaManager`); not thread-safe.
 """
 
 from __future__ import annotations
 
+import enum
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from strom.common.clock import Clock
-from strom.common.types import TopicPartition
-from strom.replication.purgatory import DataWaiters
+from strom.common.errors import (
+    KafkaError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+)
+from strom.common.types import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    TopicPartition,
+)
 from strom.storage.log import AppendResult, Log, ReadResult
 
 
-class Partition:
-    """Owned by the event-loop thread (the broker's ReplicaManager)."""
+class Role(enum.Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
 
-    __slots__ = ("clock", "high_watermark", "leader_epoch", "log", "topic_id", "tp", "waiters")
+
+class FetchIsolation(enum.Enum):
+    """How far a read may go: the log end (followers), the high watermark (consumers), or the
+    last stable offset (read_committed consumers)."""
+
+    LOG_END = "log_end"
+    HIGH_WATERMARK = "high_watermark"
+    TXN_COMMITTED = "txn_committed"
+
+
+@dataclass(frozen=True, slots=True)
+class IsrState:
+    """The committed in-sync replica set (replaced whole, never mutated)."""
+
+    isr: frozenset[int]
+
+    @property
+    def maximal(self) -> frozenset[int]:
+        """The replicas the high watermark must wait for (the ISR; with pending expansions,
+        the ISR plus the replica being added)."""
+        return self.isr
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows of one follower, from its fetches."""
+
+    broker_id: int
+    log_end_offset: int = -1
+    last_caught_up_ms: int = -1
+    last_fetch_ms: int = -1
+
+
+HighWatermarkListener = Callable[[TopicPartition], None]
+
+
+class Partition:
+    """One hosted partition replica. Created by the :class:`ReplicaManager` from metadata."""
 
     def __init__(
         self,
         tp: TopicPartition,
         topic_id: uuid.UUID,
         log: Log,
-        leader_epoch: int,
-        waiters: DataWaiters,
+        local_id: int,
         clock: Clock,
+        *,
+        internal: bool = False,
+        min_insync_replicas: int = 1,
+        on_high_watermark: HighWatermarkListener | None = None,
     ) -> None:
         self.tp = tp
         self.topic_id = topic_id
         self.log = log
-        self.leader_epoch = leader_epoch
-        self.waiters = waiters
+        self.local_id = local_id
         self.clock = clock
-        self.high_watermark = log.log_end_offset  # single replica: the log end
-        log.stable_end = self.high_watermark
+        self.internal = internal
+        self.min_insync_replicas = min_insync_replicas
+        self.role = Role.FOLLOWER
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr_state = IsrState(frozenset())
+        self.remote: dict[int, ReplicaState] = {}
+        self._high_watermark = log.log_start_offset
+        self._on_high_watermark = on_high_watermark
+        self._publish_stable()
 
-    def append_as_leader(self, records: memoryview) -> AppendResult:
-        result = self.log.append(records, leader_epoch=self.leader_epoch,
-                                 now_ms=self.clock.now_ms())
-        if not result.duplicate:
-            self.high_watermark = self.log.log_end_offset
-            self.log.stable_end = self.high_watermark
-            self.waiters.notify(self.tp)
-        return result
-
-    def read(
-        self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool
-    ) -> ReadResult:
-        upper = self.last_stable_offset
-        return self.log.read(offset, max_bytes, upper_bound=upper, min_one=min_one)
+    # ------------------------------------------------------------------------------------
+    # offsets
+    # ------------------------------------------------------------------------------------
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        first_unstable = self._first_unstable_offset()
+        hw = self._high_watermark
+        return hw if first_unstable is None or first_unstable >= hw else first_unstable
+
+    def _first_unstable_offset(self) -> int | None:
+        return self.log.producer_state.first_unstable_offset()
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    @property
+    def isr(self) -> frozenset[int]:
+        return self.isr_state.isr
+
+    def initialize_high_watermark(self, checkpointed: int) -> None:
+        """Restore the high watermark from ``replication-offset-checkpoint``: clamped to
+        ``[log start, log end]`` (a crash may have cut the log below the checkpoint)."""
+        self._set_high_watermark(
+            min(max(checkpointed, self.log.log_start_offset), self.log.log_end_offset))
+
+    def _set_high_watermark(self, offset: int) -> None:
+        self._high_watermark = offset
+        # Transactions ended by a marker below the high watermark stop being unstable.
+        self.log.producer_state.on_high_watermark(offset)
+        self._publish_stable()
+
+    def _publish_stable(self) -> None:
+        """Tell storage how far records are committed and stable (bounds the cleaner)."""
+        self.log.stable_end = self.last_stable_offset
+
+    # ------------------------------------------------------------------------------------
+    # role changes (from metadata)
+    # ------------------------------------------------------------------------------------
+    def make_leader(self, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]
+                    ) -> bool:
+        """Become (or stay) leader at ``leader_epoch``; True if this is a new leadership (the
+        role or the epoch changed). A new epoch starts at the current log end in the leader
+        epoch cache, as in Kafka."""
+        changed = self.role is not Role.LEADER or leader_epoch != self.leader_epoch
+        if changed and leader_epoch >= 0 and leader_epoch > self.log.latest_epoch:
+            self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset)
+        if changed:
+            now = self.clock.now_ms()
+            self.remote = {r: ReplicaState(r, last_caught_up_ms=now)
+                           for r in replicas if r != self.local_id}
+        else:
+            for r in replicas:
+                if r != self.local_id and r not in self.remote:
+                    self.remote[r] = ReplicaState(r)
+            for r in [r for r in self.remote if r not in replicas]:
+                del self.remote[r]
+        self.role = Role.LEADER
+        self.leader_id = self.local_id
+        self.leader_epoch = leader_epoch
+        self.replicas = replicas
+        self.isr_state = IsrState(frozenset(isr))
+        self.maybe_increment_high_watermark()
+        return changed
+
+    def make_follower(self, leader_id: int, leader_epoch: int, replicas: tuple[int, ...]
+                      ) -> bool:
+        """Become (or stay) a follower of ``leader_id``; True if the role or epoch changed."""
+        changed = self.role is not Role.FOLLOWER or leader_epoch != self.leader_epoch
+        self.role = Role.FOLLOWER
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replicas = replicas
+        self.isr_state = IsrState(frozenset())
+        self.remote = {}
+        return changed
+
+    # ------------------------------------------------------------------------------------
+    # appends
+    # ------------------------------------------------------------------------------------
+    def append_as_leader(self, records: memoryview, required_acks: int) -> AppendResult:
+        """Validate and append a produce payload; may move the high watermark.
+
+        Raises NotLeaderOrFollower when not the leader, NotEnoughReplicas for acks=-1 with too
+        small an ISR (nothing appended), and whatever the log refuses."""
+        if self.role is not Role.LEADER:
+            raise NotLeaderOrFollowerError(
+                f"this broker is not the leader of {self.tp} (leader: {self.leader_id})")
+        if required_acks == -1 and len(self.isr_state.isr) < self.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"the in-sync replicas of {self.tp} ({len(self.isr_state.isr)}) are fewer "
+                f"than min.insync.replicas ({self.min_insync_replicas})")
+        result = self.log.append(records, leader_epoch=self.leader_epoch,
+                                 now_ms=self.clock.now_ms())
+        if not result.duplicate:
+            self.maybe_increment_high_watermark()
+        return result
+
+    def append_as_follower(self, records: memoryview) -> AppendResult:
+        """Append batches fetched from the leader, keeping their offsets and epochs."""
+        if self.role is not Role.FOLLOWER:
+            raise NotLeaderOrFollowerError(f"this broker leads {self.tp}; it does not follow")
+        return self.log.append_as_follower(records)
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower's high watermark follows the leader's, bounded by its own log end."""
+        if self.role is Role.FOLLOWER:
+            hw = min(leader_high_watermark, self.log.log_end_offset)
+            if hw != self._high_watermark:
+                self._set_high_watermark(hw)
+                self._notify_high_watermark()
+
+    # ------------------------------------------------------------------------------------
+    # the leader's view of its followers
+    # ------------------------------------------------------------------------------------
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched from ``fetch_offset``: everything below it is on that replica.
+
+        Records when it was last caught up (for ISR shrinking by ``replica.lag.time.max.ms``)
+        and may move the high watermark."""
+        state = self.remote.get(replica_id)
+        if state is None or self.role is not Role.LEADER:
+            raise NotLeaderOrFollowerError(
+                f"{replica_id} is not a follower of {self.tp} led by this broker")
+        now = self.clock.now_ms()
+        state.last_fetch_ms = now
+        state.log_end_offset = fetch_offset
+        if fetch_offset >= self.log.log_end_offset:
+            state.last_caught_up_ms = now
+        self.maybe_increment_high_watermark()
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Move the high watermark to the smallest log end in the ISR if that is higher."""
+        if self.role is not Role.LEADER:
+            return False
+        new_hw = self.log.log_end_offset
+        for replica_id in self.isr_state.maximal:
+            if replica_id == self.local_id:
+                continue
+            state = self.remote.get(replica_id)
+            end = state.log_end_offset if state is not None else -1
+            if end < new_hw:
+                new_hw = end
+        if new_hw <= self._high_watermark:
+            return False
+        self._set_high_watermark(new_hw)
+        self._notify_high_watermark()
+        return True
+
+    def _notify_high_watermark(self) -> None:
+        if self._on_high_watermark is not None:
+            self._on_high_watermark(self.tp)
+
+    def check_enough_replicas_reach_offset(
+        self, required_offset: int
+    ) -> tuple[bool, KafkaError | None]:
+        """For a waiting acks=-1 produce: (done, error). Done once the high watermark reached
+        ``required_offset`` (the end of the appended records) or leadership was lost."""
+        if self.role is not Role.LEADER:
+            return True, NotLeaderOrFollowerError(f"leadership of {self.tp} moved")
+        if self._high_watermark < required_offset:
+            return False, None
+        if len(self.isr_state.isr) < self.min_insync_replicas:
+            return True, NotEnoughReplicasAfterAppendError(
+                f"the in-sync replicas of {self.tp} shrank below min.insync.replicas "
+                f"({self.min_insync_replicas}) after the append")
+        return True, None
+
+    # ------------------------------------------------------------------------------------
+    # reads
+    # ------------------------------------------------------------------------------------
+    def upper_bound(self, isolation: FetchIsolation) -> int:
+        if isolation is FetchIsolation.LOG_END:
+            return self.log.log_end_offset
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            return self.last_stable_offset
+        return self._high_watermark
+
+    def read(
+        self, offset: int, max_bytes: int, isolation: FetchIsolation, *, min_one: bool = True
+    ) -> ReadResult:
+        """Read from ``offset`` up to what ``isolation`` allows. Consumers read from the
+        leader only (NOT_LEADER_OR_FOLLOWER otherwise)."""
+        if isolation is not FetchIsolation.LOG_END and self.role is not Role.LEADER:
+            raise NotLeaderOrFollowerError(f"this broker is not the leader of {self.tp}")
+        return self.log.read(offset, max_bytes, upper_bound=self.upper_bound(isolation),
+                             min_one=min_one)
+
+    def list_offset(self, timestamp: int, isolation: FetchIsolation
+                    ) -> tuple[int, int, int] | None:
+        """ListOffsets: (offset, timestamp, leader epoch) for a timestamp or one of the special
+        values (earliest, latest, max timestamp, earliest local, latest tiered); None when there
+        is no such record. Latest is the high watermark (last stable offset for
+        read_committed); a timestamp lookup never returns an offset at or past that bound."""
+        if self.role is not Role.LEADER:
+            raise NotLeaderOrFollowerError(f"this broker is not the leader of {self.tp}")
+        plog = self.log
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return plog.log_start_offset, -1, self.leader_epoch
+        if timestamp == LATEST_TIMESTAMP:
+            return self.upper_bound(isolation), -1, self.leader_epoch
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return None
+        found = plog.max_timestamp() if timestamp == MAX_TIMESTAMP else (
+            plog.offset_for_timestamp(timestamp))
+        if found is None or found[0] >= self.upper_bound(isolation):
+            return None
+        return found
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) from the leader epoch cache."""
+        return self.log.end_offset_for_epoch(leader_epoch)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords (leader only): ``offset`` -1 means the high watermark; offsets above
+        the high watermark are refused. Returns the new log start offset."""
+        if self.role is not Role.LEADER:
+            raise NotLeaderOrFollowerError(f"this broker is not the leader of {self.tp}")
+        target = self._high_watermark if offset == -1 else offset
+        if target < 0 or target > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: the high watermark is "
+                f"{self._high_watermark}")
+        return self.log.delete_records_before(target)
+
+    def size_in_bytes(self) -> int:
+        return self.log.size_in_bytes()
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.tp}, {self.role.value}, epoch={self.leader_epoch}, "
+                f"isr={sorted(self.isr_state.isr)}, hw={self._high_watermark}, "
+                f"leo={self.log.log_end_offset})")

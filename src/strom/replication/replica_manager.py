@@ -1,24 +1,107 @@
-"""The partitions this broker hosts, created from metadata, and the data-path entry points.
+"""The partitions this broker hosts, kept in step with metadata, and the one write path.
 
-Lifecycle: built by the broker server after the log manager has loaded; :meth:`sync` is called
-after every metadata change to create logs for new partitions and drop deleted topics.
-Owned by the event-loop thread.
+:class:`ReplicaManager` (Kafka's ``ReplicaManager``):
+
+* applies each metadata image as leader / follower transitions of the hosted
+  :class:`~strom.replication.partition.Partition` objects (creating logs for new partitions,
+  deleting the logs of deleted topics) and tells leadership listeners (the coordinator
+  runtimes) which internal partitions it now leads or stopped leading;
+* :meth:`ReplicaManager.append` is the only way records reach a log — for client produce,
+  for the coordinators and for replication (:class:`AppendOrigin`). It validates (unknown
+  partitions, internal topics for clients, required acks; the log checks batches, sizes,
+  timestamps, compaction keys and producer sequences), appends, applies the flush policy
+  (``flush.messages``: the records are fsynced by a group-commit round before they are
+  acknowledged) and, for acks=-1, acknowledges only once the high watermark passes the
+  appended records (:class:`~strom.replication.delayed.DelayedProduce` in the produce
+  purgatory, woken by high-watermark moves and fsync rounds);
+* owns the fetch purgatory: parked fetches are woken by appends (log end) and high-watermark
+  moves;
+* checkpoints every hosted partition's high watermark in Kafka's
+  ``replication-offset-checkpoint`` (periodically and on clean shutdown) and restores it when
+  a partition is created (never above the log end).
+
+Lifecycle: built by the broker server after the log manager loaded; :meth:`apply_image` after
+every metadata change; :meth:`shutdown` before the log manager shuts down. Owned by the
+event-loop thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 from strom.common.clock import Clock
 from strom.common.config import TopicConfig
+from strom.common.errors import (
+    CorruptMessageError,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    KafkaError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
+from strom.common.timer import Scheduler
 from strom.common.types import TopicPartition
 from strom.metadata.image import MetadataImage
+from strom.replication.delayed import (
+    DelayedFetch,
+    DelayedProduce,
+    PartitionAppendResult,
+    PendingAck,
+)
+from strom.replication.flusher import Flushable, GroupCommitFlusher
 from strom.replication.partition import Partition
-from strom.replication.purgatory import DataWaiters
+from strom.replication.purgatory import Purgatory
+from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
+from strom.storage.files import CorruptFileError
 from strom.storage.log_manager import LogManager
 
+__all__ = [
+    "AppendOrigin", "AppendOutcome", "LeadershipListener", "PartitionAppendResult",
+    "ReplicaManager", "as_kafka_error",
+]
+
 log = logging.getLogger("strom.replication")
+
+
+class AppendOrigin(enum.Enum):
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+@dataclass(slots=True)
+class AppendOutcome:
+    """Per-partition results, and a future when the acknowledgement must wait.
+
+    ``done`` is None when every result is final; otherwise it resolves (never raises) once
+    every partition is acknowledged or failed, and the failures are in ``results`` by then."""
+
+    results: dict[TopicPartition, PartitionAppendResult]
+    done: asyncio.Future[None] | None
+
+
+class LeadershipListener(Protocol):
+    """Told when this broker starts or stops leading a partition of a watched topic."""
+
+    def on_become_leader(self, partition: int, leader_epoch: int) -> None: ...
+
+    def on_resign(self, partition: int, leader_epoch: int | None) -> None: ...
+
+
+def as_kafka_error(exc: BaseException) -> KafkaError:
+    """The error a client sees for an exception from the storage layer."""
+    if isinstance(exc, KafkaError):
+        return exc
+    if isinstance(exc, OSError):
+        return KafkaStorageError(f"log directory error: {exc.strerror or exc}")
+    raise exc
 
 
 class ReplicaManager:
@@ -28,13 +111,26 @@ class ReplicaManager:
         topic_config: Callable[[str], TopicConfig],
         clock: Clock,
         node_id: int,
+        scheduler: Scheduler,
     ) -> None:
         self.logs = logs
         self.topic_config = topic_config
         self.clock = clock
         self.node_id = node_id
-        self.waiters = DataWaiters()
+        self.produce_purgatory: Purgatory[TopicPartition] = Purgatory("produce", scheduler)
+        self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("fetch", scheduler)
+        self.flusher = GroupCommitFlusher(self._on_flushed)
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._listeners: dict[str, list[LeadershipListener]] = {}
+        self._topic_configs: dict[str, dict[str, str]] = {}
+        self._checkpoint_path = Path(logs.data_dir) / REPLICATION_OFFSET_CHECKPOINT
+        self._restored_hw = self._read_hw_checkpoint()
+
+    # ------------------------------------------------------------------------------------
+    # hosted partitions
+    # ------------------------------------------------------------------------------------
+    def partition(self, tp: TopicPartition) -> Partition | None:
+        return self._partitions.get(tp)
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self._partitions.get(TopicPartition(topic, partition))
@@ -42,37 +138,209 @@ class ReplicaManager:
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
 
-    def sync(self, image: MetadataImage) -> None:
-        """Make the hosted partitions match the metadata image."""
+    def add_leadership_listener(self, topic: str, listener: LeadershipListener) -> None:
+        """Watch ``topic``'s leadership; partitions led already are reported at once."""
+        self._listeners.setdefault(topic, []).append(listener)
+        for tp, partition in sorted(self._partitions.items()):
+            if tp.topic == topic and partition.is_leader:
+                listener.on_become_leader(tp.partition, partition.leader_epoch)
+
+    def apply_image(self, image: MetadataImage) -> None:
+        """Make the hosted partitions and their roles match the metadata image."""
         wanted: set[TopicPartition] = set()
+        became_leader: list[tuple[TopicPartition, int]] = []
+        resigned: list[tuple[TopicPartition, int | None]] = []
         for topic in image.topics.values():
-            config = self.topic_config(topic.name)
+            config: TopicConfig | None = None
+            known = self._topic_configs.get(topic.name)
+            if known is not None and known != topic.configs:
+                self.update_configs(topic.name)
+            self._topic_configs[topic.name] = dict(topic.configs)
             for info in topic.partitions:
                 if self.node_id not in info.replicas:
                     continue
                 tp = TopicPartition(topic.name, info.partition)
                 wanted.add(tp)
-                current = self._partitions.get(tp)
-                if current is None:
-                    existing = self.logs.get(tp.topic, tp.partition)
-                    plog = existing or self.logs.create(tp.topic, tp.partition, config)
-                    self._partitions[tp] = Partition(
-                        tp, topic.topic_id, plog, info.leader_epoch, self.waiters, self.clock
-                    )
-                else:
-                    current.leader_epoch = info.leader_epoch
-                    current.topic_id = topic.topic_id
+                partition = self._partitions.get(tp)
+                if config is None:
+                    config = self.topic_config(topic.name)
+                if partition is None:
+                    partition = self._create_partition(tp, topic.topic_id, config)
+                partition.topic_id = topic.topic_id
+                partition.internal = topic.internal
+                partition.min_insync_replicas = int(config.get("min.insync.replicas"))
+                was_leader = partition.is_leader
+                if info.leader == self.node_id:
+                    if partition.make_leader(info.leader_epoch, info.isr, info.replicas):
+                        became_leader.append((tp, info.leader_epoch))
+                elif partition.make_follower(info.leader, info.leader_epoch, info.replicas) and (
+                        was_leader):
+                    resigned.append((tp, info.leader_epoch))
         for tp in [tp for tp in self._partitions if tp not in wanted]:
-            del self._partitions[tp]
-            self.waiters.notify(tp)
-        deleted_topics = {plog.topic for plog in self.logs.logs()} - {
-            tp.topic for tp in wanted
-        }
-        for topic_name in deleted_topics:
+            partition = self._partitions.pop(tp)
+            if partition.is_leader:
+                resigned.append((tp, None))
+            self._wake(tp)
+        for name in [n for n in self._topic_configs if n not in image.topics]:
+            del self._topic_configs[name]
+        hosted_topics = {tp.topic for tp in wanted}
+        for topic_name in {plog.topic for plog in self.logs.logs()} - hosted_topics:
             self.logs.delete_topic(topic_name)
+        for tp, epoch in resigned:
+            for listener in self._listeners.get(tp.topic, ()):
+                listener.on_resign(tp.partition, epoch)
+        for tp, epoch in became_leader:
+            self._wake(tp)
+            for listener in self._listeners.get(tp.topic, ()):
+                listener.on_become_leader(tp.partition, epoch)
+
+    def _create_partition(self, tp: TopicPartition, topic_id: object, config: TopicConfig
+                          ) -> Partition:
+        plog = self.logs.get(tp.topic, tp.partition) or self.logs.create(
+            tp.topic, tp.partition, config)
+        partition = Partition(tp, topic_id, plog, self.node_id, self.clock,  # type: ignore[arg-type]
+                              on_high_watermark=self._on_high_watermark)
+        partition.initialize_high_watermark(self._restored_hw.get(tp, 0))
+        self._partitions[tp] = partition
+        return partition
 
     def update_configs(self, topic: str) -> None:
         config = self.topic_config(topic)
         for tp, partition in self._partitions.items():
             if tp.topic == topic:
                 partition.log.update_config(config)
+                partition.min_insync_replicas = int(config.get("min.insync.replicas"))
+
+    # ------------------------------------------------------------------------------------
+    # the write path
+    # ------------------------------------------------------------------------------------
+    def append(
+        self,
+        entries: Mapping[TopicPartition, memoryview | None],
+        *,
+        required_acks: int,
+        origin: AppendOrigin,
+        timeout_ms: int,
+    ) -> AppendOutcome:
+        """Append to each partition (all or nothing per partition); see the module docstring.
+
+        ``None`` records (a partition the request could not decode) fail with CORRUPT_MESSAGE.
+        """
+        results: dict[TopicPartition, PartitionAppendResult] = {}
+        pending: dict[TopicPartition, PendingAck] = {}
+        acks_valid = required_acks in (-1, 0, 1)
+        for tp, records in entries.items():
+            result = PartitionAppendResult()
+            results[tp] = result
+            partition = self._partitions.get(tp)
+            if not acks_valid:
+                result.error = InvalidRequiredAcksError(f"invalid required acks {required_acks}")
+            elif partition is None:
+                result.error = UnknownTopicOrPartitionError(
+                    f"this broker hosts no partition {tp}")
+            elif records is None:
+                result.error = CorruptMessageError(f"unreadable records for {tp}")
+            elif partition.internal and origin is AppendOrigin.CLIENT:
+                result.error = InvalidTopicError(f"Cannot append to internal topic {tp.topic}")
+            else:
+                wait = self._append_one(partition, records, required_acks, origin, result)
+                if wait is not None and required_acks != 0:
+                    pending[tp] = wait
+        if not pending:
+            return AppendOutcome(results, None)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        operation = DelayedProduce(timeout_ms, pending, results, self, future)
+        if self.produce_purgatory.try_complete_else_watch(operation, list(pending)):
+            return AppendOutcome(results, None)
+        return AppendOutcome(results, future)
+
+    def _append_one(
+        self, partition: Partition, records: memoryview, required_acks: int,
+        origin: AppendOrigin, result: PartitionAppendResult,
+    ) -> PendingAck | None:
+        hw_before = partition.high_watermark
+        try:
+            if origin is AppendOrigin.REPLICATION:
+                appended = partition.append_as_follower(records)
+            else:
+                appended = partition.append_as_leader(records, required_acks)
+        except Exception as exc:
+            error = as_kafka_error(exc)
+            result.error = error
+            log.debug("append to %s refused: %s", partition.tp, error)
+            return None
+        result.base_offset = appended.base_offset
+        result.last_offset = appended.last_offset
+        result.log_append_time = appended.log_append_time
+        result.log_start_offset = appended.log_start_offset
+        if not appended.duplicate and partition.high_watermark == hw_before:
+            self.fetch_purgatory.check_and_complete(partition.tp)  # followers read to the LEO
+        required = appended.last_offset + 1
+        plog = partition.log
+        flush = plog.needs_flush()
+        if flush:
+            self.flusher.request(plog, plog.log_end_offset)
+        wait_hw = required_acks == -1 and origin is not AppendOrigin.REPLICATION
+        if not (wait_hw or flush):
+            return None
+        return PendingAck(required, wait_hw, flush)
+
+    def check_ack(self, tp: TopicPartition, pending: PendingAck) -> tuple[bool, KafkaError | None]:
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return True, NotLeaderOrFollowerError(f"{tp} is no longer hosted by this broker")
+        if pending.wait_for_flush and partition.log.recovery_point < pending.required_offset:
+            return False, None
+        if pending.wait_for_high_watermark:
+            return partition.check_enough_replicas_reach_offset(pending.required_offset)
+        return True, None
+
+    def _on_high_watermark(self, tp: TopicPartition) -> None:
+        self._wake(tp)
+
+    def _wake(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    def _on_flushed(self, flushed: Flushable, error: BaseException | None) -> None:
+        tp = TopicPartition(flushed.topic, flushed.partition)
+        if error is not None:
+            kafka_error = as_kafka_error(error)
+            for operation in self.produce_purgatory.watching(tp):
+                if isinstance(operation, DelayedProduce):
+                    operation.fail(tp, kafka_error, flushed.recovery_point)
+        self.produce_purgatory.check_and_complete(tp)
+
+    # ------------------------------------------------------------------------------------
+    # parked fetches
+    # ------------------------------------------------------------------------------------
+    def park_fetch(self, operation: DelayedFetch[Any], partitions: Iterable[TopicPartition]
+                   ) -> None:
+        """Watch a fetch that has just found too little data under its partitions."""
+        self.fetch_purgatory.watch(operation, partitions)
+
+    # ------------------------------------------------------------------------------------
+    # high-watermark checkpoint
+    # ------------------------------------------------------------------------------------
+    def _read_hw_checkpoint(self) -> dict[TopicPartition, int]:
+        try:
+            return read_offsets(self._checkpoint_path)
+        except (CorruptFileError, OSError) as exc:
+            # Losing it only delays consumers until the high watermark is re-established.
+            log.warning("ignoring unreadable %s: %s", self._checkpoint_path.name, exc)
+            return {}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every hosted partition's high watermark (Kafka's checkpoint format)."""
+        write_offsets(self._checkpoint_path,
+                      {tp: p.high_watermark for tp, p in self._partitions.items()})
+
+    async def shutdown(self) -> None:
+        """Answer parked operations, finish the fsync rounds, checkpoint high watermarks."""
+        self.fetch_purgatory.shutdown()
+        await self.flusher.close()
+        self.produce_purgatory.shutdown()
+        try:
+            self.checkpoint_high_watermarks()
+        except OSError as exc:
+            log.error("cannot write %s: %s", REPLICATION_OFFSET_CHECKPOINT, exc)

@@ -87,7 +87,6 @@ WRITE_CHUNK = 1 << 20
 #: Groups are handed to the runner in batches of up to this much input (at least one group):
 #: fewer round trips to the worker process, bounded disk for ``.cleaned`` files awaiting swap.
 GROUP_BATCH_BYTES = 32 << 20
-OFFSET_INDEX_ENTRY = 8
 
 
 class Pacer:
@@ -471,17 +470,17 @@ def group_segments(
     while i < len(segments):
         group = [segments[i]]
         size = segments[i].size
-        index_bytes = len(segments[i].offset_index) * OFFSET_INDEX_ENTRY
+        index_bytes = segments[i].offset_index.size_in_bytes
         j = i + 1
         while j < len(segments):
             nxt = segments[j]
             if (size + nxt.size > max_bytes
-                    or index_bytes + len(nxt.offset_index) * OFFSET_INDEX_ENTRY > max_index_bytes
+                    or index_bytes + nxt.offset_index.size_in_bytes > max_index_bytes
                     or ends[j] - 1 - group[0].base_offset > MAX_RELATIVE_OFFSET):
                 break
             group.append(nxt)
             size += nxt.size
-            index_bytes += len(nxt.offset_index) * OFFSET_INDEX_ENTRY
+            index_bytes += nxt.offset_index.size_in_bytes
             j += 1
         groups.append(group)
         i = j

@@ -22,10 +22,8 @@ from strom.storage.files import (
     offset_from_name,
     read_fully,
 )
-from strom.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from strom.storage.offset_index import OffsetIndex
 from strom.storage.segment import iter_headers
-from strom.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from strom.storage.time_index import TimeIndex
 
 
@@ -161,28 +159,15 @@ def dump_segment(path: Path) -> SegmentDump:
 def offset_index_entries(path: Path) -> list[IndexEntry]:
     """Raw entries of a ``.index`` file (no sanity check; a trailing partial entry is ignored)."""
     base = base_offset_of(path)
-    data = path.read_bytes()
-    count = len(data) // OFFSET_ENTRY_SIZE
-    out = []
-    for i in range(count):
-        rel = int.from_bytes(data[i * 8 : i * 8 + 4], "big", signed=True)
-        pos = int.from_bytes(data[i * 8 + 4 : i * 8 + 8], "big", signed=True)
-        out.append(IndexEntry(base + rel, pos))
-    return out
+    return [IndexEntry(base + rel, pos)
+            for rel, pos in OffsetIndex.raw_entries(path.read_bytes())]
 
 
 def time_index_entries(path: Path) -> list[TimeIndexEntry]:
-    """Raw entries of a ``.timeindex`` file (no sanity check)."""
+    """Raw entries of a ``.timeindex`` file (no sanity check; a partial tail is ignored)."""
     base = base_offset_of(path)
-    data = path.read_bytes()
-    count = len(data) // TIME_ENTRY_SIZE
-    out = []
-    for i in range(count):
-        at = i * TIME_ENTRY_SIZE
-        ts = int.from_bytes(data[at : at + 8], "big", signed=True)
-        rel = int.from_bytes(data[at + 8 : at + 12], "big", signed=True)
-        out.append(TimeIndexEntry(ts, base + rel))
-    return out
+    return [TimeIndexEntry(ts, base + rel)
+            for ts, rel in TimeIndex.raw_entries(path.read_bytes())]
 
 
 def _batches_by_position(log_path: Path) -> dict[int, BatchInfo]:

@@ -29,6 +29,14 @@ class CorruptFileError(StromError):
     """A checkpoint or snapshot file cannot be parsed (or fails its CRC)."""
 
 
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """``<topic>-<partition>`` -> (topic, partition); ValueError if the name is not one."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
+    return topic, int(partition)
+
+
 def file_name(offset: int, suffix: str) -> str:
     """Kafka's file naming: the offset zero-padded to 20 digits, then the suffix."""
     return f"{offset:020d}{suffix}"

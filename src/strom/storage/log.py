@@ -1,71 +1,70 @@
-"""The log of one partition: segments, offsets, appends, reads, retention, recovery."""
+"""The log of one partition: segments, offsets, appends, reads, retention, recovery.
+
+:class:`Log` is the surface the broker uses and owns the log's state (segment list, offsets,
+locks). Its jobs are spread over small modules that work on explicit inputs:
+:mod:`~strom.storage.log_append` (payload checks), :mod:`~strom.storage.log_loader`
+(loading and crash recovery), :mod:`~strom.storage.log_retention` (which segments leave,
+and the graveyard that closes them late), :mod:`~strom.storage.log_timestamps` (lookups by
+time) and :mod:`~strom.storage.log_settings` (resolved topic config).
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-import random
 import shutil
 import threading
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from strom.common.clock import Clock
 from strom.common.config import TopicConfig
-from strom.common.errors import (
-    InvalidRecordError,
-    InvalidTimestampError,
-    KafkaStorageError,
-    MessageTooLargeError,
-    OffsetOutOfRangeError,
-    RecordListTooLargeError,
-)
+from strom.common.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
 from strom.protocol.records.batch import (
-    HEADER_SIZE,
-    BatchHeader,
     iter_batches,
     patch_base_offset,
     patch_leader_epoch,
     set_log_append_time,
 )
-from strom.protocol.records.reader import (
-    batch_offsets_and_timestamps,
-    decode_records,
-    records_have_null_key,
-)
+from strom.storage import log_timestamps
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TMP_SUFFIX,
-    file_name,
     fsync_dir,
-    offset_from_name,
+    parse_partition_dir,
     unlink_quietly,
 )
 from strom.storage.leader_epoch import LeaderEpochCache
+from strom.storage.log_append import (
+    check_client_batches,
+    check_replicated_batches,
+    require_keys,
+)
+from strom.storage.log_loader import (
+    open_segments,
+    rebuild_producer_state,
+    reconcile_leader_epochs,
+    recovery_start,
+    scan_directory,
+)
+from strom.storage.log_retention import (
+    Graveyard,
+    below_log_start,
+    expired_by_time,
+    over_size,
+)
+from strom.storage.log_settings import LogSettings
 from strom.storage.producer_state import ProducerStateManager
 from strom.storage.segment import FileRegion, LogSegment
-from strom.storage.swap import (
-    SWAP_SUFFIX,
-    discard_swap,
-    recover_interrupted_swaps,
-    remove_segment_files,
-    rename_segment_files,
-)
+from strom.storage.swap import SWAP_SUFFIX, discard_swap, rename_segment_files
 
 __all__ = [
-    "AppendResult", "CleanerView", "FileRegion", "Log", "ReadResult", "parse_partition_dir",
+    "AppendResult", "CleanerView", "FileRegion", "Log", "LogSettings", "ReadResult",
+    "parse_partition_dir",
 ]
 
 log = logging.getLogger("strom.storage.log")
-
-NO_TIMESTAMP = -1
 
 
 @dataclass(slots=True)
@@ -104,49 +103,6 @@ class CleanerView:
     last_stable_offset: int
     producer_last_offsets: dict[int, int]
     truncated_to: int | None
-
-
-def parse_partition_dir(name: str) -> tuple[str, int]:
-    """``<topic>-<partition>`` -> (topic, partition); ValueError if the name is not one."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
-    return topic, int(partition)
-
-
-class LogSettings:
-    """The topic config values read on hot paths, resolved once per config change."""
-
-    __slots__ = (
-        "after_max_ms", "before_max_ms", "compact_policy", "delete_delay_ms", "delete_policy",
-        "delete_retention_ms", "flush_messages", "flush_ms", "index_interval_bytes",
-        "log_append_time", "max_compaction_lag_ms", "max_index_bytes", "max_message_bytes",
-        "min_cleanable_ratio", "min_compaction_lag_ms", "producer_expiration_ms",
-        "retention_bytes", "retention_ms", "segment_bytes", "segment_jitter_ms", "segment_ms",
-    )
-
-    def __init__(self, config: TopicConfig) -> None:
-        self.segment_bytes = config.segment_bytes
-        self.segment_ms = config.segment_ms
-        self.segment_jitter_ms = int(config.get("segment.jitter.ms"))
-        self.index_interval_bytes = config.index_interval_bytes
-        self.max_index_bytes = config.segment_index_bytes
-        self.max_message_bytes = config.max_message_bytes
-        self.log_append_time = config.log_append_time
-        self.before_max_ms = int(config.get("message.timestamp.before.max.ms"))
-        self.after_max_ms = int(config.get("message.timestamp.after.max.ms"))
-        self.retention_ms = config.retention_ms
-        self.retention_bytes = config.retention_bytes
-        self.delete_policy = "delete" in config.cleanup_policy
-        self.compact_policy = "compact" in config.cleanup_policy
-        self.delete_retention_ms = int(config.get("delete.retention.ms"))
-        self.min_cleanable_ratio = float(config.get("min.cleanable.dirty.ratio"))
-        self.min_compaction_lag_ms = int(config.get("min.compaction.lag.ms"))
-        self.max_compaction_lag_ms = int(config.get("max.compaction.lag.ms"))
-        self.flush_messages = config.flush_messages
-        self.flush_ms = config.flush_ms
-        self.delete_delay_ms = int(config.get("file.delete.delay.ms"))
-        self.producer_expiration_ms = int(config.broker.get("producer.id.expiration.ms"))
 
 
 class Log:
@@ -192,8 +148,9 @@ class Log:
     emptied while a pass runs for the same reason.
 
     Segments leaving the log (retention, truncation, cleaning) are unlinked at once but their
-    descriptors are closed only after ``file.delete.delay.ms`` so concurrent fsyncs and
-    in-flight sendfiles stay valid.
+    descriptors are closed only after ``file.delete.delay.ms`` (the
+    :class:`~strom.storage.log_retention.Graveyard`) so concurrent fsyncs and in-flight
+    sendfiles stay valid.
 
     Lifecycle: :meth:`open` (recovering from a crash unless ``clean_shutdown``), use,
     :meth:`close` (producer snapshot, final index entries) or :meth:`delete`.
@@ -214,7 +171,7 @@ class Log:
         self.last_flush_ms = clock.now_ms()
         self.producer_state = ProducerStateManager(directory)
         self.leader_epochs = LeaderEpochCache(directory)
-        self._graveyard: list[tuple[float, LogSegment]] = []
+        self._graveyard = Graveyard()
         self._flush_lock = threading.Lock()
         self._lock = threading.RLock()  # segment-list changes vs. the cleaner thread
         self._cleaning = threading.Lock()  # held by the cleaner for a whole pass
@@ -255,36 +212,10 @@ class Log:
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
         now = self.clock.now_ms()
-        bases = self._scan_directory()
-        recover_from = _recovery_start(bases, recovery_point) if not clean_shutdown else None
-        recovered: list[BatchHeader] = []
-        truncated_at: int | None = None
-        for base in bases:
-            if truncated_at is not None:  # after a torn segment: the rest is not trustworthy
-                log.warning("%s: deleting segment %d after a truncated one", self.directory, base)
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    unlink_quietly(self.directory / file_name(base, suffix))
-                continue
-            needs_recovery = recover_from is not None and base >= recover_from
-            segment, result = LogSegment.open(
-                self.directory, base, index_interval_bytes=self._settings.index_interval_bytes,
-                max_index_bytes=self._settings.max_index_bytes, now_ms=now,
-                recover=needs_recovery, roll_jitter_ms=self._jitter(),
-            )
-            if self._segments and base < self._segments[-1].next_offset:
-                # Only a cleaner swap whose unlinks were lost in a crash leaves this: the
-                # earlier (cleaned) segment already holds what survives of these offsets.
-                log.warning("%s: deleting segment %d, superseded by a cleaned segment",
-                            self.directory, base)
-                segment.close()
-                remove_segment_files(self.directory, base)
-                continue
-            self._segments.append(segment)
-            self._bases.append(base)
-            if result is not None:
-                recovered.extend(result.headers)
-                if result.truncated_bytes and needs_recovery:
-                    truncated_at = base
+        bases = scan_directory(self.directory)
+        recover_from = recovery_start(bases, recovery_point) if not clean_shutdown else None
+        loaded = open_segments(self.directory, bases, self._settings, now, recover_from)
+        self._segments, self._bases = loaded.segments, loaded.bases
         if not self._segments:
             self._add_segment(log_start_offset, now)
         self.log_end_offset = self._segments[-1].next_offset
@@ -294,16 +225,8 @@ class Log:
         self.log_start_offset = max(log_start_offset, self._bases[0])
         for segment in self._segments[:-1]:
             segment.on_inactive()
-        # Leader epochs: the checkpoint may be ahead of the log (written before the append).
-        epochs = self.leader_epochs
-        loaded = epochs.entries()
-        epochs.truncate_from_end(self.log_end_offset, flush=False)
-        for header in recovered:  # epochs the checkpoint missed (only ever newer ones)
-            if header.partition_leader_epoch > epochs.latest_epoch:
-                epochs.assign(header.partition_leader_epoch, header.base_offset, flush=False)
-        epochs.truncate_from_start(self.log_start_offset, flush=False)
-        if epochs.entries() != loaded:
-            epochs.flush()
+        reconcile_leader_epochs(self.leader_epochs, loaded.recovered, self.log_start_offset,
+                                self.log_end_offset)
         self._rebuild_producer_state()
         if clean_shutdown:
             self.recovery_point = self.log_end_offset
@@ -312,58 +235,15 @@ class Log:
             self._dir_dirty = True
             self.flush()  # what was recovered is now durable: the next crash starts from here
 
-    def _scan_directory(self) -> list[int]:
-        """Base offsets of the segments present, after removing leftovers of crashed writes
-        and completing interrupted cleaner swaps (:mod:`strom.storage.swap`)."""
-        recover_interrupted_swaps(self.directory)
-        bases = []
-        for name in os.listdir(self.directory):
-            path = self.directory / name
-            if name.endswith(TMP_SUFFIX):
-                unlink_quietly(path)
-                continue
-            base = offset_from_name(name, LOG_SUFFIX)
-            if base is not None:
-                bases.append(base)
-        bases.sort()
-        present = set(bases)
-        for name in os.listdir(self.directory):  # indexes without a log file are orphans
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                base = offset_from_name(name, suffix)
-                if base is not None and base not in present:
-                    unlink_quietly(self.directory / name)
-        return bases
-
     def _rebuild_producer_state(self) -> None:
-        """Newest snapshot <= LEO, then replay the batch headers after it."""
-        state = self.producer_state
-        start = state.load(self.log_end_offset)
-        if start < 0:
-            start = self._bases[0]
-            state.clear(start)
-        if start >= self.log_end_offset:
-            state.map_end_offset = self.log_end_offset
-            return
-        first = max(0, bisect_right(self._bases, start) - 1)
-        for segment in self._segments[first:]:
-            found = segment.translate_offset(start)
-            if found is None:
-                continue
-            for header in segment.headers(found[0]):
-                if header.base_offset >= start:
-                    state.replay(header)
-        state.map_end_offset = self.log_end_offset
-        state.evict_before(self.log_start_offset)
-
-    def _jitter(self) -> int:
-        jitter = self._settings.segment_jitter_ms
-        return random.randrange(jitter) if jitter > 0 else 0
+        rebuild_producer_state(self.producer_state, self._segments, self._bases,
+                               self.log_start_offset, self.log_end_offset)
 
     def _add_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         segment = LogSegment.create(
             self.directory, base_offset, index_interval_bytes=self._settings.index_interval_bytes,
             max_index_bytes=self._settings.max_index_bytes, now_ms=now_ms,
-            roll_jitter_ms=self._jitter(),
+            roll_jitter_ms=self._settings.roll_jitter_ms(),
         )
         self._segments.append(segment)
         self._bases.append(base_offset)
@@ -389,40 +269,9 @@ class Log:
         if not headers:
             raise InvalidRecordError("produce payload holds no record batch")
         total = len(buf)
-        if total > settings.segment_bytes:
-            raise RecordListTooLargeError(
-                f"{total} bytes of batches exceed segment.bytes {settings.segment_bytes}"
-            )
-        check_time = not settings.log_append_time
-        earliest = now - settings.before_max_ms
-        latest = now + settings.after_max_ms
-        record_count = 0
-        has_producer = False
-        for header in headers:
-            if header.records_count == 0:
-                raise InvalidRecordError("record batch holds no records")
-            if header.records_count != header.last_offset_delta + 1:
-                raise InvalidRecordError(
-                    f"record batch of {header.records_count} records has last offset delta "
-                    f"{header.last_offset_delta}"
-                )
-            if header.size > settings.max_message_bytes:
-                raise MessageTooLargeError(
-                    f"record batch of {header.size} bytes exceeds max.message.bytes "
-                    f"{settings.max_message_bytes}"
-                )
-            if check_time:
-                # Header-level check (first and max timestamp); records are not decoded.
-                for ts in (header.base_timestamp, header.max_timestamp):
-                    if ts != NO_TIMESTAMP and not earliest <= ts <= latest:
-                        raise InvalidTimestampError(
-                            f"timestamp {ts} is out of the accepted range [{earliest}, {latest}]"
-                        )
-            record_count += header.records_count
-            if header.producer_id >= 0:
-                has_producer = True
+        record_count, has_producer = check_client_batches(headers, total, settings, now)
         if settings.compact_policy:
-            self._require_keys(buf, headers)
+            require_keys(buf, headers, f"{self.topic}-{self.partition}")
 
         state = self.producer_state
         if has_producer:
@@ -484,14 +333,8 @@ class Log:
         headers = iter_batches(buf)
         if not headers:
             raise InvalidRecordError("replicated payload holds no record batch")
-        expected = self.log_end_offset
-        for header in headers:
-            if header.base_offset != expected:
-                raise OffsetOutOfRangeError(
-                    f"replicated batch at offset {header.base_offset} does not follow offset "
-                    f"{expected - 1} of {self.topic}-{self.partition}"
-                )
-            expected = header.base_offset + header.last_offset_delta + 1
+        expected = check_replicated_batches(headers, self.log_end_offset,
+                                            f"{self.topic}-{self.partition}")
         now = self.clock.now_ms()
         segment = self._segments[-1]
         if segment.should_roll(len(buf), expected - 1, now, self._settings.segment_bytes,
@@ -512,23 +355,6 @@ class Log:
         self.log_end_offset = expected
         return AppendResult(first, expected - 1, -1, self.log_start_offset,
                             sum(h.records_count for h in headers), False)
-
-    def _require_keys(self, buf: memoryview, headers: list[BatchHeader]) -> None:
-        """Compacted topics keep the latest record per key: a record without one is refused
-        (Kafka's rule; this is the one append path that looks at records)."""
-        for header in headers:
-            if header.is_control:
-                continue
-            if header.compression == 0:
-                data = bytes(buf[header.position + HEADER_SIZE : header.position + header.size])
-                keyless = records_have_null_key(data, header.records_count)
-            else:
-                keyless = any(r.key is None for r in decode_records(buf, header))
-            if keyless:
-                raise InvalidRecordError(
-                    "Compacted topic cannot accept message without key in topic partition "
-                    f"{self.topic}-{self.partition}."
-                )
 
     def _roll(self, now_ms: int) -> LogSegment:
         """Start a new active segment at the LEO (snapshotting producer state there)."""
@@ -631,45 +457,13 @@ class Log:
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """(offset, timestamp, leader epoch) of the first record at or after the log start
         whose timestamp is >= ``timestamp``; None if there is none."""
-        start = self.log_start_offset
-        for segment in self._segments:
-            if segment.next_offset <= start or segment.max_timestamp < timestamp:
-                continue
-            # Every record at or before a strictly smaller time-index entry is too old.
-            entry = segment.time_index.lookup(timestamp, strict=True)
-            from_offset = max(start, entry[1] + 1 if entry else segment.base_offset)
-            found = segment.translate_offset(from_offset)
-            if found is None:
-                continue
-            for header in segment.headers(found[0]):
-                if header.max_timestamp < timestamp or header.last_offset < start:
-                    continue
-                for offset, ts in _record_timestamps(segment, header):
-                    if offset >= start and ts >= timestamp:
-                        return offset, ts, header.partition_leader_epoch
-        return None
+        return log_timestamps.offset_for_timestamp(self._segments, self.log_start_offset,
+                                                   timestamp)
 
     def max_timestamp(self) -> tuple[int, int, int] | None:
         """(offset, timestamp, leader epoch) of the earliest record holding the largest
         timestamp; None for an empty log or one without timestamps."""
-        best: LogSegment | None = None
-        for segment in self._segments:
-            if segment.next_offset <= self.log_start_offset:
-                continue
-            if segment.max_timestamp >= 0 and (
-                best is None or segment.max_timestamp > best.max_timestamp
-            ):
-                best = segment
-        if best is None:
-            return None
-        found = best.translate_offset(best.offset_of_max_timestamp)
-        if found is None:
-            return None
-        header = found[1]
-        for offset, ts in _record_timestamps(best, header):
-            if ts == header.max_timestamp:
-                return offset, ts, header.partition_leader_epoch
-        return header.base_offset, header.max_timestamp, header.partition_leader_epoch
+        return log_timestamps.max_timestamp(self._segments, self.log_start_offset)
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) — see :class:`LeaderEpochCache`."""
@@ -695,22 +489,14 @@ class Log:
         if offset > self.log_start_offset:
             with self._lock:
                 self._advance_log_start(offset)
-                self._delete_segments(self._below_log_start())
+                self._delete_segments(
+                    below_log_start(self._segments, self._bases, self.log_start_offset))
         return self.log_start_offset
 
     def _advance_log_start(self, offset: int) -> None:
         self.log_start_offset = offset
         self.leader_epochs.truncate_from_start(offset)
         self.producer_state.evict_before(offset)
-
-    def _below_log_start(self) -> list[LogSegment]:
-        """Non-active segments wholly below the log start."""
-        out = []
-        for i, segment in enumerate(self._segments[:-1]):
-            if self._bases[i + 1] > self.log_start_offset:
-                break
-            out.append(segment)
-        return out
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole old segments by ``retention.ms``, ``retention.bytes`` and the log start
@@ -724,28 +510,13 @@ class Log:
         settings = self._settings
         deleted = 0
         if settings.delete_policy and settings.retention_ms >= 0:
-            limit = settings.retention_ms
-            deleted += self._delete_segments(self._oldest_while(
-                lambda s: now_ms - s.largest_timestamp() > limit))
+            deleted += self._delete_segments(
+                expired_by_time(self._segments, now_ms, settings.retention_ms))
         if settings.delete_policy and settings.retention_bytes >= 0:
-            excess = self.size_in_bytes() - settings.retention_bytes
-            doomed = []
-            for segment in self._segments[:-1]:
-                if excess - segment.size < 0:
-                    break
-                excess -= segment.size
-                doomed.append(segment)
-            deleted += self._delete_segments(doomed)
-        deleted += self._delete_segments(self._below_log_start())
+            deleted += self._delete_segments(over_size(self._segments, settings.retention_bytes))
+        deleted += self._delete_segments(
+            below_log_start(self._segments, self._bases, self.log_start_offset))
         return deleted
-
-    def _oldest_while(self, predicate: Callable[[LogSegment], bool]) -> list[LogSegment]:
-        out = []
-        for segment in self._segments[:-1]:
-            if not predicate(segment):
-                break
-            out.append(segment)
-        return out
 
     def _delete_segments(self, doomed: list[LogSegment]) -> int:
         """Remove the oldest ``len(doomed)`` segments from the log and unlink their files."""
@@ -765,23 +536,16 @@ class Log:
 
     def _bury(self, segments: list[LogSegment]) -> None:
         """Unlink now, close after file.delete.delay.ms (in-flight reads and fsyncs finish)."""
-        deadline = self.clock.monotonic() + self._settings.delete_delay_ms / 1000.0
-        for segment in segments:
-            segment.unlink()
-            self._graveyard.append((deadline, segment))
+        self._graveyard.bury(segments, self._burial_deadline(), unlink=True)
         self._dir_dirty = True
+
+    def _burial_deadline(self) -> float:
+        return self.clock.monotonic() + self._settings.delete_delay_ms / 1000.0
 
     def _close_expired_graveyard(self) -> None:
         if self._cleaning.locked():
             return  # a cleaning pass may be reading one of them: never close under it
-        now = self.clock.monotonic()
-        keep = []
-        for deadline, segment in self._graveyard:
-            if deadline <= now:
-                segment.close()
-            else:
-                keep.append((deadline, segment))
-        self._graveyard = keep
+        self._graveyard.close_expired(self.clock.monotonic())
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget idempotent producers idle for ``producer.id.expiration.ms``."""
@@ -922,9 +686,7 @@ class Log:
         self._closed = True
         for segment in self._segments:
             segment.close()
-        for _, segment in self._graveyard:
-            segment.close()
-        self._graveyard = []
+        self._graveyard.close_all()
 
     def delete(self) -> None:
         """Close and remove the partition directory (renamed first, so a crash midway leaves
@@ -1028,8 +790,7 @@ class Log:
             )
             self._segments = [*segments[:start], new, *segments[end:]]
             self._bases = [*self._bases[:start], base_offset, *self._bases[end:]]
-            deadline = self.clock.monotonic() + settings.delete_delay_ms / 1000.0
-            self._graveyard.extend((deadline, segment) for segment in old)
+            self._graveyard.bury(old, self._burial_deadline(), unlink=False)
             self._dir_dirty = True
             return new
 
@@ -1043,14 +804,3 @@ class Log:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self._segments)})")
 
-
-def _record_timestamps(segment: LogSegment, header: BatchHeader) -> list[tuple[int, int]]:
-    """(offset, timestamp) of each record of a stored batch (decompressing if needed)."""
-    batch = segment.read_bytes(header.position, header.size)
-    return batch_offsets_and_timestamps(batch, dataclasses.replace(header, position=0))
-
-
-def _recovery_start(bases: list[int], recovery_point: int) -> int:
-    """Base offset of the first segment to recover: the one holding the recovery point."""
-    slot = bisect_right(bases, recovery_point) - 1
-    return bases[slot] if slot >= 0 else -1

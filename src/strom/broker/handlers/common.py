@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from strom.common.errors import (
-    FencedLeaderEpochError,
-    KafkaError,
-    KafkaStorageError,
-    UnknownLeaderEpochError,
-)
+from strom.common.errors import FencedLeaderEpochError, UnknownLeaderEpochError
 from strom.metadata.image import MetadataImage
 
 
@@ -28,12 +23,3 @@ def check_leader_epoch(requested: int, current: int) -> None:
     if requested < current:
         raise FencedLeaderEpochError(f"leader epoch {requested} is older than {current}")
     raise UnknownLeaderEpochError(f"leader epoch {requested} is newer than {current}")
-
-
-def as_kafka_error(exc: Exception) -> KafkaError:
-    """Map an exception from the storage layer to the error the client should see."""
-    if isinstance(exc, KafkaError):
-        return exc
-    if isinstance(exc, OSError):
-        return KafkaStorageError(f"log directory error: {exc.strerror or exc}")
-    raise exc

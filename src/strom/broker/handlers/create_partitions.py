@@ -6,13 +6,7 @@ from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
-from strom.common.errors import (
-    InvalidPartitionsError,
-    InvalidReplicaAssignmentError,
-    InvalidRequestError,
-    KafkaError,
-    UnknownTopicOrPartitionError,
-)
+from strom.common.errors import InvalidRequestError, KafkaError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -42,22 +36,10 @@ class CreatePartitionsHandler:
 
     def _grow(self, topic: Any, validate_only: bool) -> None:
         state = self._state
-        info = state.store.image.topics.get(topic.name)
-        if info is None:
-            raise UnknownTopicOrPartitionError(f"Topic '{topic.name}' does not exist.")
-        current = len(info.partitions)
-        if topic.count <= current:
-            raise InvalidPartitionsError(
-                f"Topic currently has {current} partitions, which is higher than the requested "
-                f"{topic.count}.")
-        if topic.assignments is not None:
-            if len(topic.assignments) != topic.count - current:
-                raise InvalidReplicaAssignmentError(
-                    f"Increasing the number of partitions by {topic.count - current} but "
-                    f"{len(topic.assignments)} assignments provided.")
-            brokers = set(state.store.image.brokers)
-            for a in topic.assignments:
-                if not a.broker_ids or set(a.broker_ids) - brokers:
-                    raise InvalidReplicaAssignmentError(f"Unknown broker in {a.broker_ids}.")
-        if not validate_only:
-            state.add_partitions(topic.name, topic.count)
+        assignments = ([list(a.broker_ids) for a in topic.assignments]
+                       if topic.assignments is not None else None)
+        if validate_only:
+            state.topic_admin.add_partitions(topic.name, topic.count, assignments,
+                                             validate_only=True)
+        else:
+            state.add_partitions(topic.name, topic.count, assignments)

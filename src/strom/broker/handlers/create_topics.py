@@ -8,12 +8,7 @@ from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.configs_view import topic_entries
 from strom.broker.state import BrokerState
 from strom.common.config import TopicConfig, validate_topic_configs
-from strom.common.errors import (
-    InvalidReplicaAssignmentError,
-    InvalidRequestError,
-    KafkaError,
-    TopicAlreadyExistsError,
-)
+from strom.common.errors import InvalidReplicaAssignmentError, InvalidRequestError, KafkaError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -47,35 +42,22 @@ class CreateTopicsHandler:
 
     def _create(self, topic: Any, validate_only: bool, entry: dict[str, Any], version: int) -> None:
         state = self._state
-        if topic.name in state.store.image.topics:
-            raise TopicAlreadyExistsError(f"Topic '{topic.name}' already exists.")
         configs = {c.name: c.value for c in topic.configs or []}
-        partitions = topic.num_partitions
-        replication = topic.replication_factor
+        assignments = None
         if topic.assignments:
-            if partitions != -1 or replication != -1:
-                raise InvalidRequestError(
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                    "Both cannot be used at the same time.")
-            brokers = set(state.store.image.brokers)
-            indexes = sorted(a.partition_index for a in topic.assignments)
-            if indexes != list(range(len(indexes))):
-                raise InvalidReplicaAssignmentError("Partitions must be numbered 0..N-1.")
-            for a in topic.assignments:
-                if not a.broker_ids or set(a.broker_ids) - brokers or len(set(a.broker_ids)) != len(
-                    a.broker_ids
-                ):
-                    raise InvalidReplicaAssignmentError(
-                        f"Invalid replica assignment for partition {a.partition_index}: "
-                        f"{a.broker_ids}")
-            partitions = len(indexes)
-            replication = len(topic.assignments[0].broker_ids)
-        partitions, replication = state.check_new_topic(
-            topic.name, partitions, replication, configs
-        )
-        if not validate_only:
-            created = state.create_topic(topic.name, partitions, replication, configs)
+            assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+            if len(assignments) != len(topic.assignments):
+                raise InvalidReplicaAssignmentError("Duplicate partition index in the assignment.")
+        if validate_only:
+            partitions, replication = state.check_new_topic(
+                topic.name, topic.num_partitions, topic.replication_factor, configs,
+                assignments=assignments)
+        else:
+            created = state.create_topic(topic.name, topic.num_partitions,
+                                         topic.replication_factor, configs,
+                                         assignments=assignments)
             entry["topic_id"] = created.topic_id
+            partitions, replication = len(created.partitions), len(created.partitions[0].replicas)
         entry["num_partitions"] = partitions
         entry["replication_factor"] = replication
         if version >= 5:

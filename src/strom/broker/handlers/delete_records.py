@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.common import as_kafka_error
 from strom.broker.state import BrokerState
-from strom.common.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from strom.common.errors import UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
+from strom.replication.replica_manager import as_kafka_error
 
 API_KEY = ApiKey.DELETE_RECORDS
 
@@ -34,14 +34,8 @@ class DeleteRecordsHandler:
         if partition is None:
             out["error_code"] = UnknownTopicOrPartitionError.code
             return out
-        plog = partition.log
         try:
-            offset = partition.high_watermark if p.offset == -1 else p.offset
-            if offset > partition.high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"cannot delete records before {offset}: the high watermark is "
-                    f"{partition.high_watermark}")
-            out["low_watermark"] = plog.delete_records_before(offset)
+            out["low_watermark"] = partition.delete_records_before(int(p.offset))
         except Exception as exc:
             out["error_code"] = as_kafka_error(exc).code
         return out

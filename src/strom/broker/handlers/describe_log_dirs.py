@@ -31,7 +31,7 @@ class DescribeLogDirsHandler:
                 continue
             by_topic.setdefault(topic, []).append({
                 "partition_index": index,
-                "partition_size": partition.log.size_in_bytes(),
+                "partition_size": partition.size_in_bytes(),
                 "offset_lag": 0,
                 "is_future_key": False,
             })

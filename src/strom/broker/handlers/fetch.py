@@ -1,21 +1,22 @@
 """Fetch (1), v4-16: long-poll reads served as file regions (sendfile), woken by appends.
 
-Consumers only (follower fetches arrive with replication). No incremental fetch sessions yet:
-every response carries session id 0, which tells clients to keep sending full requests
-(KIP-227). Limits: ``partition_max_bytes`` per partition and ``max_bytes`` per response, with
-the first non-empty partition allowed to exceed them by one batch (KIP-74). A request that
-cannot reach ``min_bytes`` parks until data arrives on one of its partitions or ``max_wait_ms``
-passes, and is answered as soon as data arrives.
+Consumers read up to the high watermark (the last stable offset with read_committed) through
+the partition, never through storage. No incremental fetch sessions yet: every response
+carries session id 0, which tells clients to keep sending full requests (KIP-227). Limits:
+``partition_max_bytes`` per partition and ``max_bytes`` per response, with the first non-empty
+partition allowed to exceed them by one batch (KIP-74). A request that cannot reach
+``min_bytes`` parks in the replica manager's fetch purgatory
+(:class:`~strom.replication.delayed.DelayedFetch`) until the high watermark of one of its
+partitions moves far enough or ``max_wait_ms`` passes, and is answered as soon as it does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 
 from strom.broker.dispatch import HandlerResult, Request, ResponseParts
-from strom.broker.handlers.common import as_kafka_error, check_leader_epoch, topic_name_for
+from strom.broker.handlers.common import check_leader_epoch, topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.errors import (
     FetchSessionIdNotFoundError,
@@ -25,7 +26,9 @@ from strom.common.errors import (
 from strom.common.types import TopicPartition
 from strom.protocol import fast
 from strom.protocol.versions import ApiKey
-from strom.replication.partition import Partition
+from strom.replication.delayed import DelayedFetch
+from strom.replication.partition import FetchIsolation, Partition
+from strom.replication.replica_manager import as_kafka_error
 
 API_KEY = ApiKey.FETCH
 READ_COMMITTED = 1
@@ -65,30 +68,26 @@ class FetchHandler:
             return fast.encode_fetch_response(version, topics)
         return self._wait(req, version, targets)
 
-    async def _wait(
+    def _wait(
         self, req: fast.FetchRequest, version: int, targets: list[_Target]
-    ) -> ResponseParts:
-        waiters = self._state.replicas.waiters
+    ) -> HandlerResult:
         keys = [TopicPartition(t.name, t.request.partition) for t in targets if t.name]
-        deadline = time.monotonic() + req.max_wait_ms / 1000.0
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            woke = await waiters.wait(keys, remaining)
+        future: asyncio.Future[ResponseParts] = asyncio.get_running_loop().create_future()
+
+        def read() -> tuple[ResponseParts, int, bool]:
             topics, size, errors = self._read(req, version, targets)
-            if size >= req.min_bytes or errors:
-                return fast.encode_fetch_response(version, topics)
-            if not woke:
-                break
-            await asyncio.sleep(0)
-        topics, _size, _errors = self._read(req, version, targets)
-        return fast.encode_fetch_response(version, topics)
+            return fast.encode_fetch_response(version, topics), size, errors
+
+        self._state.replicas.park_fetch(
+            DelayedFetch(req.max_wait_ms, max(req.min_bytes, 1), read, future), keys)
+        return future
 
     def _read(
         self, req: fast.FetchRequest, version: int, targets: list[_Target]
     ) -> tuple[list[fast.FetchTopicResult], int, bool]:
-        read_committed = req.isolation_level == READ_COMMITTED
+        isolation = (FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED
+                     else FetchIsolation.HIGH_WATERMARK)
+        read_committed = isolation is FetchIsolation.TXN_COMMITTED
         budget = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, self._max_bytes)
         total = 0
         errors = False
@@ -104,34 +103,33 @@ class FetchHandler:
             p = target.request
             out = fast.FetchPartitionResult(p.partition)
             current.partitions.append(out)
-            partition = target.partition
+            # Looked up on every read: a parked fetch sees a partition deleted or re-created.
+            partition = target.partition = (
+                self._state.replicas.get(target.name, p.partition) if target.name else None)
             if partition is None:
                 error = UnknownTopicIdError if target.name is None else UnknownTopicOrPartitionError
                 out.error_code = error.code
                 errors = True
                 continue
-            plog = partition.log
             try:
                 check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
                 max_bytes = min(p.partition_max_bytes, budget - total)
                 if max_bytes <= 0 and not min_one:
                     data = None
                 else:
-                    data = partition.read(
-                        p.fetch_offset, max(max_bytes, 0), read_committed=read_committed,
-                        min_one=min_one,
-                    )
+                    data = partition.read(p.fetch_offset, max(max_bytes, 0), isolation,
+                                          min_one=min_one)
             except Exception as exc:
                 err = as_kafka_error(exc)
                 out.error_code = err.code
                 out.high_watermark = partition.high_watermark
                 out.last_stable_offset = partition.last_stable_offset
-                out.log_start_offset = plog.log_start_offset
+                out.log_start_offset = partition.log_start_offset
                 errors = True
                 continue
             out.high_watermark = partition.high_watermark
             out.last_stable_offset = partition.last_stable_offset
-            out.log_start_offset = plog.log_start_offset
+            out.log_start_offset = partition.log_start_offset
             if read_committed:
                 out.aborted_transactions = []
             if data is not None and data.size > 0:

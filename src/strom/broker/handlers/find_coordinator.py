@@ -14,7 +14,6 @@ from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
 from strom.common.errors import error_class
 from strom.coordinator.group.records import OFFSETS_TOPIC
-from strom.coordinator.writer import lead_hosted_partitions
 from strom.metadata.image import BrokerInfo
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -40,8 +39,6 @@ class FindCoordinatorHandler:
                                       else "null coordinator key")
         else:
             self._state.ensure_offsets_topic()
-            lead_hosted_partitions(self._state.groups.runtime, OFFSETS_TOPIC,
-                                   self._state.replicas)
             broker = self._leader_for(key)
             if broker is None:
                 entry["error_code"] = error_class("COORDINATOR_NOT_AVAILABLE").code

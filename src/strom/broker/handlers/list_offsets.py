@@ -3,7 +3,8 @@
 Special timestamps: -2 earliest (log start), -1 latest (high watermark, or last stable offset
 for read_committed), -3 the record with the largest timestamp (KIP-734), -4 earliest local
 (= earliest here), -5 latest tiered (none: -1). Any other timestamp finds the first record
-whose timestamp is at least it — exact per record, not per batch.
+whose timestamp is at least it — exact per record, not per batch — below the high watermark
+(last stable offset). Resolved by the partition (:meth:`Partition.list_offset`).
 """
 
 from __future__ import annotations
@@ -11,19 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.common import as_kafka_error, check_leader_epoch
+from strom.broker.handlers.common import check_leader_epoch
 from strom.broker.state import BrokerState
 from strom.common.errors import UnknownTopicOrPartitionError
-from strom.common.types import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIERED_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-)
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
-from strom.replication.partition import Partition
+from strom.replication.partition import FetchIsolation
+from strom.replication.replica_manager import as_kafka_error
 
 API_KEY = ApiKey.LIST_OFFSETS
 READ_COMMITTED = 1
@@ -59,28 +54,11 @@ class ListOffsetsHandler:
             return out
         try:
             check_leader_epoch(getattr(p, "current_leader_epoch", -1), partition.leader_epoch)
-            self._resolve(partition, p.timestamp, read_committed, out)
+            isolation = (FetchIsolation.TXN_COMMITTED if read_committed
+                         else FetchIsolation.HIGH_WATERMARK)
+            found = partition.list_offset(p.timestamp, isolation)
+            if found is not None:
+                out["offset"], out["timestamp"], out["leader_epoch"] = found
         except Exception as exc:
             out["error_code"] = as_kafka_error(exc).code
         return out
-
-    @staticmethod
-    def _resolve(partition: Partition, ts: int, read_committed: bool, out: dict[str, Any]) -> None:
-        plog = partition.log
-        if ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            out["offset"] = plog.log_start_offset
-            out["leader_epoch"] = partition.leader_epoch
-        elif ts == LATEST_TIMESTAMP:
-            out["offset"] = (partition.last_stable_offset if read_committed
-                             else partition.high_watermark)
-            out["leader_epoch"] = partition.leader_epoch
-        elif ts == LATEST_TIERED_TIMESTAMP:
-            pass
-        elif ts == MAX_TIMESTAMP:
-            found = plog.max_timestamp()
-            if found is not None:
-                out["offset"], out["timestamp"], out["leader_epoch"] = found
-        else:
-            found = plog.offset_for_timestamp(ts)
-            if found is not None:
-                out["offset"], out["timestamp"], out["leader_epoch"] = found

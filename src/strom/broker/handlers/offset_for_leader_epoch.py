@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.common import as_kafka_error, check_leader_epoch
+from strom.broker.handlers.common import check_leader_epoch
 from strom.broker.state import BrokerState
 from strom.common.errors import UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
+from strom.replication.replica_manager import as_kafka_error
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 
@@ -39,7 +40,7 @@ class OffsetForLeaderEpochHandler:
             return out
         try:
             check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
-            epoch, end = partition.log.end_offset_for_epoch(p.leader_epoch)
+            epoch, end = partition.end_offset_for_epoch(p.leader_epoch)
             out["leader_epoch"], out["end_offset"] = epoch, end
         except Exception as exc:
             out["error_code"] = as_kafka_error(exc).code

@@ -1,0 +1,241 @@
+"""Topic administration through a metadata store: create, delete, add partitions, set configs.
+
+Each operation reads the store's current image, validates the request against it with Kafka's
+rules and error codes, and writes the result as :mod:`strom.metadata.changes` conditioned on the
+image's epoch; when another writer got in between (:class:`StaleMetadataError`) it starts again
+from the new image, a few times. Every ``validate_only`` call runs the same checks and writes
+nothing.
+
+New partitions start as Kafka's controller starts them: leader epoch 0, ISR = the replicas
+that are registered (live) brokers, leader = the first of those (-1 if none is live). On one
+broker this is leader = ISR = replicas = [this node], epoch 0, and nothing changes it.
+
+Synchronous and single-threaded: called from the broker's event loop (the store notifies its
+subscribers before a call returns).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from strom.common.config import BrokerConfig, validate_topic_configs
+from strom.common.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidRequestError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    TopicDeletionDisabledError,
+    UnknownTopicOrPartitionError,
+)
+from strom.common.names import INTERNAL_TOPICS, validate_topic_name
+from strom.controller.placement import Assignment, assign_added_partitions, assign_replicas
+from strom.metadata.changes import (
+    NO_LEADER,
+    MetadataChange,
+    PutTopic,
+    RemoveTopic,
+    SetPartitions,
+    SetTopicConfigs,
+)
+from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
+from strom.metadata.store import MetadataStore, StaleMetadataError
+
+WRITE_ATTEMPTS = 5
+T = TypeVar("T")
+
+
+class TopicAdmin:
+    """The controller's topic operations over ``store``, with defaults from ``config``
+    (``num.partitions``, ``default.replication.factor``, ``delete.topic.enable``)."""
+
+    def __init__(self, store: MetadataStore, config: BrokerConfig, *,
+                 rng: random.Random | None = None) -> None:
+        self._store = store
+        self._config = config
+        self._rng = rng or random.Random()
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+        internal: bool = False,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Create a topic; return it (as it would be, for ``validate_only``: then its id is
+        random and unused).
+
+        ``-1`` partitions / replication factor take the broker defaults. ``assignments``
+        (partition -> replica ids) replaces both and must number partitions ``0..N-1`` with the
+        same number of distinct, registered brokers each. Topics named like Kafka's internal
+        topics are internal, as is any created with ``internal=True``."""
+        overrides = dict(configs or {})
+
+        def plan(image: MetadataImage) -> tuple[list[MetadataChange], TopicInfo]:
+            topic = self._new_topic(image, name, partitions, replication_factor, overrides,
+                                    assignments, internal or name in INTERNAL_TOPICS)
+            return [PutTopic(topic)], topic
+
+        return self._update(plan, validate_only)
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Delete a topic (TOPIC_DELETION_DISABLED unless ``delete.topic.enable``)."""
+        if not self._config.get("delete.topic.enable"):
+            raise TopicDeletionDisabledError("Topic deletion is disabled.")
+
+        def plan(image: MetadataImage) -> tuple[list[MetadataChange], TopicInfo]:
+            topic = _require(image, name)
+            return [RemoveTopic(name)], topic
+
+        return self._update(plan, False)
+
+    def add_partitions(
+        self,
+        name: str,
+        total: int,
+        assignments: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Grow a topic to ``total`` partitions; ``assignments`` lists the replicas of each new
+        partition in order (else they are placed like Kafka does)."""
+
+        def plan(image: MetadataImage) -> tuple[list[MetadataChange], TopicInfo]:
+            topic = _require(image, name)
+            current = len(topic.partitions)
+            if total <= current:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {current} partitions, which is higher than or equal "
+                    f"to the requested {total}.")
+            replication = len(topic.partitions[0].replicas)
+            if assignments is None:
+                placed = assign_added_partitions(
+                    image.brokers.values(), [p.replicas for p in topic.partitions], total,
+                    rng=self._rng)
+            else:
+                if len(assignments) != total - current:
+                    raise InvalidReplicaAssignmentError(
+                        f"Increasing the number of partitions by {total - current} but "
+                        f"{len(assignments)} assignments provided.")
+                placed = {current + i: tuple(a) for i, a in enumerate(assignments)}
+                _check_assignment(image, placed, replication)
+            new = tuple(_initial_state(image, p, replicas) for p, replicas in placed.items())
+            grown = TopicInfo(topic.name, topic.topic_id, topic.partitions + new,
+                              dict(topic.configs), topic.internal)
+            return [SetPartitions(name, new)], grown
+
+        return self._update(plan, validate_only)
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str], *,
+                          validate_only: bool = False) -> TopicInfo:
+        """Replace a topic's config overrides with ``configs`` (validated first)."""
+        overrides = dict(configs)
+        validate_topic_configs(overrides)
+
+        def plan(image: MetadataImage) -> tuple[list[MetadataChange], TopicInfo]:
+            topic = _require(image, name)
+            updated = TopicInfo(topic.name, topic.topic_id, topic.partitions, overrides,
+                                topic.internal)
+            return [SetTopicConfigs(name, overrides)], updated
+
+        return self._update(plan, validate_only)
+
+    # ----------------------------------------------------------------------------------------
+    def _update(self, plan: Callable[[MetadataImage], tuple[list[MetadataChange], T]],
+                validate_only: bool) -> T:
+        """Plan against the current image and write conditionally, re-planning if it moved."""
+        for attempt in range(WRITE_ATTEMPTS):
+            image = self._store.image
+            changes, result = plan(image)
+            if validate_only:
+                return result
+            try:
+                self._store.write(image.epoch, changes)
+            except StaleMetadataError:
+                if attempt == WRITE_ATTEMPTS - 1:
+                    raise
+                continue
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _new_topic(
+        self,
+        image: MetadataImage,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignments: Mapping[int, Sequence[int]] | None,
+        internal: bool,
+    ) -> TopicInfo:
+        validate_topic_name(name)
+        if name in image.topics:
+            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        colliding = _collision_key(name)
+        for existing in image.topics:
+            if _collision_key(existing) == colliding:
+                raise InvalidTopicError(
+                    f"Topic '{name}' collides with existing topic: {existing}")
+        if assignments is not None:
+            if partitions != -1 or replication_factor != -1:
+                raise InvalidRequestError(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time.")
+            placed = {int(p): tuple(r) for p, r in assignments.items()}
+            if sorted(placed) != list(range(len(placed))) or not placed:
+                raise InvalidReplicaAssignmentError("Partitions must be numbered 0..N-1.")
+            _check_assignment(image, placed, len(placed[0]))
+        else:
+            if partitions == -1:
+                partitions = int(self._config.get("num.partitions"))
+            if replication_factor == -1:
+                replication_factor = int(self._config.get("default.replication.factor"))
+            placed = assign_replicas(image.brokers.values(), partitions, replication_factor,
+                                     rng=self._rng)
+        validate_topic_configs(configs)
+        states = tuple(_initial_state(image, p, placed[p]) for p in sorted(placed))
+        return TopicInfo(name, uuid.uuid4(), states, configs, internal)
+
+
+def _require(image: MetadataImage, name: str) -> TopicInfo:
+    topic = image.topics.get(name)
+    if topic is None:
+        raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+    return topic
+
+
+def _collision_key(name: str) -> str:
+    """Kafka refuses topics whose names differ only in '.' versus '_' (metric names clash)."""
+    return name.replace(".", "_")
+
+
+def _check_assignment(image: MetadataImage, placed: Assignment, replication: int) -> None:
+    for partition, replicas in sorted(placed.items()):
+        if not replicas:
+            raise InvalidReplicaAssignmentError(
+                f"Cannot have replication factor of 0 for partition id {partition}.")
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(
+                f"Duplicate brokers in the replica assignment of partition {partition}: "
+                f"{list(replicas)}.")
+        unknown = sorted(set(replicas) - set(image.brokers))
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"Unknown broker(s) {unknown} in the replica assignment of partition "
+                f"{partition}.")
+        if len(replicas) != replication:
+            raise InvalidReplicaAssignmentError(
+                f"Inconsistent replication factor: partition {partition} has "
+                f"{len(replicas)} replicas, expected {replication}.")
+
+
+def _initial_state(image: MetadataImage, partition: int, replicas: Sequence[int]) -> PartitionInfo:
+    live = tuple(r for r in replicas if r in image.brokers)
+    return PartitionInfo(partition, live[0] if live else NO_LEADER, 0, tuple(replicas), live)

@@ -1,0 +1,124 @@
+"""The partition owns the high watermark: the smallest log end in the ISR, min ISR for acks=-1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from strom.common.errors import (
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+)
+from strom.common.types import LATEST_TIMESTAMP, TopicPartition
+from strom.replication.partition import FetchIsolation, IsrState, Partition
+from tests.replication.harness import Harness, partition_info
+from tests.replication.harness import image as make_image
+from tests.storage.helpers import make_batch, payload
+
+
+def leader(tmp_path: Path, replicas: tuple[int, ...] = (1, 2, 3), **configs: str
+           ) -> tuple[Harness, Partition]:
+    h = Harness(tmp_path)
+    h.apply(make_image(partition_info(replicas=replicas), configs=configs))
+    p = h.replicas.partition(TopicPartition("t", 0))
+    assert p is not None
+    return h, p
+
+
+def append(p: Partition, count: int, acks: int = 1) -> None:
+    p.append_as_leader(payload(make_batch([b"x"] * count)), acks)
+
+
+def test_high_watermark_is_the_smallest_log_end_in_the_isr(tmp_path: Path) -> None:
+    h, p = leader(tmp_path)
+    append(p, 5)
+    assert (p.log_end_offset, p.high_watermark) == (5, 0)  # followers have nothing yet
+    p.update_follower_fetch_state(2, 5)
+    assert p.high_watermark == 0  # replica 3 is in the ISR and still at nothing
+    p.update_follower_fetch_state(3, 3)
+    assert p.high_watermark == 3
+    p.update_follower_fetch_state(3, 2)  # an older fetch never moves it back
+    assert p.high_watermark == 3
+    p.update_follower_fetch_state(3, 5)
+    assert p.high_watermark == p.last_stable_offset == 5
+    # Consumers read to the high watermark, followers to the log end.
+    append(p, 2)
+    assert p.read(5, 1 << 20, FetchIsolation.HIGH_WATERMARK).regions == []
+    assert p.read(5, 1 << 20, FetchIsolation.LOG_END).regions
+    assert p.list_offset(LATEST_TIMESTAMP, FetchIsolation.HIGH_WATERMARK) == (5, -1, 0)
+    assert p.log.stable_end == 5  # the cleaner's bound follows the last stable offset
+    h.close()
+
+
+def test_isr_shrunk_to_the_leader_makes_the_log_end_the_high_watermark(tmp_path: Path) -> None:
+    h, p = leader(tmp_path)
+    append(p, 4)
+    assert p.high_watermark == 0
+    h.apply(make_image(partition_info(replicas=(1, 2, 3), isr=(1,))))
+    assert p.isr_state == IsrState(frozenset({1})) and p.high_watermark == 4
+    h.close()
+
+
+def test_min_insync_replicas_refuses_acks_all_before_appending(tmp_path: Path) -> None:
+    h, p = leader(tmp_path, replicas=(1,), **{"min.insync.replicas": "2"})
+    with pytest.raises(NotEnoughReplicasError):
+        append(p, 3, acks=-1)
+    assert p.log_end_offset == 0  # nothing appended
+    append(p, 3, acks=1)  # acks=1 does not need the ISR
+    assert p.log_end_offset == p.high_watermark == 3
+    h.close()
+
+
+def test_isr_shrinking_after_the_append_fails_acks_all(tmp_path: Path) -> None:
+    h, p = leader(tmp_path, replicas=(1, 2), **{"min.insync.replicas": "2"})
+    append(p, 2, acks=-1)
+    assert p.check_enough_replicas_reach_offset(2) == (False, None)
+    h.apply(make_image(partition_info(replicas=(1, 2), isr=(1,)),
+                       configs={"min.insync.replicas": "2"}))
+    done, error = p.check_enough_replicas_reach_offset(2)
+    assert done and isinstance(error, NotEnoughReplicasAfterAppendError)
+    h.close()
+
+
+def test_follower_role(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.apply(make_image(partition_info(leader=2, epoch=4, replicas=(2, 1))))
+    p = h.replicas.partition(TopicPartition("t", 0))
+    assert p is not None and not p.is_leader and p.leader_id == 2
+    with pytest.raises(NotLeaderOrFollowerError):
+        append(p, 1)
+    with pytest.raises(NotLeaderOrFollowerError):
+        p.read(0, 100, FetchIsolation.HIGH_WATERMARK)
+    replicated = make_batch([b"a", b"b"], leader_epoch=4)
+    p.append_as_follower(payload(replicated))
+    assert p.log_end_offset == 2 and p.log.latest_epoch == 4
+    p.update_follower_high_watermark(7)  # bounded by its own log end
+    assert p.high_watermark == 2
+    # Becoming leader at a new epoch starts that epoch at the log end.
+    h.apply(make_image(partition_info(leader=1, epoch=5, replicas=(2, 1), isr=(1,))))
+    assert p.is_leader and p.log.leader_epochs.entries()[-1] == (5, 2)
+    h.close()
+
+
+def test_high_watermark_restore_is_clamped_to_the_log(tmp_path: Path) -> None:
+    h, p = leader(tmp_path, replicas=(1, 2))
+    append(p, 4)
+    p.initialize_high_watermark(100)
+    assert p.high_watermark == 4
+    h.close()
+
+
+def test_last_stable_offset_stops_at_an_open_transaction(tmp_path: Path) -> None:
+    h, p = leader(tmp_path, replicas=(1,))
+    append(p, 2)
+    txn = make_batch([b"t1", b"t2"], producer_id=9, producer_epoch=0, base_sequence=0,
+                     attributes=0x10)  # transactional
+    p.append_as_leader(payload(txn), 1)
+    append(p, 1)
+    assert p.high_watermark == 5 and p.last_stable_offset == 2
+    assert p.log.stable_end == 2  # the cleaner stays below the open transaction
+    assert p.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED).size < (
+        p.read(0, 1 << 20, FetchIsolation.HIGH_WATERMARK).size)
+    h.close()

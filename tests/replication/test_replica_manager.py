@@ -1,0 +1,205 @@
+"""The one write path: acks, min ISR, fsync group commit, timeouts, parked fetches, checkpoints."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from strom.common.errors import ErrorCode
+from strom.common.types import TopicPartition
+from strom.replication.delayed import DelayedFetch
+from strom.replication.partition import FetchIsolation, Partition
+from strom.replication.replica_manager import AppendOrigin
+from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
+from tests.replication.harness import Harness, partition_info
+from tests.replication.harness import image as make_image
+
+TP = TopicPartition("t", 0)
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(scenario())  # type: ignore[arg-type]
+
+
+def hosted(h: Harness) -> Partition:
+    p = h.replicas.partition(TP)
+    assert p is not None
+    return p
+
+
+def code(outcome_error: object) -> int:
+    return getattr(outcome_error, "code", 0)
+
+
+def test_single_replica_acks_all_is_acknowledged_at_once(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        h = Harness(tmp_path)
+        h.apply(make_image(partition_info()))
+        outcome = h.produce(3, acks=-1)
+        assert outcome.done is None
+        result = outcome.results[TP]
+        assert result.error is None and (result.base_offset, result.last_offset) == (0, 2)
+        assert hosted(h).high_watermark == 3
+        h.close()
+    run(scenario)
+
+
+def test_acks_all_waits_for_the_isr_and_times_out(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        h = Harness(tmp_path)
+        h.apply(make_image(partition_info(replicas=(1, 2))))
+        outcome = h.produce(2, acks=-1, timeout_ms=500)
+        assert outcome.done is not None and not outcome.done.done()
+        assert len(h.replicas.produce_purgatory) == 1
+        hosted(h).update_follower_fetch_state(2, 2)  # the follower has the records
+        await asyncio.sleep(0)
+        assert outcome.done.done() and outcome.results[TP].error is None
+        assert outcome.results[TP].base_offset == 0
+        # Nobody fetches the next one: it expires with REQUEST_TIMED_OUT.
+        late = h.produce(1, acks=-1, timeout_ms=500)
+        assert late.done is not None
+        h.timers.advance(500)
+        await asyncio.sleep(0)
+        assert late.done.done()
+        assert code(late.results[TP].error) == ErrorCode.REQUEST_TIMED_OUT
+        # acks=1 never waits for followers.
+        assert h.produce(1, acks=1).done is None
+        h.close()
+    run(scenario)
+
+
+def test_min_insync_replicas_on_one_broker(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        h = Harness(tmp_path)
+        h.apply(make_image(partition_info(), configs={"min.insync.replicas": "2"}))
+        refused = h.produce(2, acks=-1)
+        assert code(refused.results[TP].error) == ErrorCode.NOT_ENOUGH_REPLICAS == 19
+        assert hosted(h).log_end_offset == 0
+        accepted = h.produce(2, acks=1)
+        assert accepted.results[TP].error is None and hosted(h).log_end_offset == 2
+        h.close()
+    run(scenario)
+
+
+def test_durable_appends_wait_for_their_fsync_round(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        h = Harness(tmp_path, {"log.flush.interval.messages": 1})
+        h.apply(make_image(partition_info()))
+        outcomes = [h.produce(1, acks=1) for _ in range(20)]
+        assert all(o.done is not None for o in outcomes)
+        await asyncio.gather(*(o.done for o in outcomes if o.done is not None))
+        assert all(o.results[TP].error is None for o in outcomes)
+        assert hosted(h).log.recovery_point == 20
+        assert h.replicas.flusher.rounds <= 3
+        h.close()
+    run(scenario)
+
+
+def test_a_failed_fsync_fails_the_waiting_appends_asynchronously(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        h = Harness(tmp_path, {"log.flush.interval.messages": 1})
+        h.apply(make_image(partition_info()))
+        plog = hosted(h).log
+
+        def broken_flush(up_to: int | None = None) -> None:
+            raise OSError(28, "No space left on device")
+
+        plog.flush = broken_flush  # type: ignore[method-assign]
+        outcome = h.produce(1, acks=-1)
+        assert outcome.results[TP].error is not None  # REQUEST_TIMED_OUT until answered
+        assert outcome.done is not None
+        await asyncio.wait_for(outcome.done, 5)
+        error = outcome.results[TP].error
+        assert code(error) == ErrorCode.KAFKA_STORAGE_ERROR
+        assert "No space left" in str(error)
+        del plog.flush
+        h.close()
+    run(scenario)
+
+
+def test_parked_consumer_fetch_wakes_on_high_watermark_not_log_end(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        h = Harness(tmp_path)
+        h.apply(make_image(partition_info(replicas=(1, 2))))
+        p = hosted(h)
+        loop = asyncio.get_running_loop()
+        consumer: asyncio.Future[int] = loop.create_future()
+        follower: asyncio.Future[int] = loop.create_future()
+
+        def reader(isolation: FetchIsolation) -> Callable[[], tuple[int, int, bool]]:
+            def read() -> tuple[int, int, bool]:
+                size = p.read(0, 1 << 20, isolation).size
+                return size, size, False
+            return read
+
+        h.replicas.park_fetch(DelayedFetch(10_000, 1, reader(FetchIsolation.HIGH_WATERMARK),
+                                           consumer), [TP])
+        h.replicas.park_fetch(DelayedFetch(10_000, 1, reader(FetchIsolation.LOG_END),
+                                           follower), [TP])
+        h.produce(2, acks=1)
+        assert follower.done() and follower.result() > 0  # the log end moved
+        assert not consumer.done()  # the high watermark did not
+        p.update_follower_fetch_state(2, 2)
+        assert consumer.done() and consumer.result() == follower.result()
+        assert len(h.replicas.fetch_purgatory) == 0
+        h.close()
+    run(scenario)
+
+
+def test_internal_topics_take_coordinator_writes_only(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        h = Harness(tmp_path)
+        h.apply(make_image(partition_info(), internal=True))
+        refused = h.produce(1, acks=-1)
+        assert code(refused.results[TP].error) == ErrorCode.INVALID_TOPIC_EXCEPTION
+        ok = h.produce(1, acks=-1, origin=AppendOrigin.COORDINATOR)
+        assert ok.results[TP].error is None
+        unknown = h.produce(1, acks=1, topic="missing")
+        assert code(unknown.results[TopicPartition("missing", 0)].error) == (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        invalid = h.produce(1, acks=2)
+        assert code(invalid.results[TP].error) == ErrorCode.INVALID_REQUIRED_ACKS
+        h.close()
+    run(scenario)
+
+
+def test_high_watermark_checkpoint_survives_a_restart(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        h = Harness(tmp_path)
+        h.apply(make_image(partition_info(replicas=(1, 2))))
+        h.produce(5, acks=1)
+        hosted(h).update_follower_fetch_state(2, 3)
+        assert hosted(h).high_watermark == 3
+        await h.replicas.shutdown()
+        assert read_offsets(tmp_path / REPLICATION_OFFSET_CHECKPOINT) == {TP: 3}
+        h.close()
+        # Restart as a follower: the high watermark comes back from the checkpoint.
+        again = Harness(tmp_path)
+        again.apply(make_image(partition_info(leader=2, epoch=1, replicas=(1, 2))))
+        assert hosted(again).high_watermark == 3 and hosted(again).log_end_offset == 5
+        again.close()
+    run(scenario)
+
+
+def test_leadership_listeners_hear_every_transition(tmp_path: Path) -> None:
+    events: list[tuple[str, int, int | None]] = []
+
+    class Listener:
+        def on_become_leader(self, partition: int, leader_epoch: int) -> None:
+            events.append(("lead", partition, leader_epoch))
+
+        def on_resign(self, partition: int, leader_epoch: int | None) -> None:
+            events.append(("resign", partition, leader_epoch))
+
+    h = Harness(tmp_path)
+    h.apply(make_image(partition_info(0), partition_info(1, leader=2, replicas=(2, 1))))
+    h.replicas.add_leadership_listener("t", Listener())
+    assert events == [("lead", 0, 0)]  # led already: reported at registration
+    h.apply(make_image(partition_info(0, leader=2, epoch=1, replicas=(1, 2)),
+                       partition_info(1, leader=1, epoch=1, replicas=(2, 1))))
+    assert events[1:] == [("resign", 0, 1), ("lead", 1, 1)]
+    h.apply(make_image())  # topic deleted
+    assert events[3:] == [("resign", 1, None)]
+    assert h.logs.logs() == []
+    h.close()

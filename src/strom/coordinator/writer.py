@@ -39,11 +39,11 @@ class ReplicaPartitionWriter:
             {tp: memoryview(bytearray(batch))}, required_acks=-1,
             origin=AppendOrigin.COORDINATOR, timeout_ms=timeout_ms)
         result = outcome.results[tp]
-        if result.error is not None:
-            raise result.error
-        last = result.last_offset
-        if outcome.done is None:
-            return last
+        if outcome.done is None:  # final: refused (nothing appended) or already committed
+            if result.error is not None:
+                raise result.error
+            return result.last_offset
+        last = result.last_offset  # appended; its error reads REQUEST_TIMED_OUT until answered
         committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
         def settle(_done: asyncio.Future[None]) -> None:

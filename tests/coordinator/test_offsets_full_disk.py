@@ -1,4 +1,4 @@
-"""End to end over real sockets: a broker whose disk fills up while committing offsets.
+"""End to end over real sockets: offset commits on a durable broker, and on a full disk.
 
 The broker runs in a subprocess with RLIMIT_FSIZE (writes past it fail with EFBIG, as on a
 full disk). Offset commits fill their ``__consumer_offsets`` partition until one fails: that
@@ -17,6 +17,7 @@ from typing import Any
 from strom.common.errors import ErrorCode
 from strom.coordinator.group.records import partition_for
 from strom.protocol.versions import ApiKey
+from strom.testing import EmbeddedBroker
 from tests.broker.raw import RawClient
 from tests.broker.test_data_path import create
 
@@ -90,3 +91,16 @@ def test_offset_commit_on_a_full_disk_fails_closed(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_offset_commit_on_a_durable_broker_waits_for_its_fsync(tmp_path: Path) -> None:
+    config = {"log.flush.interval.messages": 1, "offsets.topic.num.partitions": PARTITIONS}
+    with EmbeddedBroker(config=config, data_dir=tmp_path) as broker:
+        client = RawClient(broker.bootstrap)
+        create(client, "t")
+        assert call(client, ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0}
+                    ).error_code == 0
+        for offset in range(5):
+            assert commit(client, "g", offset, "meta") == 0
+            assert fetch_offset(client, "g") == (0, offset)
+        client.close()

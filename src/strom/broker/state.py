@@ -38,7 +38,8 @@ class BrokerState:
 
     @property
     def groups(self) -> GroupCoordinator:
-        """The group coordinator (set by the server once ``__consumer_offsets`` is loaded)."""
+        """The group coordinator (set by the server at start-up; its shards load in the
+        background, answering COORDINATOR_LOAD_IN_PROGRESS until they are ready)."""
         if self.group_coordinator is None:
             raise error_class("COORDINATOR_LOAD_IN_PROGRESS")("group coordinator not loaded")
         return self.group_coordinator

@@ -27,7 +27,9 @@ def test_mypy() -> None:
 
 
 def test_import_layers() -> None:
-    exe = shutil.which("lint-imports")
+    # The interpreter's own scripts directory first: a virtualenv used without activating it.
+    beside = Path(sys.executable).parent / "lint-imports"
+    exe = str(beside) if beside.exists() else shutil.which("lint-imports")
     if exe is None:
         pytest.fail("import-linter is not installed (pip install -e '.[test]')")
     result = run(exe)

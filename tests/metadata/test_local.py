@@ -127,7 +127,7 @@ def test_failed_persist_changes_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     def fail(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("strom.metadata.local.os.replace", fail)
+    monkeypatch.setattr("strom.storage.files.os.replace", fail)
     with pytest.raises(OSError):
         store.write(before.epoch, [PutTopic(TopicInfo("t", TOPIC_ID, (
             PartitionInfo(0, 3, 0, (3,), (3,)),), {}))])

@@ -29,21 +29,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import uuid
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from strom.metadata.changes import MetadataChange, apply_changes
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
-from strom.metadata.store import (
-    Listeners,
-    MetadataListener,
-    ProducerIdBlock,
-    StaleMetadataError,
-    next_producer_id_block,
-)
+from strom.metadata.store import ImageStore
+from strom.storage.files import atomic_write, fsync_dir
 
 FILE_NAME = "strom-metadata.json"
 FORMAT_VERSION = 2
@@ -55,7 +47,7 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class LocalMetadataStore:
+class LocalMetadataStore(ImageStore):
     """File-backed :class:`~strom.metadata.store.MetadataStore` for a single broker.
 
     Raises ``ValueError`` at construction when the file cannot be read (bad JSON, an unknown
@@ -65,7 +57,6 @@ class LocalMetadataStore:
         self._dir = data_dir
         self._path = data_dir / FILE_NAME
         self._broker = broker
-        self._listeners = Listeners()
         loaded = self._read()
         legacy_next = self._read_legacy_producer_ids()
         if loaded is None:
@@ -74,19 +65,10 @@ class LocalMetadataStore:
             version, next_pid = None, 0
         else:
             image, next_pid, version = loaded
-        self._image = image
-        self._next_producer_id = max(next_pid, legacy_next or 0)
+        super().__init__(image, max(next_pid, legacy_next or 0))
         if version != FORMAT_VERSION or legacy_next is not None:
-            self._persist(self._image, self._next_producer_id)
+            self._store(self._image, self._next_producer_id)
             self._remove_legacy_producer_ids()
-
-    @property
-    def image(self) -> MetadataImage:
-        return self._image
-
-    @property
-    def cluster_id(self) -> str:
-        return self._image.cluster_id
 
     def register_broker(self, broker: BrokerInfo) -> None:
         """Update this broker's advertised address and rack (known once the listener is bound).
@@ -97,30 +79,9 @@ class LocalMetadataStore:
                              f"cannot register broker {broker.node_id}")
         image = MetadataImage(self._image.cluster_id, self._image.epoch + 1, broker.node_id,
                               {broker.node_id: broker}, self._image.topics)
-        self._persist(image, self._next_producer_id)
+        self._store(image, self._next_producer_id)
         self._broker = broker
-        self._image = image
-        self._listeners.publish(image)
-
-    def write(self, expected_epoch: int, changes: Sequence[MetadataChange]) -> MetadataImage:
-        if expected_epoch != self._image.epoch:
-            raise StaleMetadataError(expected_epoch, self._image.epoch)
-        if not changes:
-            return self._image
-        image = apply_changes(self._image, changes)
-        self._persist(image, self._next_producer_id)
-        self._image = image
-        self._listeners.publish(image)
-        return image
-
-    def subscribe(self, listener: MetadataListener) -> Callable[[], None]:
-        return self._listeners.subscribe(listener)
-
-    def allocate_producer_id_block(self, size: int) -> ProducerIdBlock:
-        block = next_producer_id_block(self._next_producer_id, size)
-        self._persist(self._image, block.last + 1)
-        self._next_producer_id = block.last + 1
-        return block
+        self._set_image(image)
 
     # -- the file ---------------------------------------------------------------------------
     def _read(self) -> tuple[MetadataImage, int, int] | None:
@@ -185,16 +146,11 @@ class LocalMetadataStore:
             },
         }
 
-    def _persist(self, image: MetadataImage, next_producer_id: int) -> None:
+    def _store(self, image: MetadataImage, next_producer_id: int) -> None:
         """Write the whole state durably; the current state is untouched if this raises."""
         self._dir.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self._encode(image, next_producer_id), f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        _fsync_dir(self._dir)
+        text = json.dumps(self._encode(image, next_producer_id), indent=1, sort_keys=True)
+        atomic_write(self._path, text.encode("utf-8"))
 
     def _legacy_producer_id_files(self) -> list[Path]:
         legacy = self._dir / LEGACY_PRODUCER_ID_FILE
@@ -226,12 +182,4 @@ class LocalMetadataStore:
             except FileNotFoundError:
                 pass
         if removed:
-            _fsync_dir(self._dir)
-
-
-def _fsync_dir(path: Path) -> None:
-    dir_fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+            fsync_dir(self._dir)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from strom.common.errors import StromError
-from strom.metadata.changes import MetadataChange
+from strom.metadata.changes import MetadataChange, apply_changes
 from strom.metadata.image import BrokerInfo, MetadataImage
 
 log = logging.getLogger("strom.metadata")
@@ -144,3 +144,49 @@ class Listeners:
                                       current.epoch)
         finally:
             self._delivering = False
+
+
+class ImageStore:
+    """What every :class:`MetadataStore` implementation shares: the current image, conditional
+    writes, listeners and producer-id blocks. A subclass persists in :meth:`_store` (which
+    must change nothing if it raises) and registers brokers its own way, installing the new
+    image with :meth:`_set_image`."""
+
+    def __init__(self, image: MetadataImage, next_producer_id: int) -> None:
+        self._image = image
+        self._next_producer_id = next_producer_id
+        self._listeners = Listeners()
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    @property
+    def cluster_id(self) -> str:
+        return self._image.cluster_id
+
+    def write(self, expected_epoch: int, changes: Sequence[MetadataChange]) -> MetadataImage:
+        if expected_epoch != self._image.epoch:
+            raise StaleMetadataError(expected_epoch, self._image.epoch)
+        if not changes:
+            return self._image
+        image = apply_changes(self._image, changes)
+        self._store(image, self._next_producer_id)
+        self._set_image(image)
+        return image
+
+    def subscribe(self, listener: MetadataListener) -> Callable[[], None]:
+        return self._listeners.subscribe(listener)
+
+    def allocate_producer_id_block(self, size: int) -> ProducerIdBlock:
+        block = next_producer_id_block(self._next_producer_id, size)
+        self._store(self._image, block.last + 1)
+        self._next_producer_id = block.last + 1
+        return block
+
+    def _store(self, image: MetadataImage, next_producer_id: int) -> None:
+        raise NotImplementedError
+
+    def _set_image(self, image: MetadataImage) -> None:
+        self._image = image
+        self._listeners.publish(image)

@@ -56,6 +56,26 @@ class AckSource(Protocol):
         ...
 
 
+def settle(
+    pending: dict[TopicPartition, PendingAck],
+    results: dict[TopicPartition, PartitionAppendResult],
+    source: AckSource,
+) -> None:
+    """Remove from ``pending`` every partition that is acknowledged (or failed) now, with its
+    outcome written into ``results``."""
+    for tp, ack in list(pending.items()):
+        done, error = source.check_ack(tp, ack)
+        if done:
+            del pending[tp]
+            _settle_one(results[tp], error)
+
+
+def _settle_one(result: PartitionAppendResult, error: KafkaError | None) -> None:
+    result.error = error
+    if error is not None:
+        result.base_offset = -1
+
+
 class DelayedProduce(DelayedOperation):
     """A produce (or coordinator write) waiting for its acks; see the module docstring."""
 
@@ -78,10 +98,6 @@ class DelayedProduce(DelayedOperation):
             results[tp].error = RequestTimedOutError(
                 f"the append to {tp} was not acknowledged within {timeout_ms} ms")
 
-    @property
-    def partitions(self) -> list[TopicPartition]:
-        return list(self._pending)
-
     def fail(self, tp: TopicPartition, error: KafkaError, durable_up_to: int) -> None:
         """An fsync round failed for ``tp``: fail this request's records not yet durable."""
         pending = self._pending.get(tp)
@@ -90,18 +106,11 @@ class DelayedProduce(DelayedOperation):
             del self._pending[tp]
             self._set_error(tp, error)
 
-    def _set_error(self, tp: TopicPartition, error: KafkaError | None) -> None:
-        result = self._results[tp]
-        result.error = error
-        if error is not None:
-            result.base_offset = -1
+    def _set_error(self, tp: TopicPartition, error: KafkaError) -> None:
+        _settle_one(self._results[tp], error)
 
     def try_complete(self) -> bool:
-        for tp, pending in list(self._pending.items()):
-            done, error = self._source.check_ack(tp, pending)
-            if done:
-                del self._pending[tp]
-                self._set_error(tp, error)
+        settle(self._pending, self._results, self._source)
         if self._pending:
             return False
         return self.force_complete()

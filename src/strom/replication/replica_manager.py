@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,7 @@ from strom.replication.delayed import (
     DelayedProduce,
     PartitionAppendResult,
     PendingAck,
+    settle,
 )
 from strom.replication.flusher import Flushable, GroupCommitFlusher
 from strom.replication.partition import Partition
@@ -194,11 +196,11 @@ class ReplicaManager:
             for listener in self._listeners.get(tp.topic, ()):
                 listener.on_become_leader(tp.partition, epoch)
 
-    def _create_partition(self, tp: TopicPartition, topic_id: object, config: TopicConfig
+    def _create_partition(self, tp: TopicPartition, topic_id: uuid.UUID, config: TopicConfig
                           ) -> Partition:
         plog = self.logs.get(tp.topic, tp.partition) or self.logs.create(
             tp.topic, tp.partition, config)
-        partition = Partition(tp, topic_id, plog, self.node_id, self.clock,  # type: ignore[arg-type]
+        partition = Partition(tp, topic_id, plog, self.node_id, self.clock,
                               on_high_watermark=self._on_high_watermark)
         partition.initialize_high_watermark(self._restored_hw.get(tp, 0))
         self._partitions[tp] = partition
@@ -246,12 +248,12 @@ class ReplicaManager:
                 wait = self._append_one(partition, records, required_acks, origin, result)
                 if wait is not None and required_acks != 0:
                     pending[tp] = wait
+        settle(pending, results, self)  # most appends are acknowledged at once: no operation
         if not pending:
             return AppendOutcome(results, None)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        operation = DelayedProduce(timeout_ms, pending, results, self, future)
-        if self.produce_purgatory.try_complete_else_watch(operation, list(pending)):
-            return AppendOutcome(results, None)
+        self.produce_purgatory.watch(
+            DelayedProduce(timeout_ms, pending, results, self, future), list(pending))
         return AppendOutcome(results, future)
 
     def _append_one(

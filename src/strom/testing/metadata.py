@@ -13,21 +13,12 @@ persist). Single-threaded, like the stores it stands in for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
-from strom.metadata.changes import MetadataChange, apply_changes
 from strom.metadata.image import BrokerInfo, MetadataImage
 from strom.metadata.local import new_cluster_id
-from strom.metadata.store import (
-    Listeners,
-    MetadataListener,
-    ProducerIdBlock,
-    StaleMetadataError,
-    next_producer_id_block,
-)
+from strom.metadata.store import ImageStore
 
 
-class MemoryMetadataStore:
+class MemoryMetadataStore(ImageStore):
     """Cluster metadata in memory.
 
     ``controller_id`` is reported in images as given; when None, the lowest registered broker id
@@ -35,19 +26,9 @@ class MemoryMetadataStore:
 
     def __init__(self, cluster_id: str | None = None, *, controller_id: int | None = None) -> None:
         self._controller_id = controller_id
-        self._image = MetadataImage(cluster_id or new_cluster_id(), 0, self._controller(set()),
-                                    {}, {})
-        self._listeners = Listeners()
-        self._next_producer_id = 0
         self._failure: BaseException | None = None
-
-    @property
-    def image(self) -> MetadataImage:
-        return self._image
-
-    @property
-    def cluster_id(self) -> str:
-        return self._image.cluster_id
+        super().__init__(MetadataImage(cluster_id or new_cluster_id(), 0,
+                                       self._controller(set()), {}, {}), 0)
 
     def register_broker(self, broker: BrokerInfo) -> None:
         brokers = dict(self._image.brokers)
@@ -60,30 +41,14 @@ class MemoryMetadataStore:
         if brokers.pop(node_id, None) is not None:
             self._set_brokers(brokers)
 
-    def write(self, expected_epoch: int, changes: Sequence[MetadataChange]) -> MetadataImage:
-        if expected_epoch != self._image.epoch:
-            raise StaleMetadataError(expected_epoch, self._image.epoch)
-        if not changes:
-            return self._image
-        image = apply_changes(self._image, changes)
-        self._take_failure()
-        self._image = image
-        self._listeners.publish(image)
-        return image
-
-    def subscribe(self, listener: MetadataListener) -> Callable[[], None]:
-        return self._listeners.subscribe(listener)
-
-    def allocate_producer_id_block(self, size: int) -> ProducerIdBlock:
-        block = next_producer_id_block(self._next_producer_id, size)
-        self._take_failure()
-        self._next_producer_id = block.last + 1
-        return block
-
     def fail_next_write(self, error: BaseException) -> None:
         """The next ``write`` or ``allocate_producer_id_block`` that would succeed raises
         ``error`` instead, changing nothing (as a store whose disk or session failed)."""
         self._failure = error
+
+    def _store(self, image: MetadataImage, next_producer_id: int) -> None:
+        """Nothing to persist; an injected failure is raised here, before any change."""
+        self._take_failure()
 
     def _take_failure(self) -> None:
         failure, self._failure = self._failure, None
@@ -97,6 +62,5 @@ class MemoryMetadataStore:
 
     def _set_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
         old = self._image
-        self._image = MetadataImage(old.cluster_id, old.epoch + 1,
-                                    self._controller(set(brokers)), brokers, old.topics)
-        self._listeners.publish(self._image)
+        self._set_image(MetadataImage(old.cluster_id, old.epoch + 1,
+                                      self._controller(set(brokers)), brokers, old.topics))

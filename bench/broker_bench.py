@@ -1,6 +1,7 @@
 """strom vs Tansu with the same librdkafka client: throughput, CPU per record, latency, memory.
 
-    python bench/broker_bench.py [--records 1000000] [--big-records 5000000] [--out FILE]
+    python bench/broker_bench.py [--records 1000000] [--big-records 5000000] [--repeats 3]
+                                 [--out FILE]
 
 Every figure is measured for both brokers in the same run; the table reports strom / Tansu
 ratios so a noisy shared machine affects both sides alike. Clients run in this process.
@@ -65,10 +66,16 @@ def produce(broker: RunningBroker, topic: str, n: int, acks: str) -> int:
 
 
 # librdkafka >= 2.4 pauses fetching for fetch.queue.backoff.ms (default 1000 ms) whenever its
-# local queue holds more than queued.min.messages (100k, summed over assigned partitions): a
-# broker that answers faster than the application drains is then idle most of each second.
-# The throughput figure uses a 10 ms backoff for both brokers; the default is reported too.
-FAST_CONSUMER = {"fetch.queue.backoff.ms": 10}
+# local queue holds more than queued.min.messages (100k, summed over assigned partitions) or
+# queued.max.messages.kbytes (64 MiB): a broker that answers faster than the application
+# drains is then idle most of each second (strom paces such clients: broker/fetch_pacing.py).
+# Rows: a 10 ms backoff (the client never idles long), queued.min.messages=1M (the byte limit
+# applies instead), and the client's defaults. Each is the median of --repeats runs.
+CONSUMERS = {
+    "consume rec/s": {"fetch.queue.backoff.ms": 10},
+    "consume rec/s, queued.min.messages=1M": {"queued.min.messages": 1_000_000},
+    "consume rec/s, client defaults": {},
+}
 
 
 def consume(broker: RunningBroker, topic: str, n: int, **config: object) -> int:
@@ -126,7 +133,7 @@ def latency(broker: RunningBroker, topic: str, rate: int = 2000, seconds: float 
     return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
 
 
-def bench_broker(broker: RunningBroker, records: int) -> dict[str, float]:
+def bench_broker(broker: RunningBroker, records: int, repeats: int = 1) -> dict[str, float]:
     out: dict[str, float] = {}
     create_topic(broker, "b1")
     r = measure(broker, lambda: produce(broker, "b1", records, "1"))
@@ -134,10 +141,12 @@ def bench_broker(broker: RunningBroker, records: int) -> dict[str, float]:
     create_topic(broker, "ball")
     r = measure(broker, lambda: produce(broker, "ball", records, "all"))
     out["produce acks=all rec/s"] = r.records_per_s
-    r = measure(broker, lambda: consume(broker, "b1", records, **FAST_CONSUMER))
-    out["consume rec/s"], out["consume CPU s/M"] = r.records_per_s, r.cpu_s_per_million
-    r = measure(broker, lambda: consume(broker, "b1", records))
-    out["consume rec/s, client defaults"] = r.records_per_s
+    for row, config in CONSUMERS.items():
+        runs = [measure(broker, lambda c=config: consume(broker, "b1", records, **c))
+                for _ in range(repeats)]
+        out[row] = statistics.median(r.records_per_s for r in runs)
+        if row == "consume rec/s":
+            out["consume CPU s/M"] = statistics.median(r.cpu_s_per_million for r in runs)
     create_topic(broker, "lat")
     out["latency p50 ms"], out["latency p99 ms"] = latency(broker, "lat")
     return out
@@ -147,6 +156,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--big-records", type=int, default=5_000_000)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per consume row (median)")
     parser.add_argument("--out")
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
@@ -154,7 +164,7 @@ def main() -> None:
                   lambda: start_strom({"log.flush.interval.messages": "1"}, "strom durable")):
         broker = start()
         try:
-            results[broker.name] = bench_broker(broker, args.records)
+            results[broker.name] = bench_broker(broker, args.records, args.repeats)
             if broker.name == "strom" and args.big_records:
                 create_topic(broker, "big")
                 produce(broker, "big", args.big_records, "1")

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.broker.fetch_pacing import FetchPacer
 from strom.common.errors import KafkaError, UnsupportedVersionError
 from strom.protocol.fast import ResponsePart
 from strom.protocol.frame import RequestHeader, encode_response_header, parse_request_header
@@ -44,6 +45,7 @@ class ConnectionContext:
     peer: str
     client_id: str | None = None
     client_software: tuple[str, str] | None = None
+    fetch_pacer: FetchPacer = field(default_factory=FetchPacer)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

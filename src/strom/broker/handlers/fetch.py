@@ -8,14 +8,22 @@ partition allowed to exceed them by one batch (KIP-74). A request that cannot re
 ``min_bytes`` parks in the replica manager's fetch purgatory
 (:class:`~strom.replication.delayed.DelayedFetch`) until the high watermark of one of its
 partitions moves far enough or ``max_wait_ms`` passes, and is answered as soon as it does.
+
+Consumer fetches of a connection are paced by its :class:`~strom.broker.fetch_pacing.FetchPacer`
+once the client has shown that it stalls on its own queue (librdkafka's queue backoff): the
+request may be held briefly and the response capped, never for replicas' fetches. A response
+is *backlogged* when some partition filled at least half of what it was allowed (data was left
+behind); that is what the pacer's stall detection relies on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 
 from strom.broker.dispatch import HandlerResult, Request, ResponseParts
+from strom.broker.fetch_pacing import FetchPacer
 from strom.broker.handlers.common import check_leader_epoch, topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.errors import (
@@ -29,6 +37,8 @@ from strom.protocol.versions import ApiKey
 from strom.replication.delayed import DelayedFetch
 from strom.replication.partition import FetchIsolation, Partition
 from strom.replication.replica_manager import as_kafka_error
+
+log = logging.getLogger("strom.broker.fetch")
 
 API_KEY = ApiKey.FETCH
 READ_COMMITTED = 1
@@ -63,19 +73,48 @@ class FetchHandler:
             for p in topic.partitions:
                 partition = replicas.get(name, p.partition) if name is not None else None
                 targets.append(_Target(topic, p, name, partition))
-        topics, size, errors = self._read(req, version, targets)
+        pacer = request.conn.fetch_pacer if req.replica_id < 0 else None
+        if pacer is not None:
+            stalls = pacer.stalls
+            hold = pacer.before_read(self._state.clock.monotonic())
+            if pacer.stalls != stalls and pacer.rate is not None:
+                log.debug("consumer %s (client %r) stalled on its own queue; pacing its "
+                          "fetches at %.1f MB/s, queue limit about %.1f MB", request.conn.peer,
+                          request.conn.client_id, pacer.rate / 1e6, pacer.queue_bytes / 1e6)
+            if hold > 0:
+                return self._held(hold, req, version, targets, pacer)
+        return self._respond(req, version, targets, pacer)
+
+    async def _held(
+        self, hold: float, req: fast.FetchRequest, version: int, targets: list[_Target],
+        pacer: FetchPacer,
+    ) -> ResponseParts:
+        await asyncio.sleep(hold)
+        result = self._respond(req, version, targets, pacer)
+        return result if isinstance(result, list) else await result
+
+    def _respond(
+        self, req: fast.FetchRequest, version: int, targets: list[_Target],
+        pacer: FetchPacer | None,
+    ) -> ResponseParts | asyncio.Future[ResponseParts]:
+        cap = pacer.budget(self._state.clock.monotonic()) if pacer is not None else None
+        topics, size, errors, backlogged = self._read(req, version, targets, cap)
         if size >= req.min_bytes or req.max_wait_ms <= 0 or errors or not targets:
+            if pacer is not None:
+                pacer.after_read(self._state.clock.monotonic(), size, backlogged)
             return fast.encode_fetch_response(version, topics)
+        if pacer is not None:  # parking: the consumer has caught up
+            pacer.after_read(self._state.clock.monotonic(), 0, False)
         return self._wait(req, version, targets)
 
     def _wait(
         self, req: fast.FetchRequest, version: int, targets: list[_Target]
-    ) -> HandlerResult:
+    ) -> asyncio.Future[ResponseParts]:
         keys = [TopicPartition(t.name, t.request.partition) for t in targets if t.name]
         future: asyncio.Future[ResponseParts] = asyncio.get_running_loop().create_future()
 
         def read() -> tuple[ResponseParts, int, bool]:
-            topics, size, errors = self._read(req, version, targets)
+            topics, size, errors, _ = self._read(req, version, targets)
             return fast.encode_fetch_response(version, topics), size, errors
 
         self._state.replicas.park_fetch(
@@ -83,14 +122,19 @@ class FetchHandler:
         return future
 
     def _read(
-        self, req: fast.FetchRequest, version: int, targets: list[_Target]
-    ) -> tuple[list[fast.FetchTopicResult], int, bool]:
+        self, req: fast.FetchRequest, version: int, targets: list[_Target],
+        cap: int | None = None,
+    ) -> tuple[list[fast.FetchTopicResult], int, bool, bool]:
+        """Read every target; returns (topics, record bytes, any error, backlogged)."""
         isolation = (FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED
                      else FetchIsolation.HIGH_WATERMARK)
         read_committed = isolation is FetchIsolation.TXN_COMMITTED
         budget = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, self._max_bytes)
+        if cap is not None:
+            budget = min(budget, cap)
         total = 0
         errors = False
+        backlogged = False
         min_one = True
         results: list[fast.FetchTopicResult] = []
         current: fast.FetchTopicResult | None = None
@@ -136,6 +180,7 @@ class FetchHandler:
                 out.records = list(data.regions)
                 total += data.size
                 min_one = False
+                backlogged = backlogged or data.size * 2 >= max_bytes
             else:
                 out.records = []
-        return results, total, errors
+        return results, total, errors, backlogged

@@ -1,0 +1,224 @@
+"""FetchPacer against simulated clients (deterministic, simulated time).
+
+The prefetching client models librdkafka's fetcher: it re-fetches as soon as a response is
+parsed, unless its queue holds ``queue_min`` records, in which case it backs off for
+``backoff`` seconds (``fetch.queue.backoff.ms``); the application drains the queue at
+``drain`` records/s. The on-demand client models kafka-python / the Java client: it fetches
+again only once the application has processed the previous response.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from strom.broker.fetch_pacing import STALL_GAP, FetchPacer
+from strom.testing import EmbeddedBroker
+
+RECORD = 107  # bytes per 100-byte record inside a v2 batch
+FULL = 8 * 1024 * 1024  # 8 partitions x max.partition.fetch.bytes
+
+
+@dataclass
+class Outcome:
+    records_per_s: float
+    stalls: int
+    responses: int
+    pacer: FetchPacer | None
+
+
+def prefetching(total: int, drain: float, pacer: FetchPacer | None, *, queue_min: int = 100_000,
+                backoff: float = 1.0, parse: float = 3e6, serve: float = 0.005) -> Outcome:
+    """Consume ``total`` records with a librdkafka-like client; returns simulated throughput."""
+    t = queued = consumed = 0.0
+    delivered = stalls = responses = 0
+
+    def run_app(until: float) -> None:
+        nonlocal queued, consumed, t
+        took = min(queued, drain * (until - t))
+        queued -= took
+        consumed += took
+        t = until
+
+    while delivered < total:
+        hold = pacer.before_read(t) if pacer else 0.0
+        cap = pacer.budget(t + hold) if pacer else None
+        budget = FULL if cap is None else min(FULL, cap)
+        n = min(budget // RECORD, total - delivered)
+        sent = t + hold + serve * n * RECORD / FULL
+        if pacer:
+            pacer.after_read(sent, n * RECORD, delivered + n < total)
+        responses += 1
+        run_app(sent + n / parse)
+        queued += n
+        delivered += n
+        while queued >= queue_min and delivered < total:
+            stalls += 1
+            run_app(t + backoff)
+    run_app(t + queued / drain)
+    return Outcome(total / t, stalls, responses, pacer)
+
+
+def on_demand(total: int, drain: float, pacer: FetchPacer, response_bytes: int = FULL) -> Outcome:
+    t = 0.0
+    delivered = responses = 0
+    while delivered < total:
+        t += pacer.before_read(t)
+        budget = pacer.budget(t)
+        n = min((response_bytes if budget is None else min(budget, response_bytes)) // RECORD,
+                total - delivered)
+        pacer.after_read(t, n * RECORD, delivered + n < total)
+        responses += 1
+        delivered += n
+        t += 0.001 + n / drain  # the application uses the records, then fetches again
+    return Outcome(total / t, 0, responses, pacer)
+
+
+@pytest.mark.parametrize("drain", [300_000.0, 1_000_000.0, 1_500_000.0])
+def test_pacing_keeps_a_prefetching_client_out_of_its_queue_backoff(drain: float) -> None:
+    unpaced = prefetching(5_000_000, drain, None)
+    paced = prefetching(5_000_000, drain, FetchPacer())
+    # Unpaced, the client idles in 1 s back-offs most of the time.
+    assert unpaced.records_per_s < 0.6 * drain
+    assert paced.pacer is not None and paced.pacer.paced
+    assert paced.stalls <= 4, paced
+    assert paced.records_per_s > 1.4 * unpaced.records_per_s, (paced, unpaced)
+
+
+def test_pacing_converges_on_long_runs() -> None:
+    paced = prefetching(20_000_000, 1_000_000.0, FetchPacer())
+    assert paced.stalls <= 4
+    assert paced.records_per_s > 0.75 * 1_000_000
+
+
+def test_a_client_whose_queue_never_overflows_is_never_paced() -> None:
+    """fetch.queue.backoff.ms=10: the client's pauses are shorter than a stall."""
+    pacer = FetchPacer()
+    fast = prefetching(5_000_000, 1_000_000.0, pacer, backoff=0.01)
+    assert not pacer.paced and pacer.stalls == 0
+    assert fast.records_per_s == pytest.approx(
+        prefetching(5_000_000, 1_000_000.0, None, backoff=0.01).records_per_s)
+
+
+def test_a_large_client_queue_is_learned() -> None:
+    """queued.min.messages=1M: the 64 MiB byte limit ends the first burst; pacing learns it."""
+    unpaced = prefetching(5_000_000, 1_000_000.0, None, queue_min=620_000)
+    paced = prefetching(5_000_000, 1_000_000.0, FetchPacer(), queue_min=620_000)
+    assert paced.records_per_s >= unpaced.records_per_s
+    assert paced.pacer is not None
+    assert paced.pacer.queue_bytes >= 620_000 * RECORD * 0.9
+
+
+@pytest.mark.parametrize("drain", [50_000.0, 300_000.0, 5_000_000.0])
+def test_an_on_demand_client_is_never_paced(drain: float) -> None:
+    pacer = FetchPacer()
+    on_demand(3_000_000, drain, pacer)
+    assert not pacer.paced
+
+
+def test_a_caught_up_consumer_is_not_held() -> None:
+    pacer = FetchPacer()
+    prefetching(2_000_000, 1_000_000.0, pacer)
+    assert pacer.paced
+    t = 100.0
+    for _ in range(50):  # tailing: a few records per response, re-fetched at once
+        assert pacer.before_read(t) < 0.001
+        pacer.after_read(t, 20 * RECORD, backlogged=False)
+        t += 0.002
+
+
+def test_a_gap_after_a_response_that_left_nothing_behind_is_no_stall() -> None:
+    pacer = FetchPacer()
+    pacer.before_read(0.0)
+    pacer.after_read(0.0, FULL, backlogged=True)
+    pacer.before_read(0.01)
+    pacer.after_read(0.01, 1000, backlogged=False)
+    assert pacer.before_read(0.01 + 10 * STALL_GAP) == 0.0
+    assert not pacer.paced
+
+
+# -- over a real socket ---------------------------------------------------------------------
+
+PARTITIONS = 8
+
+
+@pytest.fixture(scope="module")
+def loaded_broker() -> Iterator[tuple[EmbeddedBroker, int]]:
+    """A broker whose topic ``paced`` holds 400k 100-byte records over 8 partitions."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with EmbeddedBroker(log_level="DEBUG") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic("paced", PARTITIONS, 1)]).values():
+            future.result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                             "queue.buffering.max.messages": 1_000_000})
+        total = 400_000
+        for i in range(total):
+            producer.produce("paced", i.to_bytes(4, "big") * 25, partition=i % PARTITIONS)
+            if i % 50_000 == 0:
+                producer.poll(0)
+        assert producer.flush(60) == 0
+        yield broker, total
+
+
+def _stall_lines(broker: EmbeddedBroker) -> list[str]:
+    return [line for line in broker.output if "stalled on its own queue" in line]
+
+
+def test_librdkafka_defaults_get_paced_and_every_record_once_in_order(
+    loaded_broker: tuple[EmbeddedBroker, int],
+) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    broker, total = loaded_broker
+    before = len(_stall_lines(broker))
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "paced",
+                         "enable.auto.commit": False, "client.id": "paced-rdkafka"})
+    consumer.assign([TopicPartition("paced", p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    next_offset = [0] * PARTITIONS
+    seen = 0
+    deadline = time.monotonic() + 120
+    try:
+        while seen < total and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, 1.0):
+                assert msg.error() is None, msg.error()
+                p = msg.partition()
+                assert msg.offset() == next_offset[p]
+                assert int.from_bytes(msg.value()[:4], "big") % PARTITIONS == p
+                next_offset[p] += 1
+                seen += 1
+    finally:
+        consumer.close()
+    assert seen == total
+    # The defaults overflow librdkafka's 100k-message queue; the broker saw it and paced.
+    stalls = _stall_lines(broker)[before:]
+    assert stalls and all("'paced-rdkafka'" in line for line in stalls), broker.output[-20:]
+
+
+def test_kafka_python_on_demand_consumer_is_not_paced(
+    loaded_broker: tuple[EmbeddedBroker, int],
+) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    broker, total = loaded_broker
+    before = len(_stall_lines(broker))
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, client_id="paced-kafka-python",
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+    parts = [TopicPartition("paced", p) for p in range(PARTITIONS)]
+    consumer.assign(parts)
+    seen = 0
+    deadline = time.monotonic() + 120
+    try:
+        while seen < 100_000 and time.monotonic() < deadline:
+            batch = consumer.poll(timeout_ms=1000, max_records=20_000)
+            seen += sum(len(records) for records in batch.values())
+            time.sleep(0.3)  # a slow application: the client fetches again only when drained
+    finally:
+        consumer.close()
+    assert seen >= 100_000
+    assert _stall_lines(broker)[before:] == []

@@ -30,6 +30,17 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from strom.coordinator import codec
+from strom.coordinator.codec import (
+    Reader,
+    RecordFormatError,
+    encode_bytes,
+    encode_string,
+    java_string_hashcode,
+)
+
+__all__ = ["RecordFormatError", "java_string_hashcode"]
+
 OFFSETS_TOPIC = "__consumer_offsets"
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -43,21 +54,8 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
-class RecordFormatError(ValueError):
-    """A ``__consumer_offsets`` key or value that cannot be decoded."""
-
-
-def java_string_hashcode(text: str) -> int:
-    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit wrap-around), signed."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= (1 << 31) else h
-
-
 def partition_for(group_id: str, partitions: int) -> int:
-    return (java_string_hashcode(group_id) & 0x7FFFFFFF) % partitions
+    return codec.partition_for(group_id, partitions)
 
 
 # -- typed records ----------------------------------------------------------------------
@@ -109,42 +107,32 @@ Value = OffsetCommitValue | GroupMetadataValue
 
 
 # -- writing ----------------------------------------------------------------------------
-def _string(text: str | None) -> bytes:
-    if text is None:
-        return _I16.pack(-1)
-    data = text.encode("utf-8")
-    return _I16.pack(len(data)) + data
-
-
-def _bytes(data: bytes) -> bytes:
-    return _I32.pack(len(data)) + data
-
-
 def encode_key(key: Key) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        return b"".join((_I16.pack(OFFSET_COMMIT_KEY_VERSION), _string(key.group),
-                         _string(key.topic), _I32.pack(key.partition)))
-    return _I16.pack(GROUP_METADATA_KEY_VERSION) + _string(key.group)
+        return b"".join((_I16.pack(OFFSET_COMMIT_KEY_VERSION), encode_string(key.group),
+                         encode_string(key.topic), _I32.pack(key.partition)))
+    return _I16.pack(GROUP_METADATA_KEY_VERSION) + encode_string(key.group)
 
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
     if value.expire_timestamp >= 0:
         return b"".join((_I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY),
-                         _I64.pack(value.offset), _string(value.metadata),
+                         _I64.pack(value.offset), encode_string(value.metadata),
                          _I64.pack(value.commit_timestamp), _I64.pack(value.expire_timestamp)))
     return b"".join((_I16.pack(OFFSET_COMMIT_VALUE_VERSION), _I64.pack(value.offset),
-                     _I32.pack(value.leader_epoch), _string(value.metadata),
+                     _I32.pack(value.leader_epoch), encode_string(value.metadata),
                      _I64.pack(value.commit_timestamp)))
 
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
-    out = [_I16.pack(GROUP_METADATA_VALUE_VERSION), _string(value.protocol_type),
-           _I32.pack(value.generation), _string(value.protocol), _string(value.leader),
+    out = [_I16.pack(GROUP_METADATA_VALUE_VERSION), encode_string(value.protocol_type),
+           _I32.pack(value.generation), encode_string(value.protocol), encode_string(value.leader),
            _I64.pack(value.current_state_timestamp), _I32.pack(len(value.members))]
     for m in value.members:
-        out += [_string(m.member_id), _string(m.group_instance_id), _string(m.client_id),
-                _string(m.client_host), _I32.pack(m.rebalance_timeout),
-                _I32.pack(m.session_timeout), _bytes(m.subscription), _bytes(m.assignment)]
+        out += [encode_string(m.member_id), encode_string(m.group_instance_id),
+                encode_string(m.client_id), encode_string(m.client_host),
+                _I32.pack(m.rebalance_timeout), _I32.pack(m.session_timeout),
+                encode_bytes(m.subscription), encode_bytes(m.assignment)]
     return b"".join(out)
 
 
@@ -157,84 +145,9 @@ def encode_value(value: Value | None) -> bytes | None:
 
 
 # -- reading ----------------------------------------------------------------------------
-class _Reader:
-    """Reads Kafka primitive types; compact (flexible) forms when ``flexible``."""
-
-    __slots__ = ("data", "flexible", "pos")
-
-    def __init__(self, data: bytes, pos: int = 0, flexible: bool = False) -> None:
-        self.data = data
-        self.pos = pos
-        self.flexible = flexible
-
-    def _take(self, size: int) -> bytes:
-        end = self.pos + size
-        if size < 0 or end > len(self.data):
-            raise RecordFormatError("truncated record")
-        chunk = self.data[self.pos:end]
-        self.pos = end
-        return chunk
-
-    def int16(self) -> int:
-        value: int = _I16.unpack(self._take(2))[0]
-        return value
-
-    def int32(self) -> int:
-        value: int = _I32.unpack(self._take(4))[0]
-        return value
-
-    def int64(self) -> int:
-        value: int = _I64.unpack(self._take(8))[0]
-        return value
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise RecordFormatError("varint too long")
-
-    def _length(self, wide: bool) -> int:
-        if self.flexible:
-            return self.uvarint() - 1
-        return self.int32() if wide else self.int16()
-
-    def nullable_string(self) -> str | None:
-        size = self._length(False)
-        if size < 0:
-            return None
-        try:
-            return self._take(size).decode("utf-8")
-        except UnicodeDecodeError:
-            raise RecordFormatError("string is not UTF-8") from None
-
-    def string(self) -> str:
-        text = self.nullable_string()
-        if text is None:
-            raise RecordFormatError("null where a string is required")
-        return text
-
-    def bytes_(self) -> bytes:
-        size = self._length(True)
-        return b"" if size < 0 else self._take(size)
-
-    def array_length(self) -> int:
-        return max(self._length(True), 0)
-
-    def skip_tagged_fields(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()  # tag
-                self._take(self.uvarint())
-
-
 def decode_key(data: bytes) -> Key | None:
     """The key's typed form; None for key versions that are not the classic group's."""
-    reader = _Reader(bytes(data))
+    reader = Reader(bytes(data))
     version = reader.int16()
     if version in (0, 1):
         return OffsetCommitKey(reader.string(), reader.string(), reader.int32())
@@ -244,7 +157,7 @@ def decode_key(data: bytes) -> Key | None:
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
-    reader = _Reader(bytes(data))
+    reader = Reader(bytes(data))
     version = reader.int16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
@@ -258,7 +171,7 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    reader = _Reader(bytes(data))
+    reader = Reader(bytes(data))
     version = reader.int16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
@@ -301,7 +214,7 @@ def subscribed_topics(subscription: bytes) -> set[str] | None:
     """Topics of a ``consumer`` protocol subscription (int16 version, then an array of
     topic strings, then user data …; all versions start that way). None if unparsable."""
     try:
-        reader = _Reader(bytes(subscription))
+        reader = Reader(bytes(subscription))
         reader.int16()
         return {reader.string() for _ in range(reader.array_length())}
     except RecordFormatError:

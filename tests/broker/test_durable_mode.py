@@ -23,7 +23,7 @@ def produce_frame(topic: str, partition: int, acks: int, txn: str | None = None)
     builder = BatchBuilder()
     builder.append(0, None, b"durable")
     body = api.request(ApiKey.PRODUCE, 9, {
-        "transactional_id": txn, "acks": acks, "timeout_ms": 1000,
+        "transactional_id": txn, "acks": acks, "timeout_ms": 30000,
         "topic_data": [{"name": topic, "partition_data": [
             {"index": partition, "records": builder.build()}]}]})
     header = struct.pack(">hhih", ApiKey.PRODUCE, 9, 1, 1) + b"t" + b"\x00"

@@ -205,7 +205,7 @@ def test_kafka_python_on_demand_consumer_is_not_paced(
 ) -> None:
     from kafka import KafkaConsumer, TopicPartition
 
-    broker, total = loaded_broker
+    broker, _ = loaded_broker
     before = len(_stall_lines(broker))
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, client_id="paced-kafka-python",
                              enable_auto_commit=False, auto_offset_reset="earliest")

@@ -29,9 +29,12 @@ from strom.common.clock import SYSTEM_CLOCK, Clock
 from strom.common.config import BrokerConfig
 from strom.common.errors import StromError
 from strom.common.timer import LoopScheduler
+from strom.common.types import TopicPartition
 from strom.controller.producer_ids import ProducerIdManager
 from strom.coordinator.group.coordinator import GroupCoordinator
 from strom.coordinator.group.records import OFFSETS_TOPIC
+from strom.coordinator.txn.coordinator import TXN_TOPIC, TxnCoordinator
+from strom.coordinator.txn.markers import Leader, NetworkMarkerSender
 from strom.coordinator.writer import ReplicaPartitionWriter
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
@@ -76,6 +79,7 @@ class BrokerServer:
         self._lock_fd: int | None = None
         self._logs: LogManager | None = None
         self.state: BrokerState | None = None
+        self._markers: NetworkMarkerSender | None = None
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -118,6 +122,11 @@ class BrokerServer:
         state.group_coordinator = coordinator
         # Shards load (and unload) with the leadership of __consumer_offsets partitions.
         replicas.add_leadership_listener(OFFSETS_TOPIC, coordinator.runtime)
+        self._markers = NetworkMarkerSender(self._leader_of, self._partition_exists)
+        state.txn_coordinator = TxnCoordinator(
+            ReplicaPartitionWriter(replicas), LoopScheduler(), self.clock, state.txn_settings(),
+            state.producer_ids.next_id, self._markers)
+        replicas.add_leadership_listener(TXN_TOPIC, state.txn_coordinator.runtime)
         dispatcher = Dispatcher(build_handlers(state))
         max_request = int(self.config.get("socket.request.max.bytes"))
         loop = asyncio.get_running_loop()
@@ -150,6 +159,21 @@ class BrokerServer:
         ]
         log.info("strom broker %d listening on %s:%d, data in %s", node_id, self.host,
                  self.port, self.data_dir)
+
+    def _leader_of(self, tp: TopicPartition) -> Leader | None:
+        """Where a partition's leader listens (transaction markers go there)."""
+        assert self.state is not None
+        image = self.state.store.image
+        topic = image.topics.get(tp.topic)
+        if topic is None or not 0 <= tp.partition < len(topic.partitions):
+            return None
+        broker = image.brokers.get(topic.partitions[tp.partition].leader)
+        return None if broker is None else Leader(broker.node_id, broker.host, broker.port)
+
+    def _partition_exists(self, tp: TopicPartition) -> bool:
+        assert self.state is not None
+        topic = self.state.store.image.topics.get(tp.topic)
+        return topic is not None and 0 <= tp.partition < len(topic.partitions)
 
     def _advertised(self) -> tuple[str, int]:
         advertised = self.config.get("advertised.listeners")
@@ -209,6 +233,10 @@ class BrokerServer:
         self._tasks = []
         if self.state is not None and self.state.group_coordinator is not None:
             self.state.group_coordinator.shutdown()
+        if self.state is not None and self.state.txn_coordinator is not None:
+            self.state.txn_coordinator.shutdown()
+        if self._markers is not None:
+            await self._markers.close()
         if self.state is not None:
             await self.state.replicas.shutdown()
         if self._logs is not None:

@@ -17,6 +17,7 @@ from strom.controller.producer_ids import ProducerIdManager
 from strom.controller.topics import TopicAdmin
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
 from strom.coordinator.group.records import OFFSETS_TOPIC
+from strom.coordinator.txn.coordinator import TXN_TOPIC, TxnCoordinator, TxnSettings
 from strom.metadata.image import TopicInfo
 from strom.metadata.store import MetadataStore
 from strom.replication.replica_manager import ReplicaManager
@@ -31,6 +32,7 @@ class BrokerState:
     replicas: ReplicaManager
     producer_ids: ProducerIdManager
     group_coordinator: GroupCoordinator | None = None
+    txn_coordinator: TxnCoordinator | None = None
     topic_admin: TopicAdmin = field(init=False)
 
     def __post_init__(self) -> None:
@@ -43,6 +45,28 @@ class BrokerState:
         if self.group_coordinator is None:
             raise error_class("COORDINATOR_LOAD_IN_PROGRESS")("group coordinator not loaded")
         return self.group_coordinator
+
+    @property
+    def txns(self) -> TxnCoordinator:
+        """The transaction coordinator (set by the server at start-up)."""
+        if self.txn_coordinator is None:
+            raise error_class("COORDINATOR_LOAD_IN_PROGRESS")("transaction coordinator not "
+                                                              "loaded")
+        return self.txn_coordinator
+
+    def txn_settings(self) -> TxnSettings:
+        config = self.config
+        topic = self.store.image.topics.get(TXN_TOPIC)
+        return TxnSettings(
+            partitions=len(topic.partitions) if topic is not None else int(
+                config.get("transaction.state.log.num.partitions")),
+            max_timeout_ms=int(config.get("transaction.max.timeout.ms")),
+            abort_interval_ms=int(config.get(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms")),
+            id_expiration_ms=int(config.get("transactional.id.expiration.ms")),
+            remove_interval_ms=int(config.get(
+                "transaction.remove.expired.transaction.cleanup.interval.ms")),
+        )
 
     def group_settings(self) -> GroupSettings:
         config = self.config
@@ -75,6 +99,21 @@ class BrokerState:
         self.topic_admin.create_topic(
             OFFSETS_TOPIC, int(self.config.get("offsets.topic.num.partitions")), 1, configs,
             internal=True)
+
+    def ensure_txn_topic(self) -> None:
+        """Create the internal, compacted ``__transaction_state`` topic if it is missing
+        (on the first transactional FindCoordinator or InitProducerId, as Kafka does)."""
+        if TXN_TOPIC in self.store.image.topics:
+            return
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self.config.get("transaction.state.log.segment.bytes")),
+            "compression.type": "uncompressed",
+            "unclean.leader.election.enable": "false",
+        }
+        self.topic_admin.create_topic(
+            TXN_TOPIC, int(self.config.get("transaction.state.log.num.partitions")), 1,
+            configs, internal=True)
 
     @property
     def node_id(self) -> int:

@@ -113,6 +113,19 @@ class Reader:
     def array_length(self) -> int:
         return max(self._length(True), 0)
 
+    def nullable_array_length(self) -> int:
+        """The element count, or -1 for a null array."""
+        return self._length(True)
+
+    def take(self, size: int) -> bytes:
+        return self._take(size)
+
+    def tagged_fields(self) -> list[tuple[int, bytes]]:
+        """The (tag, payload) pairs of a flexible struct's tagged-field section."""
+        if not self.flexible:
+            return []
+        return [(self.uvarint(), self._take(self.uvarint())) for _ in range(self.uvarint())]
+
     def skip_tagged_fields(self) -> None:
         if self.flexible:
             for _ in range(self.uvarint()):

@@ -1,39 +1,64 @@
-"""InitProducerId (22), v0-5: producer ids for idempotent (non-transactional) producers.
+"""InitProducerId (22), v0-5: producer ids for idempotent and transactional producers.
 
-Every call without a transactional id gets a fresh producer id with epoch 0, as Kafka does for
-idempotent producers (an epoch bump for a known id is a transactional-coordinator concern).
-Transactional ids need the transaction coordinator, which arrives with the transactions work:
-until then they are refused with a clear error.
+Without a transactional id every call gets a fresh producer id at epoch 0 (Kafka's rule for
+idempotent producers). With one, the transaction coordinator answers (see
+:mod:`strom.coordinator.txn.shard`): allocation, epoch bump and fencing of the previous
+incarnation, aborting what it left open (the caller gets CONCURRENT_TRANSACTIONS and
+retries), ``transaction.timeout.ms`` checked against ``transaction.max.timeout.ms``
+(INVALID_TRANSACTION_TIMEOUT). v3+ may pass the producer's current (id, epoch) to bump it
+without being fenced (KIP-360); one of them -1 and not the other is INVALID_REQUEST. Before
+v4 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH (older clients do not know it).
+The first transactional request creates ``__transaction_state``.
 """
 
 from __future__ import annotations
 
-import logging
-
-from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.dispatch import HandlerResult, Request
+from strom.broker.handlers.group_common import respond_when_ready
 from strom.broker.state import BrokerState
 from strom.common.errors import error_class
+from strom.coordinator.txn.shard import PRODUCER_FENCED
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
-log = logging.getLogger("strom.broker.init_producer_id")
+INVALID_PRODUCER_EPOCH = error_class("INVALID_PRODUCER_EPOCH").code
+INVALID_REQUEST = error_class("INVALID_REQUEST").code
+
+
+def fenced_for(version: int, first_fenced_version: int, error: int) -> int:
+    """PRODUCER_FENCED, as clients older than ``first_fenced_version`` expect it."""
+    if error == PRODUCER_FENCED and version < first_fenced_version:
+        return INVALID_PRODUCER_EPOCH
+    return error
 
 
 class InitProducerIdHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def __call__(self, request: Request) -> ResponseParts:
+    def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
-        fields: dict[str, object] = {"throttle_time_ms": 0, "error_code": 0,
-                                     "producer_id": -1, "producer_epoch": -1}
-        if body.transactional_id is not None:
-            log.warning("transactional producer %r refused: transactions are not supported yet",
-                        body.transactional_id)
-            fields["error_code"] = error_class("TRANSACTIONAL_ID_AUTHORIZATION_FAILED").code
-        else:
-            fields["producer_id"] = self._state.producer_ids.next_id()
-            fields["producer_epoch"] = 0
-        return [api.response(API_KEY, version, fields)]
+
+        def answer(result: tuple[int, int, int]) -> bytes:
+            error, producer_id, epoch = result
+            return api.response(API_KEY, version, {
+                "throttle_time_ms": 0, "error_code": fenced_for(version, 4, error),
+                "producer_id": producer_id, "producer_epoch": epoch})
+
+        tid = body.transactional_id
+        if tid is None:
+            return [answer((0, self._state.producer_ids.next_id(), 0))]
+        pid = int(body.producer_id) if version >= 3 else -1
+        epoch = int(body.producer_epoch) if version >= 3 else -1
+        if (pid == -1) != (epoch == -1):
+            return [answer((INVALID_REQUEST, -1, -1))]
+        expected = None if pid == -1 else (pid, epoch)
+        self._state.ensure_txn_topic()
+        return respond_when_ready(
+            lambda callback: self._state.txns.init_producer_id(
+                tid, int(body.transaction_timeout_ms), expected,
+                lambda error, producer_id, producer_epoch: callback(
+                    (error, producer_id, producer_epoch))),
+            answer)

@@ -1,0 +1,1 @@
+"""The transaction coordinator (Kafka's TransactionCoordinator) on the coordinator runtime."""

@@ -87,6 +87,11 @@ def test_precedence_file_then_properties_then_flags(tmp_path: Path) -> None:
      "enable.auto.commit=true needs a group"),
     (["produce", "t", "--producer-property", "linger.ms=soon"], "linger.ms must be an integer"),
     (["produce", "t", "--command-property", "acks=2"], "acks must be one of"),
+    (["get-offsets", "--time", "-7"], "malformed --time '-7'"),
+    (["get-offsets", "--partitions", "0,x"], "--partitions expects comma-separated"),
+    (["log-dirs", "--broker-list", "a"], "--broker-list expects comma-separated"),
+    (["delete-records", "--topic", "t"], "--topic needs --offset"),
+    (["delete-records", "--topic", "t", "--offset", "-2"], "offset must be ≥ 0, or -1"),
 ])
 def test_bad_settings_are_one_line(cli: Callable[..., Result], args: list[str],
                                    message: str) -> None:
@@ -94,3 +99,17 @@ def test_bad_settings_are_one_line(cli: Callable[..., Result], args: list[str],
     assert result.code == 1, result
     assert message in result.err
     assert result.err.count("\n") == 1 and "Traceback" not in result.err
+
+
+def test_missing_config_file(cli: Callable[..., Result], tmp_path: Path) -> None:
+    result = cli("cluster", "--command-config", str(tmp_path / "nope.properties"))
+    assert result.code == 1
+    assert result.err == (f"strom cluster: error: No such file or directory: "
+                          f"{tmp_path / 'nope.properties'}\n")
+
+
+def test_unknown_key_in_config_file(cli: Callable[..., Result], tmp_path: Path) -> None:
+    config = tmp_path / "admin.properties"
+    config.write_text("client.id=x\nlinger.ms=5\n")
+    result = cli("get-offsets", "--command-config", str(config))
+    assert result.code == 1 and "unknown admin property 'linger.ms'" in result.err

@@ -27,10 +27,12 @@ from strom.client import (
 from strom.common.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
+    OffsetOutOfRangeError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 from strom.common.types import TopicPartition
+from strom.protocol.versions import SUPPORTED, ApiKey
 
 
 def bootstrap_of(broker: Any) -> str:
@@ -212,5 +214,41 @@ def test_producer_and_fetcher_survive_a_broker_restart(strom_broker_factory: Any
             while not records:
                 records = await fetcher.fetch()
             assert [r.value for r in records] == [b"after"]
+
+    run(test)
+
+
+def test_admin_partial_results_and_api_versions(strom_broker: Any) -> None:
+    """With ``partial``, one partition's error comes back as its value and the others'
+    results are kept; without it, the same call raises."""
+    bootstrap = bootstrap_of(strom_broker)
+    name = unique()
+
+    async def test() -> None:
+        async with AdminClient(bootstrap, request_timeout_s=5) as admin:
+            await admin.create_topic(name, 2, 1)
+            async with Producer(bootstrap) as producer:
+                for partition in (0, 1):
+                    for _ in range(3):
+                        await producer.send(name, b"x", partition=partition)
+                await producer.flush()
+            tp0, tp1, gone = TopicPartition(name, 0), TopicPartition(name, 1), \
+                TopicPartition(unique("gone"), 0)
+            results = await admin.delete_records({tp0: 2, tp1: 9, gone: 1}, partial=True)
+            assert results[tp0] == 2
+            assert isinstance(results[tp1], OffsetOutOfRangeError)
+            assert isinstance(results[gone], UnknownTopicOrPartitionError)
+            with pytest.raises(OffsetOutOfRangeError):
+                await admin.delete_records({tp1: 9})
+            found = await admin.list_offsets({tp0: OffsetSpec.EARLIEST, gone: OffsetSpec.LATEST},
+                                             partial=True)
+            assert not isinstance(found[tp0], Exception) and found[tp0].offset == 2
+            assert isinstance(found[gone], UnknownTopicOrPartitionError)
+
+            versions = await admin.describe_api_versions(0)
+            assert versions.node.node_id == 0
+            assert versions.ranges == SUPPORTED
+            assert versions.usable[ApiKey.FETCH] == 12  # the client stops at Fetch v12
+            await admin.delete_topics([name])
 
     run(test)

@@ -39,6 +39,20 @@ def parse_key_values(items: Iterable[str], what: str = "--config") -> dict[str, 
     return out
 
 
+def parse_int_list(text: str, what: str) -> list[int]:
+    """``"0,1,2"`` as ``[0, 1, 2]`` (each ≥ 0; empty items skipped); UsageError naming
+    ``what`` otherwise."""
+    out: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if not item.isdigit():
+            raise UsageError(f"{what} expects comma-separated integers ≥ 0, got {text!r}")
+        out.append(int(item))
+    return out
+
+
 def parse_timestamp(text: str) -> int:
     """Milliseconds since the epoch from ``MS`` or ISO-8601 (a time without zone is UTC)."""
     stripped = text.strip()

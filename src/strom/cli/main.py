@@ -21,7 +21,8 @@ COMMANDS = [broker_cmd]
 def _optional_commands() -> list[object]:
     modules: list[object] = []
     for name in ("topics", "produce", "consume", "configs", "dump_log", "perf", "groups",
-                 "pipeline"):
+                 "pipeline", "delete_records", "get_offsets", "log_dirs", "api_versions",
+                 "cluster"):
         try:
             modules.append(__import__(f"strom.cli.{name}", fromlist=["register"]))
         except ImportError as exc:  # pragma: no cover - only while a module is missing

@@ -2,7 +2,10 @@
 
 With ``--key-separator SEP`` each line is split at the first SEP into key and value (a line
 without SEP is an error). ``--header k=v`` adds a header to every record. Delivery errors are
-counted; the first one is reported and the exit status is 1 if any record failed.
+counted; the first one is reported and the exit status is 1 if any record failed. Any producer
+setting: ``--producer-property`` and ``--command-config`` (:mod:`strom.cli.client_props`);
+``--acks``, ``--compression``, ``--idempotent``, ``--linger-ms`` and ``--batch-size``, when
+given, override them.
 """
 
 from __future__ import annotations
@@ -14,16 +17,17 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from strom.cli.client_props import add_client_config, client_settings
 from strom.cli.common import (
     Progress,
     UsageError,
     acks_value,
-    add_bootstrap,
     decode_escapes,
     non_negative,
     parse_key_values,
     positive,
 )
+from strom.client.properties import client_options
 from strom.client.records import CODECS, RecordMetadata
 from strom.client.sync import SyncProducer
 from strom.common.errors import KafkaError
@@ -41,17 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write every record to this partition (default: by key / sticky)")
     p.add_argument("--acks", type=acks_value, default=None,
                    help="0, 1 or all (default all)")
-    p.add_argument("--compression", choices=sorted(CODECS), default="none",
+    p.add_argument("--compression", choices=sorted(CODECS), default=None,
                    help="batch compression codec (default none)")
     p.add_argument("--idempotent", action="store_true",
                    help="enable idempotence (producer id + sequence numbers; needs acks=all)")
-    p.add_argument("--linger-ms", type=non_negative, default=5,
+    p.add_argument("--linger-ms", type=non_negative, default=None,
                    help="wait up to this long to fill a batch (default 5)")
-    p.add_argument("--batch-size", type=positive, default=16384,
+    p.add_argument("--batch-size", type=positive, default=None,
                    help="batch size in bytes (default 16384)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress or summary on stderr")
-    add_bootstrap(p)
+    add_client_config(p, "producer")
     p.set_defaults(run=run)
 
 
@@ -78,22 +82,20 @@ def run(args: argparse.Namespace) -> int:
     separator = decode_escapes(args.key_separator).encode("utf-8") if args.key_separator else None
     if separator is not None and not separator:
         raise UsageError("--key-separator must not be empty")
-    acks = args.acks if args.acks is not None else -1
-    if args.idempotent and acks != -1:
+    if args.idempotent and args.acks not in (None, -1):
         raise UsageError("--idempotent needs --acks all")
+    options = client_options("producer", client_settings(args, "producer", {
+        "acks": None if args.acks is None else str(args.acks),
+        "compression.type": args.compression,
+        "enable.idempotence": "true" if args.idempotent else None,
+        "linger.ms": None if args.linger_ms is None else str(args.linger_ms),
+        "batch.size": None if args.batch_size is None else str(args.batch_size),
+    }))
     progress = Progress(enabled=not args.quiet)
     tally = _Tally()
     started = time.monotonic()
     sent = 0
-    with SyncProducer(
-        args.bootstrap_server,
-        acks=acks,
-        compression=args.compression,
-        idempotent=args.idempotent,
-        linger_ms=args.linger_ms,
-        batch_size=args.batch_size,
-        request_timeout_s=args.request_timeout_ms / 1000,
-    ) as producer:
+    with SyncProducer(**options) as producer:
         try:
             for number, key, value in _records(sys.stdin.buffer, separator):
                 future = producer.send(args.topic, value, key, headers or None, args.partition)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from strom.client.admin_types import (
     AlterConfigOp,
+    BrokerApiVersions,
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
@@ -308,12 +309,28 @@ class AdminClient:
             _raise_for(result.error_code, result.error_message, f"{resource.name!r}")
 
     # -- records and offsets -----------------------------------------------------------------
+    @overload
     async def delete_records(
-        self, offsets: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, int]:
+        self, offsets: Mapping[TopicPartition, int], *, partial: Literal[False] = ...
+    ) -> dict[TopicPartition, int]: ...
+
+    @overload
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, partial: Literal[True]
+    ) -> dict[TopicPartition, int | KafkaError]: ...
+
+    @overload
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, partial: bool
+    ) -> dict[TopicPartition, int | KafkaError]: ...
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, partial: bool = False
+    ) -> Mapping[TopicPartition, int | KafkaError]:
         """Delete records before the given offsets (-1: the high watermark).
 
-        Returns each partition's new low watermark (log start offset).
+        Returns each partition's new low watermark (log start offset). Raises the first
+        partition's error, or with ``partial`` returns it as that partition's value.
         """
 
         async def call(conn: Connection, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
@@ -328,18 +345,41 @@ class AdminClient:
             for topic in response.topics:
                 for p in topic.partitions:
                     tp = TopicPartition(topic.name, p.partition_index)
-                    out[tp] = (error_for(p.error_code, f"DeleteRecords for {tp}")
+                    out[tp] = (error_for(p.error_code, f"deleting the records of {tp} "
+                                                       f"before offset {offsets[tp]}")
                                if p.error_code else p.low_watermark)
             return out
 
-        return await self.cluster.per_leader(offsets, call, timeout_s=self.request_timeout_s)
+        return await self.cluster.per_leader(offsets, call, timeout_s=self.request_timeout_s,
+                                             partial=partial)
+
+    @overload
+    async def list_offsets(
+        self, specs: Mapping[TopicPartition, int], *, isolation_level: int = ...,
+        partial: Literal[False] = ...,
+    ) -> dict[TopicPartition, OffsetAndTimestamp]: ...
+
+    @overload
+    async def list_offsets(
+        self, specs: Mapping[TopicPartition, int], *, isolation_level: int = ...,
+        partial: Literal[True],
+    ) -> dict[TopicPartition, OffsetAndTimestamp | KafkaError]: ...
+
+    @overload
+    async def list_offsets(
+        self, specs: Mapping[TopicPartition, int], *, isolation_level: int = ...,
+        partial: bool,
+    ) -> dict[TopicPartition, OffsetAndTimestamp | KafkaError]: ...
 
     async def list_offsets(
-        self, specs: Mapping[TopicPartition, int], *, isolation_level: int = READ_UNCOMMITTED
-    ) -> dict[TopicPartition, OffsetAndTimestamp]:
-        """Offsets by :class:`~strom.client.admin_types.OffsetSpec` sentinel or timestamp."""
+        self, specs: Mapping[TopicPartition, int], *, isolation_level: int = READ_UNCOMMITTED,
+        partial: bool = False,
+    ) -> Mapping[TopicPartition, OffsetAndTimestamp | KafkaError]:
+        """Offsets by :class:`~strom.client.admin_types.OffsetSpec` sentinel or timestamp
+        (``offset`` -1 when no record matches). Raises the first partition's error, or with
+        ``partial`` returns it as that partition's value."""
         return await list_offsets(self.cluster, specs, isolation_level=isolation_level,
-                                  timeout_s=self.request_timeout_s)
+                                  timeout_s=self.request_timeout_s, partial=partial)
 
     # -- cluster -----------------------------------------------------------------------------
     async def describe_cluster(self) -> ClusterDescription:
@@ -394,6 +434,13 @@ class AdminClient:
             ]
         return out
 
+    async def describe_api_versions(self, broker_id: int) -> BrokerApiVersions:
+        """The API version ranges broker ``broker_id`` advertises (its ApiVersions answer,
+        exchanged when the connection opened) and the version this client uses for each."""
+        conn = await self.cluster.connection(broker_id)
+        node = self.cluster.metadata.brokers.get(broker_id) or \
+            BrokerNode(broker_id, conn.host, conn.port)
+        return BrokerApiVersions(node, dict(conn.broker_versions), dict(conn.versions))
 
     # -- consumer groups ---------------------------------------------------------------------
     async def find_coordinator(self, group_id: str) -> BrokerNode:

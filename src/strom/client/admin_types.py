@@ -13,7 +13,14 @@ from strom.client.consumer_protocol import (
     ConsumerSubscription,
 )
 from strom.client.metadata import BrokerNode, PartitionMetadata
-from strom.common.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, TopicPartition
+from strom.common.types import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    TopicPartition,
+)
 
 
 class ResourceType(enum.IntEnum):
@@ -116,6 +123,17 @@ class ClusterDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerApiVersions:
+    """One broker's ApiVersions answer: ``ranges`` maps api key → (min, max) version it
+    serves; ``usable`` maps api key → the version strom's client picks (APIs both sides
+    speak only)."""
+
+    node: BrokerNode
+    ranges: Mapping[int, tuple[int, int]]
+    usable: Mapping[int, int]
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaInfo:
     """One partition replica in a log dir."""
 
@@ -141,6 +159,8 @@ class OffsetSpec:
     EARLIEST = EARLIEST_TIMESTAMP
     LATEST = LATEST_TIMESTAMP
     MAX_TIMESTAMP = MAX_TIMESTAMP
+    EARLIEST_LOCAL = EARLIEST_LOCAL_TIMESTAMP  # the first offset on local disk (KIP-405)
+    LATEST_TIERED = LATEST_TIERED_TIMESTAMP  # the last offset in tiered storage (-1: none)
 
 
 class OffsetAndTimestamp(NamedTuple):

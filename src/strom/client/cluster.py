@@ -272,12 +272,15 @@ class Cluster:
         call: Callable[[Connection, list[TopicPartition]], Awaitable[dict[TopicPartition, Any]]],
         *,
         timeout_s: float | None = None,
+        partial: bool = False,
     ) -> dict[TopicPartition, Any]:
         """Run ``call`` once per leader with the partitions it leads, concurrently.
 
         ``call`` returns, per partition, a value or a :class:`KafkaError`. Partitions with a
         retriable error (or whose connection failed) are looked up again and retried until
-        ``timeout_s``; the first non-retriable error is raised.
+        ``timeout_s``; the first non-retriable error is raised — or, with ``partial``, kept
+        as that partition's value (as is a partition whose leader cannot be found), so one
+        failing partition does not hide the others' results.
         """
         deadline = time.monotonic() + (self.request_timeout_s if timeout_s is None else timeout_s)
         remaining = list(dict.fromkeys(partitions))
@@ -287,7 +290,12 @@ class Cluster:
             groups: dict[int, list[TopicPartition]] = defaultdict(list)
             for tp in remaining:
                 left = max(deadline - time.monotonic(), 0.0)
-                groups[await self.leader_for(tp, timeout_s=left)].append(tp)
+                try:
+                    groups[await self.leader_for(tp, timeout_s=left)].append(tp)
+                except KafkaError as exc:
+                    if not partial:
+                        raise
+                    results[tp] = exc
             outcomes = await asyncio.gather(
                 *(self._call_leader(node, tps, call) for node, tps in groups.items())
             )
@@ -299,6 +307,8 @@ class Cluster:
                     elif value.retriable and time.monotonic() + backoff < deadline:
                         retry.append(tp)
                         self.invalidate(tp)
+                    elif partial:
+                        results[tp] = value
                     else:
                         raise value
             remaining = retry

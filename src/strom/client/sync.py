@@ -15,11 +15,12 @@ import threading
 from collections import deque
 from collections.abc import Awaitable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar, overload
 
 from strom.client.admin import AdminClient
 from strom.client.admin_types import (
     AlterConfigOp,
+    BrokerApiVersions,
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
@@ -36,6 +37,7 @@ from strom.client.fetcher import Fetcher
 from strom.client.metadata import BrokerNode
 from strom.client.producer import BulkRecord, Producer
 from strom.client.records import ConsumerRecord, Header, RecordMetadata
+from strom.common.errors import KafkaError
 from strom.common.types import TopicPartition
 
 T = TypeVar("T")
@@ -163,12 +165,33 @@ class SyncAdminClient(_Facade):
         self._run(self.admin.incremental_alter_configs(resource, ops,
                                                        validate_only=validate_only))
 
-    def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        return self._run(self.admin.delete_records(offsets))
+    @overload
+    def delete_records(self, offsets: Mapping[TopicPartition, int], *,
+                       partial: Literal[False] = ...) -> dict[TopicPartition, int]: ...
 
-    def list_offsets(self, specs: Mapping[TopicPartition, int], *,
-                     isolation_level: int = 0) -> dict[TopicPartition, OffsetAndTimestamp]:
-        return self._run(self.admin.list_offsets(specs, isolation_level=isolation_level))
+    @overload
+    def delete_records(self, offsets: Mapping[TopicPartition, int], *,
+                       partial: Literal[True]) -> dict[TopicPartition, int | KafkaError]: ...
+
+    def delete_records(self, offsets: Mapping[TopicPartition, int], *,
+                       partial: bool = False) -> Mapping[TopicPartition, int | KafkaError]:
+        return self._run(self.admin.delete_records(offsets, partial=partial))
+
+    @overload
+    def list_offsets(self, specs: Mapping[TopicPartition, int], *, isolation_level: int = ...,
+                     partial: Literal[False] = ...) -> dict[TopicPartition, OffsetAndTimestamp]:
+        ...
+
+    @overload
+    def list_offsets(self, specs: Mapping[TopicPartition, int], *, isolation_level: int = ...,
+                     partial: Literal[True]
+                     ) -> dict[TopicPartition, OffsetAndTimestamp | KafkaError]: ...
+
+    def list_offsets(self, specs: Mapping[TopicPartition, int], *, isolation_level: int = 0,
+                     partial: bool = False
+                     ) -> Mapping[TopicPartition, OffsetAndTimestamp | KafkaError]:
+        return self._run(self.admin.list_offsets(specs, isolation_level=isolation_level,
+                                                 partial=partial))
 
     def describe_cluster(self) -> ClusterDescription:
         return self._run(self.admin.describe_cluster())
@@ -177,6 +200,9 @@ class SyncAdminClient(_Facade):
                           partitions: Iterable[TopicPartition] | None = None
                           ) -> dict[int, list[LogDirDescription]]:
         return self._run(self.admin.describe_log_dirs(broker_ids, partitions))
+
+    def describe_api_versions(self, broker_id: int) -> BrokerApiVersions:
+        return self._run(self.admin.describe_api_versions(broker_id))
 
     def find_coordinator(self, group_id: str) -> BrokerNode:
         return self._run(self.admin.find_coordinator(group_id))

@@ -87,17 +87,37 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 
 
 @cache
-def flexible_from(api_key: int) -> int | None:
-    """The first flexible version of ``api_key``, or None if it never is (or is unknown)."""
+def _request_schema(api_key: int) -> dict[str, object] | None:
+    """kafka-python's JSON schema of ``api_key``'s request, with its message class."""
     from kafka.protocol.api_message import ApiMessage
 
     for cls in _all_subclasses(ApiMessage):
         json = getattr(cls, "_json", None)
         if json and json.get("type") == "request" and json.get("apiKey") == api_key:
-            versions = getattr(cls, "_flexible_versions", None)
-            # "flexibleVersions": "none" is (-1, -1) in kafka-python (OffsetDelete).
-            return None if versions is None or versions[0] < 0 else int(versions[0])
+            return {"json": json, "class": cls}
     return None
+
+
+@cache
+def flexible_from(api_key: int) -> int | None:
+    """The first flexible version of ``api_key``, or None if it never is (or is unknown)."""
+    schema = _request_schema(api_key)
+    if schema is None:
+        return None
+    versions = getattr(schema["class"], "_flexible_versions", None)
+    # "flexibleVersions": "none" is (-1, -1) in kafka-python (OffsetDelete).
+    return None if versions is None or versions[0] < 0 else int(versions[0])
+
+
+def api_name(api_key: int) -> str | None:
+    """Kafka's name of ``api_key`` ("Produce", "DescribeCluster"), from the same schemas, so
+    it also names APIs strom does not serve; None for a key the schemas do not know."""
+    schema = _request_schema(api_key)
+    if schema is None:
+        return None
+    json = schema["json"]
+    assert isinstance(json, dict)
+    return str(json["name"]).removesuffix("Request")
 
 
 def _all_subclasses(cls: type) -> list[type]:

@@ -1,0 +1,149 @@
+"""Kafka client properties (``linger.ms=10``) as keyword arguments of strom's clients.
+
+Kafka's tools take any client setting as a Java property (``--producer-property``,
+``--command-config FILE``). strom's clients take Python keyword arguments; this module is the
+one table between the two: per client kind, each Kafka key strom honours, the keyword it sets
+and how its text is parsed (names, units and value syntax as in Kafka; ``*.ms`` timeouts become
+the client's ``*_s`` seconds). A key strom does not honour is refused with an error that names
+it and lists the keys that are supported — never silently ignored, since a setting that does
+nothing (say ``acks=all`` misspelt) is worse than a failed start.
+
+``bootstrap.servers`` maps to the ``bootstrap`` argument every client takes. The consumer
+keys ``group.id``, ``enable.auto.commit`` and ``auto.commit.interval.ms`` are group settings
+(:data:`GROUP_KEYWORDS`), which the group-less :class:`~strom.client.fetcher.Fetcher` does
+not take; whoever manages the group's offsets reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from strom.client.records import CODECS, ClientConfigError
+
+Parser = Callable[[str, str], Any]  # (key, text) -> value
+
+
+class UnknownPropertyError(ClientConfigError):
+    """A property key that strom's client for that kind does not honour."""
+
+
+def _text(_key: str, text: str) -> str:
+    return text.strip()
+
+
+def _integer(low: int) -> Callable[[str, str], int]:
+    def parse(key: str, text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise ClientConfigError(f"{key} must be an integer ≥ {low}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _seconds(low_ms: int) -> Parser:
+    """A ``*.ms`` duration as the seconds the client takes."""
+    as_int = _integer(low_ms)
+
+    def parse(key: str, text: str) -> float:
+        return as_int(key, text) / 1000.0
+
+    return parse
+
+
+def _boolean(key: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ClientConfigError(f"{key} must be true or false, got {text!r}")
+    return value == "true"
+
+
+def _choice(*choices: str, values: Mapping[str, Any] | None = None) -> Parser:
+    def parse(key: str, text: str) -> Any:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ClientConfigError(f"{key} must be one of {', '.join(choices)}, got {text!r}")
+        return values[value] if values is not None else value
+
+    return parse
+
+
+def _plaintext(key: str, text: str) -> None:
+    if text.strip().upper() != "PLAINTEXT":
+        raise ClientConfigError(f"{key}={text} is not supported: strom's client speaks "
+                                "PLAINTEXT only (no TLS or SASL yet)")
+
+
+# key -> (keyword argument, or None for a key that is only checked; parser)
+_COMMON: dict[str, tuple[str | None, Parser]] = {
+    "bootstrap.servers": ("bootstrap", _text),
+    "client.id": ("client_id", _text),
+    "request.timeout.ms": ("request_timeout_s", _seconds(1)),
+    "security.protocol": (None, _plaintext),
+}
+
+PRODUCER: dict[str, tuple[str | None, Parser]] = {
+    **_COMMON,
+    "acks": ("acks", _choice("all", "-1", "0", "1",
+                             values={"all": -1, "-1": -1, "0": 0, "1": 1})),
+    "compression.type": ("compression", _choice(*CODECS)),
+    "linger.ms": ("linger_ms", _integer(0)),
+    "batch.size": ("batch_size", _integer(1)),
+    "max.request.size": ("max_request_size", _integer(1)),
+    "buffer.memory": ("buffer_memory", _integer(1)),
+    "enable.idempotence": ("idempotent", _boolean),
+    "max.in.flight.requests.per.connection": ("max_in_flight", _integer(1)),
+    "delivery.timeout.ms": ("delivery_timeout_s", _seconds(1)),
+}
+
+CONSUMER: dict[str, tuple[str | None, Parser]] = {
+    **_COMMON,
+    "auto.offset.reset": ("auto_offset_reset", _choice("earliest", "latest", "none")),
+    "fetch.max.wait.ms": ("max_wait_ms", _integer(0)),
+    "fetch.min.bytes": ("min_bytes", _integer(0)),
+    "fetch.max.bytes": ("max_bytes", _integer(1)),
+    "max.partition.fetch.bytes": ("max_partition_bytes", _integer(1)),
+    "isolation.level": ("isolation_level", _choice(
+        "read_uncommitted", "read_committed",
+        values={"read_uncommitted": 0, "read_committed": 1})),
+    "group.id": ("group_id", _text),
+    "enable.auto.commit": ("enable_auto_commit", _boolean),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", _integer(1)),
+}
+
+ADMIN: dict[str, tuple[str | None, Parser]] = dict(_COMMON)
+
+#: Consumer keywords that belong to a group's offset management, not to the Fetcher.
+GROUP_KEYWORDS = ("group_id", "enable_auto_commit", "auto_commit_interval_ms")
+
+_KINDS = {"producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN}
+
+
+def client_options(kind: str, properties: Mapping[str, str]) -> dict[str, Any]:
+    """Keyword arguments for strom's ``kind`` client ("producer", "consumer" or "admin")
+    from Kafka property ``properties``; ClientConfigError for an unsupported key or value."""
+    table = _KINDS[kind]
+    out: dict[str, Any] = {}
+    for key, text in properties.items():
+        name = key.strip()
+        entry = table.get(name)
+        if entry is None:
+            raise UnknownPropertyError(_unknown(kind, name, table))
+        keyword, parse = entry
+        value = parse(name, text)
+        if keyword is not None:
+            out[keyword] = value
+    if out.get("idempotent") and out.get("acks", -1) != -1:
+        raise ClientConfigError("enable.idempotence=true needs acks=all (-1)")
+    return out
+
+
+def _unknown(kind: str, name: str, table: Mapping[str, object]) -> str:
+    if name.startswith(("ssl.", "sasl.")):
+        return f"{kind} property {name!r} is not supported: strom's client has no TLS or SASL yet"
+    return (f"unknown {kind} property {name!r}; strom's {kind} supports "
+            f"{', '.join(sorted(table))}")

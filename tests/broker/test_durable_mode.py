@@ -1,5 +1,5 @@
 """Durable mode (flush.messages=1): acknowledged means fsynced; concurrent requests share
-fsync rounds; acks=0 data is flushed too; transactional produce is refused for now."""
+fsync rounds; acks=0 data is flushed too; an unverified transactional write is refused."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from strom.protocol.versions import ApiKey
 
 
 def produce_frame(topic: str, partition: int, acks: int, txn: str | None = None) -> memoryview:
-    builder = BatchBuilder()
+    builder = (BatchBuilder(producer_id=4242, producer_epoch=0, base_sequence=0,
+                            transactional=True) if txn else BatchBuilder())
     builder.append(0, None, b"durable")
     body = api.request(ApiKey.PRODUCE, 9, {
         "transactional_id": txn, "acks": acks, "timeout_ms": 30000,
@@ -65,10 +66,11 @@ def test_durable_acknowledgement_and_group_commit(tmp_path: Path) -> None:
                     break
                 await asyncio.sleep(0.01)
             assert logs[0].recovery_point == logs[0].log_end_offset == 51
-            # Transactional produce needs the transaction coordinator: refused, nothing written.
+            # A transactional batch the coordinator cannot vouch for (no such transaction,
+            # no __transaction_state yet): refused with Kafka's retriable error, nothing written.
             refused = await run(dispatcher, produce_frame("d", 1, -1, txn="tx"))
             code = refused.responses[0].partition_responses[0].error_code
-            assert code == ErrorCode.INVALID_TXN_STATE  # type: ignore[attr-defined]
+            assert code == ErrorCode.NOT_ENOUGH_REPLICAS  # type: ignore[attr-defined]
             assert logs[1].log_end_offset == 50
         finally:
             await server.stop()

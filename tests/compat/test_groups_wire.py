@@ -46,7 +46,14 @@ def test_find_coordinator_batched_and_transaction_keys(client: RawClient,
     assert [(c.key, c.error_code, c.port) for c in r.coordinators] == [
         ("a", 0, broker.port), ("b", 0, broker.port)]
     r = client.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx"]})
-    assert r.coordinators[0].error_code == E.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
+    assert [(c.key, c.error_code, c.port) for c in r.coordinators] == [("tx", 0, broker.port)]
+    r = client.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [""]})
+    assert r.coordinators[0].error_code == E.INVALID_REQUEST  # type: ignore[attr-defined]
+    r = client.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 2, "coordinator_keys": ["x"]})
+    assert r.coordinators[0].error_code == E.INVALID_REQUEST  # type: ignore[attr-defined]
+    md = client.call(ApiKey.METADATA, 12, {"topics": [{"name": "__transaction_state"}],
+                                           "allow_auto_topic_creation": False})
+    assert md.topics[0].is_internal and len(md.topics[0].partitions) == 50
     r = client.call(ApiKey.FIND_COORDINATOR, 0, {"key": "a"})
     assert r.error_code == 0 and r.port == broker.port
     md = client.call(ApiKey.METADATA, 12, {"topics": [{"name": "__consumer_offsets"}],

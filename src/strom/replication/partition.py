@@ -133,6 +133,10 @@ class Partition:
     def high_watermark(self) -> int:
         return self._high_watermark
 
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        """Whether the producer's transaction already wrote to this partition (no marker yet)."""
+        return self.log.producer_state.is_ongoing(producer_id)
+
     @property
     def last_stable_offset(self) -> int:
         first_unstable = self._first_unstable_offset()

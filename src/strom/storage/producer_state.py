@@ -221,6 +221,10 @@ class ProducerStateManager:
         """Producer id -> first offset of each transaction with no marker yet (a copy)."""
         return dict(self._ongoing)
 
+    def is_ongoing(self, producer_id: int) -> bool:
+        """Whether ``producer_id`` has a transaction with no marker yet in this partition."""
+        return producer_id in self._ongoing
+
     def first_unstable_offset(self) -> int | None:
         """The smallest first offset of a transaction that is ongoing, or ended by a marker
         not yet below the high watermark reported to :meth:`on_high_watermark`; None if no

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from strom.broker.dispatch import Handler
+from strom.broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
 from strom.broker.handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from strom.broker.handlers.api_versions import ApiVersionsHandler
 from strom.broker.handlers.create_partitions import CreatePartitionsHandler
@@ -14,6 +15,7 @@ from strom.broker.handlers.describe_cluster import DescribeClusterHandler
 from strom.broker.handlers.describe_configs import DescribeConfigsHandler
 from strom.broker.handlers.describe_groups import DescribeGroupsHandler
 from strom.broker.handlers.describe_log_dirs import DescribeLogDirsHandler
+from strom.broker.handlers.end_txn import EndTxnHandler
 from strom.broker.handlers.fetch import FetchHandler
 from strom.broker.handlers.find_coordinator import FindCoordinatorHandler
 from strom.broker.handlers.heartbeat import HeartbeatHandler
@@ -29,6 +31,7 @@ from strom.broker.handlers.offset_fetch import OffsetFetchHandler
 from strom.broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from strom.broker.handlers.produce import ProduceHandler
 from strom.broker.handlers.sync_group import SyncGroupHandler
+from strom.broker.handlers.write_txn_markers import WriteTxnMarkersHandler
 from strom.broker.state import BrokerState
 from strom.protocol.versions import ApiKey
 
@@ -62,4 +65,7 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.LIST_GROUPS: ListGroupsHandler(state),
         ApiKey.DELETE_GROUPS: DeleteGroupsHandler(state),
         ApiKey.OFFSET_DELETE: OffsetDeleteHandler(state),
+        ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnHandler(state),
+        ApiKey.END_TXN: EndTxnHandler(state),
+        ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(state),
     }

@@ -1,9 +1,10 @@
 """FindCoordinator (10), v0-5: a group's coordinator is the leader of its partition of
 ``__consumer_offsets`` (COORDINATOR_NOT_AVAILABLE while that partition has no leader).
 
-v4+ batches keys (``coordinator_keys``). Key type 0 is a group; key type 1 (transactional
-ids) has no coordinator yet and is answered COORDINATOR_NOT_AVAILABLE; other types are
-INVALID_REQUEST. The first group lookup creates ``__consumer_offsets`` (as in Kafka).
+v4+ batches keys (``coordinator_keys``). Key type 0 is a group, key type 1 a transactional
+id (its coordinator leads its partition of ``__transaction_state``; an empty id is
+INVALID_REQUEST); other types are INVALID_REQUEST. The first lookup of each kind creates
+the internal topic (as in Kafka).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
 from strom.common.errors import error_class
 from strom.coordinator.group.records import OFFSETS_TOPIC
+from strom.coordinator.txn.records import TXN_TOPIC
 from strom.metadata.image import BrokerInfo
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -30,28 +32,35 @@ class FindCoordinatorHandler:
     def _answer(self, key: str, key_type: int) -> dict[str, Any]:
         entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                                  "error_code": 0, "error_message": None}
-        if key_type == TRANSACTION_KEY_TYPE:
-            entry["error_code"] = error_class("COORDINATOR_NOT_AVAILABLE").code
-            entry["error_message"] = "transactions are not supported yet"
-        elif key_type != GROUP_KEY_TYPE or key is None:
+        if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) or key is None:
             entry["error_code"] = error_class("INVALID_REQUEST").code
             entry["error_message"] = (f"unknown coordinator key type {key_type}" if key is not None
                                       else "null coordinator key")
+        elif key_type == TRANSACTION_KEY_TYPE and not key:
+            entry["error_code"] = error_class("INVALID_REQUEST").code
+            entry["error_message"] = "empty transactional id"
         else:
-            self._state.ensure_offsets_topic()
-            broker = self._leader_for(key)
+            broker = self._leader_for(key, key_type)
             if broker is None:
                 entry["error_code"] = error_class("COORDINATOR_NOT_AVAILABLE").code
-                entry["error_message"] = "the group's __consumer_offsets partition has no leader"
+                entry["error_message"] = "the key's internal-topic partition has no leader"
             else:
                 entry.update(node_id=broker.node_id, host=broker.host, port=broker.port)
         return entry
 
-    def _leader_for(self, group_id: str) -> BrokerInfo | None:
-        """The broker leading the group's ``__consumer_offsets`` partition, as Kafka answers."""
-        image = self._state.store.image
-        topic = image.topics.get(OFFSETS_TOPIC)
-        partition = self._state.groups.partition_for(group_id)
+    def _leader_for(self, key: str, key_type: int) -> BrokerInfo | None:
+        """The broker leading the key's partition of ``__consumer_offsets`` (a group) or
+        ``__transaction_state`` (a transactional id), as Kafka answers; the first lookup
+        creates the topic."""
+        state = self._state
+        if key_type == TRANSACTION_KEY_TYPE:
+            state.ensure_txn_topic()
+            name, partition = TXN_TOPIC, state.txns.partition_for(key)
+        else:
+            state.ensure_offsets_topic()
+            name, partition = OFFSETS_TOPIC, state.groups.partition_for(key)
+        image = state.store.image
+        topic = image.topics.get(name)
         if topic is None or not 0 <= partition < len(topic.partitions):
             return None
         return image.brokers.get(topic.partitions[partition].leader)

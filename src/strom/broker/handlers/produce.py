@@ -7,6 +7,11 @@ leader's append (and its fsync where ``flush.messages`` asks for it); -1 — onc
 watermark passes the records (the ISR has them), refused up front with NOT_ENOUGH_REPLICAS
 when the ISR is smaller than ``min.insync.replicas``. ``timeout_ms`` bounds the wait
 (REQUEST_TIMED_OUT).
+
+Transactional writes (KIP-890 part 1): a producer's first transactional batch in a partition
+is appended only if the transaction coordinator confirms the partition was added to the
+producer's ongoing transaction (INVALID_TXN_STATE otherwise; a coordinator that cannot answer
+now gives the retriable NOT_ENOUGH_REPLICAS, as Kafka).
 """
 
 from __future__ import annotations
@@ -14,13 +19,20 @@ from __future__ import annotations
 from strom.broker.dispatch import CloseConnection, HandlerResult, Request, ResponseParts
 from strom.broker.handlers.common import topic_name_for
 from strom.broker.state import BrokerState
-from strom.common.errors import InvalidTxnStateError, UnknownTopicIdError
+from strom.common.errors import InvalidTxnStateError, UnknownTopicIdError, error_class
 from strom.common.types import TopicPartition
 from strom.protocol import fast
+from strom.protocol.records.batch import HEADER_SIZE, parse_header
 from strom.protocol.versions import ApiKey
 from strom.replication.replica_manager import AppendOrigin, AppendOutcome
 
 API_KEY = ApiKey.PRODUCE
+NOT_ENOUGH_REPLICAS = error_class("NOT_ENOUGH_REPLICAS").code
+# The coordinator cannot answer now: a retriable error the producer knows (Kafka's choice).
+_RETRIABLE_VERIFY = {error_class(name).code: NOT_ENOUGH_REPLICAS for name in (
+    "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR",
+    "CONCURRENT_TRANSACTIONS")}
+_VERIFY_MESSAGES = {InvalidTxnStateError.code: "the partition was not added to the transaction"}
 
 
 class ProduceHandler:
@@ -40,15 +52,18 @@ class ProduceHandler:
             for p in topic.partitions:
                 result = fast.ProducePartitionResult(p.index)
                 partitions.append(result)
-                if req.transactional_id is not None and req.acks in (-1, 0, 1):
-                    result.error_code = InvalidTxnStateError.code
-                    result.error_message = "transactions are not supported by this broker yet"
-                    slots.append((result, None))
-                elif name is None:
+                if name is None:
                     result.error_code = UnknownTopicIdError.code
                     slots.append((result, None))
+                    continue
+                tp = TopicPartition(name, p.index)
+                refused = (self._verify(req.transactional_id, tp, p.records)
+                           if req.transactional_id is not None else 0)
+                if refused:
+                    result.error_code = refused
+                    result.error_message = _VERIFY_MESSAGES.get(refused)
+                    slots.append((result, None))
                 else:
-                    tp = TopicPartition(name, p.index)
                     entries[tp] = p.records
                     slots.append((result, tp))
             results.append(fast.ProduceTopicResult(topic.name or "", topic.topic_id, partitions))
@@ -64,6 +79,23 @@ class ProduceHandler:
             return self._when_acknowledged(outcome, slots, version, results)
         _fill(slots, outcome)
         return [fast.encode_produce_response(version, results)]
+
+    def _verify(self, transactional_id: str, tp: TopicPartition,
+                records: memoryview | None) -> int:
+        """KIP-890 verification of a transactional write: the first transactional batch of a
+        producer in a partition must belong to a transaction the coordinator knows this
+        partition was added to. Returns 0 to append, or the error to answer."""
+        if records is None or len(records) < HEADER_SIZE:
+            return 0  # the append refuses it with the right error
+        header = parse_header(records)
+        if not header.is_transactional or header.is_control:
+            return 0
+        partition = self._state.replicas.get(tp.topic, tp.partition)
+        if partition is None or partition.has_ongoing_transaction(header.producer_id):
+            return 0
+        error = self._state.txns.verify_partitions(
+            transactional_id, header.producer_id, header.producer_epoch, {tp})[tp]
+        return _RETRIABLE_VERIFY.get(error, error)
 
     async def _when_acknowledged(
         self, outcome: AppendOutcome,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from strom.broker.dispatch import Handler
+from strom.broker.handlers.add_offsets_to_txn import AddOffsetsToTxnHandler
 from strom.broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
 from strom.broker.handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from strom.broker.handlers.api_versions import ApiVersionsHandler
@@ -31,6 +32,7 @@ from strom.broker.handlers.offset_fetch import OffsetFetchHandler
 from strom.broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from strom.broker.handlers.produce import ProduceHandler
 from strom.broker.handlers.sync_group import SyncGroupHandler
+from strom.broker.handlers.txn_offset_commit import TxnOffsetCommitHandler
 from strom.broker.handlers.write_txn_markers import WriteTxnMarkersHandler
 from strom.broker.state import BrokerState
 from strom.protocol.versions import ApiKey
@@ -67,5 +69,7 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.OFFSET_DELETE: OffsetDeleteHandler(state),
         ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnHandler(state),
         ApiKey.END_TXN: EndTxnHandler(state),
+        ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(state),
+        ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitHandler(state),
         ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(state),
     }

@@ -1,11 +1,12 @@
 """OffsetFetch (9), v1-9: committed offsets of one group (v1-7) or of several (v8+).
 
-Null topics (v2+) mean every committed partition. No transactions yet, so
-UNSTABLE_OFFSET_COMMIT never applies (``require_stable`` is accepted and has nothing to wait
-for). Partitions without a commit answer offset -1 and no error. Only committed offsets are
-returned (a commit whose write failed never shows). A group whose partition is loading or not
-led here gets COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR (v2+ at the group level, v1 in
-each partition).
+Null topics (v2+) mean every committed partition. With ``require_stable`` (v7+) a partition
+whose commit is in flight or part of an open transaction answers UNSTABLE_OFFSET_COMMIT (the
+client retries until the transaction ends), as Kafka. Partitions without a commit answer
+offset -1 and no error. Only committed offsets are returned (a commit whose write failed
+never shows). A group whose partition is loading or not led here gets
+COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR (v2+ at the group level, v1 in each
+partition).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ class OffsetFetchHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def _group(self, group_id: str, topics: Any, version: int
+    def _group(self, group_id: str, topics: Any, version: int, require_stable: bool
                ) -> tuple[int, list[dict[str, Any]]]:
         """(group error, topics) — on a group error v0-1 (no top-level error) carry it in
         every requested partition, as Kafka does; later versions list no topics."""
         wanted = None if topics is None else [
             (t.name, int(p)) for t in topics for p in t.partition_indexes]
-        error, committed = self._state.groups.fetch_offsets(group_id, wanted)
+        error, committed = self._state.groups.fetch_offsets(group_id, wanted, require_stable)
         if error:
             if version >= 2 or wanted is None:
                 return error, []
@@ -43,7 +44,7 @@ class OffsetFetchHandler:
                 "committed_offset": c.offset,
                 "committed_leader_epoch": c.leader_epoch,
                 "metadata": c.metadata,
-                "error_code": error,
+                "error_code": error or c.error,
             })
         return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
@@ -53,9 +54,11 @@ class OffsetFetchHandler:
         if version >= 8:
             groups = []
             for g in body.groups:
-                error, topics = self._group(g.group_id, g.topics, version)
+                error, topics = self._group(g.group_id, g.topics, version,
+                                            bool(body.require_stable))
                 groups.append({"group_id": g.group_id, "error_code": error, "topics": topics})
             return [api.response(API_KEY, version, {"throttle_time_ms": 0, "groups": groups})]
-        error, topics = self._group(body.group_id, body.topics, version)
+        error, topics = self._group(body.group_id, body.topics, version,
+                                    version >= 7 and bool(body.require_stable))
         fields: dict[str, Any] = {"throttle_time_ms": 0, "topics": topics, "error_code": error}
         return [api.response(API_KEY, version, fields)]

@@ -8,7 +8,9 @@ appended through the one write path as the coordinator (acks=-1: answered once t
 watermark passes it). The partition's producer state ends the producer's transaction there
 (see :mod:`strom.storage.producer_state`). Per-partition errors as Kafka:
 UNKNOWN_TOPIC_OR_PARTITION for a partition not hosted here, NOT_LEADER_OR_FOLLOWER,
-INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch, …
+INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch, … Once a marker is in a
+``__consumer_offsets`` partition the group coordinator commits (or drops) the producer's
+transactional offsets there.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from strom.broker.dispatch import HandlerResult, Request, ResponseParts
 from strom.broker.state import BrokerState
 from strom.common.types import TopicPartition
+from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.protocol import api
 from strom.protocol.records.builder import BatchBuilder
 from strom.protocol.records.control import (
@@ -70,6 +73,12 @@ class WriteTxnMarkersHandler:
             for marker, outcome in outcomes:
                 by_topic: dict[str, list[dict[str, int]]] = {}
                 for tp, result in outcome.results.items():
+                    if result.error is None and tp.topic == OFFSETS_TOPIC:
+                        # The group coordinator now commits or drops the transaction's
+                        # pending offsets there (Kafka's onTransactionCompleted).
+                        self._state.groups.complete_transaction(
+                            tp.partition, int(marker.producer_id),
+                            bool(marker.transaction_result))
                     by_topic.setdefault(tp.topic, []).append({
                         "partition_index": tp.partition,
                         "error_code": 0 if result.error is None else result.error.code})

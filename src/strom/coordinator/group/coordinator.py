@@ -162,13 +162,40 @@ class GroupCoordinator:
             callback=callback)
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]] | None
+        self, group_id: str, partitions: list[tuple[str, int]] | None,
+        require_stable: bool = False,
     ) -> tuple[int, list[CommittedOffset]]:
         """(group error, committed offsets: -1 where there is none); ``None`` asks for all."""
         shard = self._route(group_id)
         if isinstance(shard, int):
             return shard, []
-        return 0, shard.fetch_offsets(group_id, partitions)
+        return 0, shard.fetch_offsets(group_id, partitions, require_stable)
+
+    def txn_commit_offsets(
+        self, *, group_id: str, producer_id: int, producer_epoch: int, generation: int,
+        member_id: str, group_instance_id: str | None, offsets: list[OffsetToCommit],
+        callback: Callable[[list[int]], None],
+    ) -> None:
+        """TxnOffsetCommit: one error per offset through ``callback``."""
+        if not group_id:
+            return callback([INVALID_GROUP_ID] * len(offsets))
+        shard = self._route(group_id)
+        if isinstance(shard, int):
+            return callback([shard] * len(offsets))
+        return shard.txn_commit_offsets(
+            group_id=group_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            generation=generation, member_id=member_id, group_instance_id=group_instance_id,
+            offsets=offsets, callback=callback)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to ``partition`` of ``__consumer_offsets``: its
+        producer's pending transactional offsets there are committed or dropped. A partition
+        not active here will replay the marker when it loads."""
+        try:
+            shard = self.runtime.shard(partition)
+        except KafkaError:
+            return
+        shard.complete_transaction(producer_id, commit)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]],
                        callback: Callable[[int, list[int]], None]) -> None:

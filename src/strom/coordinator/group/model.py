@@ -45,6 +45,7 @@ class CommittedOffset:
     offset: int
     leader_epoch: int
     metadata: str
+    error: int = 0  # UNSTABLE_OFFSET_COMMIT when a stable offset was asked for
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,10 @@ made for it.
 Replay rules (the only place durable state changes):
 
 * **OffsetCommit** records set or (tombstone) remove a committed offset — at load and live.
-  Records of a batch with a producer id are transactional offset commits; they become
-  visible only with their transaction's marker, which the transaction coordinator brings
-  (until then they are skipped, as are control records).
+  Records of a batch with a producer id are transactional offset commits (TxnOffsetCommit):
+  they wait in :class:`~strom.coordinator.group.txn_offsets.TxnOffsets` until their
+  transaction's marker — a control record at load, :meth:`GroupShard.complete_transaction`
+  live — makes them committed (commit) or drops them (abort).
 * **GroupMetadata** records, *at load*, rebuild the group: generation, protocol, leader and
   members with their assignments (then :meth:`on_loaded` starts a session timer per member).
   *Live*, they never touch membership — the protocol already holds newer in-memory state (a
@@ -77,6 +78,7 @@ from strom.coordinator.group.records import (
     encode_key,
     encode_value,
 )
+from strom.coordinator.group.txn_offsets import TxnOffsets
 from strom.coordinator.runtime import (
     COORDINATOR_NOT_AVAILABLE,
     NOT_COORDINATOR,
@@ -84,6 +86,7 @@ from strom.coordinator.runtime import (
     ShardContext,
     coordinator_error,
 )
+from strom.protocol.records.control import ControlType, control_type_of
 
 log = logging.getLogger("strom.coordinator.group")
 
@@ -106,6 +109,7 @@ MEMBER_ID_REQUIRED = _code("MEMBER_ID_REQUIRED")
 GROUP_MAX_SIZE_REACHED = _code("GROUP_MAX_SIZE_REACHED")
 FENCED_INSTANCE_ID = _code("FENCED_INSTANCE_ID")
 GROUP_SUBSCRIBED_TO_TOPIC = _code("GROUP_SUBSCRIBED_TO_TOPIC")
+UNSTABLE_OFFSET_COMMIT = _code("UNSTABLE_OFFSET_COMMIT")
 
 Record = tuple[Key, Value | None]
 JoinArgs = tuple[str, str, int, int, str, list[tuple[str, bytes]]]
@@ -121,6 +125,7 @@ class GroupShard:
         self.clock = clock
         self.settings = settings
         self.groups: dict[str, Group] = {}
+        self.txn_offsets = TxnOffsets()
         self.loaded = False
         self.closed = False
 
@@ -128,7 +133,11 @@ class GroupShard:
     # runtime callbacks: replay, loaded, unloaded
     # ------------------------------------------------------------------------------------
     def replay(self, record: ReplayRecord) -> None:
-        if record.is_control or record.key is None or record.producer_id >= 0:
+        if record.is_control:
+            if record.producer_id >= 0:
+                self._replay_marker(record)
+            return
+        if record.key is None:
             return
         try:
             key = decode_key(record.key)
@@ -141,10 +150,35 @@ class GroupShard:
             return
         if isinstance(key, OffsetCommitKey):
             assert value is None or isinstance(value, OffsetCommitValue)
-            self._replay_offset(key, value)
+            if record.producer_id >= 0:
+                self.txn_offsets.add(record.producer_id, key.group, (key.topic, key.partition),
+                                     value)
+            else:
+                self._replay_offset(key, value)
+        elif record.producer_id >= 0:
+            return  # group metadata is never transactional
         else:
             assert value is None or isinstance(value, GroupMetadataValue)
             self._replay_group(key, value)
+
+    def _replay_marker(self, record: ReplayRecord) -> None:
+        try:
+            kind = control_type_of(record.key)
+        except KafkaError:
+            return
+        if kind in (ControlType.COMMIT, ControlType.ABORT):
+            self.complete_transaction(record.producer_id, kind is ControlType.COMMIT)
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction marker is in this partition: its pending offsets become
+        committed (commit) or are dropped (abort)."""
+        def apply(group_id: str, tp: tuple[str, int], value: OffsetCommitValue) -> None:
+            self._group_or_new(group_id).offsets[tp] = value
+        count = self.txn_offsets.complete(producer_id, commit, apply)
+        if count:
+            log.debug("%s-%d: producer %d's transaction %s %d offsets", "__consumer_offsets",
+                      self.context.partition, producer_id,
+                      "committed" if commit else "dropped", count)
 
     def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         if value is None:
@@ -156,6 +190,7 @@ class GroupShard:
 
     def _replay_group(self, key: GroupMetadataKey, value: GroupMetadataValue | None) -> None:
         if value is None:
+            self.txn_offsets.drop_group(key.group)
             group = self.groups.pop(key.group, None)
             if group is not None:
                 group.state = GroupState.DEAD
@@ -841,21 +876,74 @@ class GroupShard:
         return NONE
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]] | None
+        self, group_id: str, partitions: list[tuple[str, int]] | None,
+        require_stable: bool = False,
     ) -> list[CommittedOffset]:
-        """Committed offsets (-1 where there is none); ``None`` asks for all of them."""
+        """Committed offsets (-1 where there is none); ``None`` asks for all of them. With
+        ``require_stable`` a partition with a commit in flight or an open transactional
+        commit answers UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka."""
         group = self.groups.get(group_id)
         stored = group.offsets if group is not None else {}
         wanted = sorted(stored) if partitions is None else partitions
         out = []
         for topic, partition in wanted:
-            value = stored.get((topic, partition))
+            tp = (topic, partition)
+            if require_stable and (self.txn_offsets.is_pending(group_id, tp) or (
+                    group is not None and tp in group.pending_offsets)):
+                out.append(CommittedOffset(topic, partition, -1, -1, "",
+                                           UNSTABLE_OFFSET_COMMIT))
+                continue
+            value = stored.get(tp)
             if value is None:
                 out.append(CommittedOffset(topic, partition, -1, -1, ""))
             else:
                 out.append(CommittedOffset(topic, partition, value.offset, value.leader_epoch,
                                            value.metadata))
         return out
+
+    def txn_commit_offsets(
+        self, *, group_id: str, producer_id: int, producer_epoch: int, generation: int,
+        member_id: str, group_instance_id: str | None, offsets: list[OffsetToCommit],
+        callback: Callable[[list[int]], None],
+    ) -> None:
+        """TxnOffsetCommit: write the offsets in a transactional batch of the producer; they
+        become committed with the transaction's commit marker. Member checks as Kafka's
+        ``doTxnCommitOffsets`` (a v0-2 request carries no member: only the group's life is
+        checked); one error per offset through ``callback`` once the write is durable."""
+        group = self.groups.get(group_id)
+        error = NONE
+        if group is not None and group.state is GroupState.DEAD:
+            error = COORDINATOR_NOT_AVAILABLE
+        elif member_id:
+            if group is None or member_id not in group.members:
+                error = UNKNOWN_MEMBER_ID
+            elif group_instance_id is not None and group.static_members.get(
+                    group_instance_id) != member_id:
+                error = FENCED_INSTANCE_ID
+            elif generation != group.generation:
+                error = ILLEGAL_GENERATION
+        if error:
+            return callback([error] * len(offsets))
+        now = self.clock.now_ms()
+        errors: list[int] = []
+        records: list[Record] = []
+        for o in offsets:
+            metadata = o.metadata or ""
+            if len(metadata.encode("utf-8")) > self.settings.metadata_max_bytes:
+                errors.append(OFFSET_METADATA_TOO_LARGE)
+                continue
+            errors.append(NONE)
+            records.append((OffsetCommitKey(group_id, o.topic, o.partition),
+                            OffsetCommitValue(o.offset, o.leader_epoch, metadata, now, -1)))
+        if not records:
+            return callback(errors)
+        raw = [(encode_key(k), encode_value(v)) for k, v in records]
+        self.context.write(
+            raw, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True,
+            on_commit=lambda: callback(errors),
+            on_failure=lambda exc: callback(
+                [e or coordinator_error(exc, offset_commit=True) for e in errors]))
+        return None
 
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]],

@@ -1,0 +1,73 @@
+"""TxnOffsetCommit (28), v0-4: offsets committed inside a producer's transaction.
+
+Sent to the group's coordinator after AddOffsetsToTxn. The offsets are written to the group's
+``__consumer_offsets`` partition in a transactional batch of the producer and become visible
+to OffsetFetch only when the transaction's commit marker reaches that partition (an abort
+drops them). v3+ carry the member id, group instance id and generation, checked as Kafka
+does (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION). Partitions of unknown
+topics get UNKNOWN_TOPIC_OR_PARTITION. Before v2, COORDINATOR_LOAD_IN_PROGRESS is answered
+as COORDINATOR_NOT_AVAILABLE (older producers did not retry it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.dispatch import HandlerResult, Request
+from strom.broker.handlers.group_common import partition_exists, respond_when_ready
+from strom.broker.state import BrokerState
+from strom.common.errors import UnknownTopicOrPartitionError
+from strom.coordinator.group.coordinator import OffsetToCommit
+from strom.coordinator.runtime import COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
+from strom.protocol import api
+from strom.protocol.versions import ApiKey
+
+API_KEY = ApiKey.TXN_OFFSET_COMMIT
+
+
+class TxnOffsetCommitHandler:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def __call__(self, request: Request) -> HandlerResult:
+        version = request.version
+        body = api.decode_request(API_KEY, version, request.body)
+        state = self._state
+        image = state.store.image
+        wanted: list[OffsetToCommit] = []
+        errors: dict[tuple[str, int], int] = {}
+        for topic in body.topics:
+            for p in topic.partitions:
+                if not partition_exists(image, topic.name, p.partition_index):
+                    errors[(topic.name, p.partition_index)] = UnknownTopicOrPartitionError.code
+                    continue
+                wanted.append(OffsetToCommit(
+                    topic.name, p.partition_index, int(p.committed_offset),
+                    int(p.committed_leader_epoch) if version >= 2 else -1,
+                    p.committed_metadata))
+
+        def encode(results: list[int]) -> bytes:
+            for o, error in zip(wanted, results, strict=True):
+                if version < 2 and error == COORDINATOR_LOAD_IN_PROGRESS:
+                    error = COORDINATOR_NOT_AVAILABLE
+                errors[(o.topic, o.partition)] = error
+            topics: list[dict[str, Any]] = [
+                {"name": topic.name, "partitions": [
+                    {"partition_index": p.partition_index,
+                     "error_code": errors[(topic.name, p.partition_index)]}
+                    for p in topic.partitions]}
+                for topic in body.topics
+            ]
+            return api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": topics})
+
+        if not wanted:
+            return [encode([])]
+        return respond_when_ready(
+            lambda callback: state.groups.txn_commit_offsets(
+                group_id=body.group_id, producer_id=int(body.producer_id),
+                producer_epoch=int(body.producer_epoch),
+                generation=int(body.generation_id) if version >= 3 else -1,
+                member_id=(body.member_id or "") if version >= 3 else "",
+                group_instance_id=body.group_instance_id if version >= 3 else None,
+                offsets=wanted, callback=callback),
+            encode)

@@ -239,3 +239,41 @@ def test_broker_killed_mid_transaction_aborts_it_after_restart() -> None:
         successor.commit_transaction(30)
         # data, abort marker, data, commit marker
         assert end_offsets(broker, topic) == [4, 0]
+
+
+def test_kip_664_introspection_with_kafka_python_admin(txn_broker: EmbeddedBroker) -> None:
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition as KTopicPartition
+
+    topic = new_topic(txn_broker)
+    tid = f"hanging-{topic}"
+    producer = Producer({"bootstrap.servers": txn_broker.bootstrap, "transactional.id": tid})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=1)
+    producer.flush(30)
+    admin = KafkaAdminClient(bootstrap_servers=txn_broker.bootstrap)
+    try:
+        listed = [t for ts in admin.list_transactions(state_filters=["Ongoing"]).values()
+                  for t in ts if t.transactional_id == tid]
+        assert len(listed) == 1 and listed[0].state.value == "Ongoing"
+        assert not [t for ts in admin.list_transactions(state_filters=["CompleteAbort"]).values()
+                    for t in ts if t.transactional_id == tid]
+        described = admin.describe_transactions([tid])[tid]
+        assert described.state.value == "Ongoing"
+        assert described.topic_partitions == {KTopicPartition(topic, 1)}
+        assert described.transaction_timeout_ms == 60_000
+        states = admin.describe_producers([KTopicPartition(topic, 1),
+                                           KTopicPartition(topic, 0)])
+        [active] = states[KTopicPartition(topic, 1)].active_producers
+        assert active.producer_id == described.producer_id
+        assert active.current_transaction_start_offset == 0
+        assert states[KTopicPartition(topic, 0)].active_producers == []
+        producer.commit_transaction(30)  # answered at PrepareCommit; markers follow
+        deadline = time.monotonic() + 10
+        while (state := admin.describe_transactions([tid])[tid].state.value) != (
+                "CompleteCommit") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state == "CompleteCommit"
+    finally:
+        admin.close()

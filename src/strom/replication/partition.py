@@ -69,6 +69,18 @@ class FetchIsolation(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerView:
+    """One active producer of a partition, as DescribeProducers shows it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    txn_start_offset: int  # -1: no open transaction
+
+
+@dataclass(frozen=True, slots=True)
 class IsrState:
     """The committed in-sync replica set (replaced whole, never mutated)."""
 
@@ -132,6 +144,13 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    def active_producers(self) -> list[ProducerView]:
+        """The producers the partition keeps state for (idempotent and transactional)."""
+        return [ProducerView(e.producer_id, e.epoch, e.last_seq, e.last_timestamp,
+                             e.coordinator_epoch,
+                             -1 if e.txn_first_offset is None else e.txn_first_offset)
+                for e in self.log.producer_state.producers.values()]
 
     def has_ongoing_transaction(self, producer_id: int) -> bool:
         """Whether the producer's transaction already wrote to this partition (no marker yet)."""

@@ -16,6 +16,8 @@ from strom.broker.handlers.describe_cluster import DescribeClusterHandler
 from strom.broker.handlers.describe_configs import DescribeConfigsHandler
 from strom.broker.handlers.describe_groups import DescribeGroupsHandler
 from strom.broker.handlers.describe_log_dirs import DescribeLogDirsHandler
+from strom.broker.handlers.describe_producers import DescribeProducersHandler
+from strom.broker.handlers.describe_transactions import DescribeTransactionsHandler
 from strom.broker.handlers.end_txn import EndTxnHandler
 from strom.broker.handlers.fetch import FetchHandler
 from strom.broker.handlers.find_coordinator import FindCoordinatorHandler
@@ -25,6 +27,7 @@ from strom.broker.handlers.join_group import JoinGroupHandler
 from strom.broker.handlers.leave_group import LeaveGroupHandler
 from strom.broker.handlers.list_groups import ListGroupsHandler
 from strom.broker.handlers.list_offsets import ListOffsetsHandler
+from strom.broker.handlers.list_transactions import ListTransactionsHandler
 from strom.broker.handlers.metadata import MetadataHandler
 from strom.broker.handlers.offset_commit import OffsetCommitHandler
 from strom.broker.handlers.offset_delete import OffsetDeleteHandler
@@ -71,5 +74,8 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.END_TXN: EndTxnHandler(state),
         ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(state),
         ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitHandler(state),
+        ApiKey.DESCRIBE_PRODUCERS: DescribeProducersHandler(state),
+        ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsHandler(state),
+        ApiKey.LIST_TRANSACTIONS: ListTransactionsHandler(state),
         ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(state),
     }

@@ -277,3 +277,23 @@ def test_kip_664_introspection_with_kafka_python_admin(txn_broker: EmbeddedBroke
         assert state == "CompleteCommit"
     finally:
         admin.close()
+
+
+def test_second_transaction_with_offsets_after_an_epoch_bump(txn_broker: EmbeddedBroker) -> None:
+    """Transactional offset commits are the coordinator's own writes: no producer-sequence
+    check applies to them, so a producer whose epoch was bumped (a restart) can commit
+    offsets again (they are written at sequence -1, which a client batch could not be)."""
+    source = new_topic(txn_broker, 1)
+    tid = f"bump-{source}"
+    group = f"bump-{source}"
+    for epoch_round in range(3):  # each init bumps the epoch
+        producer = Producer({"bootstrap.servers": txn_broker.bootstrap, "transactional.id": tid})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(source, b"v", partition=0)
+        consumer = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": group})
+        producer.send_offsets_to_transaction([TopicPartition(source, 0, epoch_round + 1)],
+                                             consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        assert consumer.committed([TopicPartition(source, 0)], 10)[0].offset == epoch_round + 1
+        consumer.close()

@@ -241,8 +241,10 @@ class Partition:
     # ------------------------------------------------------------------------------------
     # appends
     # ------------------------------------------------------------------------------------
-    def append_as_leader(self, records: memoryview, required_acks: int) -> AppendResult:
-        """Validate and append a produce payload; may move the high watermark.
+    def append_as_leader(self, records: memoryview, required_acks: int, *,
+                         from_client: bool = True) -> AppendResult:
+        """Validate and append a produce payload (a client's, or with ``from_client`` False a
+        coordinator's: no producer-sequence checks); may move the high watermark.
 
         Raises NotLeaderOrFollower when not the leader, NotEnoughReplicas for acks=-1 with too
         small an ISR (nothing appended), and whatever the log refuses."""
@@ -254,7 +256,7 @@ class Partition:
                 f"the in-sync replicas of {self.tp} ({len(self.isr_state.isr)}) are fewer "
                 f"than min.insync.replicas ({self.min_insync_replicas})")
         result = self.log.append(records, leader_epoch=self.leader_epoch,
-                                 now_ms=self.clock.now_ms())
+                                 now_ms=self.clock.now_ms(), from_client=from_client)
         if not result.duplicate:
             self.maybe_increment_high_watermark()
         return result

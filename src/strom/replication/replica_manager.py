@@ -265,7 +265,8 @@ class ReplicaManager:
             if origin is AppendOrigin.REPLICATION:
                 appended = partition.append_as_follower(records)
             else:
-                appended = partition.append_as_leader(records, required_acks)
+                appended = partition.append_as_leader(
+                    records, required_acks, from_client=origin is AppendOrigin.CLIENT)
         except Exception as exc:
             error = as_kafka_error(exc)
             result.error = error

@@ -254,12 +254,15 @@ class Log:
     # appends
     # ------------------------------------------------------------------------------------
     def append(
-        self, buf: memoryview, *, leader_epoch: int, now_ms: int | None = None
+        self, buf: memoryview, *, leader_epoch: int, now_ms: int | None = None,
+        from_client: bool = True,
     ) -> AppendResult:
         """Validate, assign offsets to and append a produce payload (one or more batches).
 
         ``buf`` should be writable (a memoryview over a bytearray): base offsets and the
         partition leader epoch are patched in place (a read-only buffer is copied first).
+        ``from_client`` False for a coordinator's own batches (transactional offset commits,
+        markers): producer sequences are not checked for them, as in Kafka.
         """
         if self._closed:
             raise KafkaStorageError(f"log {self.directory.name} is closed")
@@ -294,7 +297,8 @@ class Log:
             header.base_offset = next_offset
             header.partition_leader_epoch = leader_epoch
             next_offset += header.last_offset_delta + 1
-        pending = state.validate(headers) if has_producer else None
+        pending = (state.validate(headers, check_sequences=from_client) if has_producer
+                   else None)
 
         segment = self._segments[-1]
         if segment.should_roll(total, next_offset - 1, now, settings.segment_bytes,

@@ -263,10 +263,13 @@ class ProducerStateManager:
         return entry.find_duplicate(header.producer_epoch, header.base_sequence,
                                     header.last_sequence)
 
-    def validate(self, headers: Iterable[BatchHeader]) -> PendingUpdate:
+    def validate(self, headers: Iterable[BatchHeader], *, check_sequences: bool = True
+                 ) -> PendingUpdate:
         """Check every idempotent batch in order; returns the pending updates for :meth:`commit`.
 
         Batch offsets in ``headers`` must already be the ones that will be written.
+        ``check_sequences`` False for a coordinator's batches (Kafka checks sequences for
+        client appends only; epochs are checked for every origin).
         """
         pending = PendingUpdate()
         for header in headers:
@@ -290,7 +293,8 @@ class ProducerStateManager:
                     f"producer {pid} epoch {epoch} is older than the current epoch {updated.epoch}"
                 )
             if not header.is_control:
-                self._check_sequence(header, current, updated)
+                if check_sequences:
+                    self._check_sequence(header, current, updated)
                 if updated.txn_first_offset is not None and not header.is_transactional:
                     raise InvalidTxnStateError(
                         f"producer {pid} sent a non-transactional batch at offset "

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from strom.common.config import ConfigSource
 from strom.common.errors import ErrorCode
@@ -145,3 +153,43 @@ def test_create_partitions_and_delete(broker: EmbeddedBroker) -> None:
         {"name": "grow", "topic_id": None}], "timeout_ms": 1000})
     assert again.responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[attr-defined]
     client.close()
+
+
+IGNORED = {"message.format.version": "0.10.2", "message.downconversion.enable": "false",
+           "message.timestamp.difference.max.ms": "60000"}
+
+
+def test_configs_kafka_3_ignores_are_accepted_with_a_warning(broker: EmbeddedBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.create_topics([NewTopic("legacy-cfg", 1, 1, config=IGNORED)])
+    futures["legacy-cfg"].result(10)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "legacy-cfg")
+    described = admin.describe_configs([resource])[resource].result(10)
+    for name, value in IGNORED.items():
+        assert described[name].value == value
+        assert described[name].source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    alter = ConfigResource(ConfigResource.Type.TOPIC, "legacy-cfg", incremental_configs=[
+        ConfigEntry("message.format.version", "2.8-IV1",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([alter])[alter].result(10)
+    client = RawClient(broker.bootstrap)
+    replaced = client.call(ApiKey.ALTER_CONFIGS, 2, {"resources": [
+        {"resource_type": TOPIC, "resource_name": "legacy-cfg",
+         "configs": [{"name": "message.downconversion.enable", "value": "true"}]}],
+        "validate_only": False})
+    assert replaced.responses[0].error_code == 0
+    assert describe(client, TOPIC, "legacy-cfg")["message.downconversion.enable"].value == "true"
+    # Still validated as Kafka does: a version string, a boolean.
+    for name, value in (("message.format.version", "banana"),
+                        ("message.downconversion.enable", "maybe")):
+        bad = create(client, f"legacy-bad-{name}", configs={name: value})
+        assert bad.error_code == ErrorCode.INVALID_CONFIG  # type: ignore[attr-defined]
+    client.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(
+            "message.timestamp.difference.max.ms" in line for line in broker.output):
+        time.sleep(0.05)
+    warnings = [line for line in broker.output if "accepted but ignored" in line]
+    assert any("legacy-cfg" in w and "message.format.version" in w for w in warnings)
+    assert any("message.downconversion.enable" in w for w in warnings)
+    assert any("message.timestamp.difference.max.ms" in w for w in warnings)

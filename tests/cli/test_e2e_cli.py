@@ -82,3 +82,49 @@ def test_perf_and_dump_log(cli: Callable[..., Result], strom_broker: Any) -> Non
     dumped = cli("dump-log", str(partition), "--verify-index")
     assert dumped.code == 0, dumped.out
     assert "compresscodec: lz4" in dumped.out and "crcValid: true" in dumped.out
+
+
+def test_configs_of_brokers_like_kafka_configs(cli: Callable[..., Result],
+                                               strom_broker_factory: Any) -> None:
+    broker = strom_broker_factory({"log.retention.hours": "2"})
+    b = ["--bootstrap-server", broker.bootstrap]
+    brokers = ["--entity-type", "brokers"]
+    assert "(none)" in cli("configs", "describe", *brokers, "--entity-name", "0", *b).out
+    set_one = cli("configs", "alter", *brokers, "--entity-name", "0",
+                  "--set", "log.retention.ms=3600000", *b)
+    assert set_one.code == 0, set_one.err
+    assert set_one.out == "Updated config of broker 0.\n"
+    set_default = cli("configs", "alter", *brokers, "--entity-default",
+                      "--set", "log.segment.bytes=1048576",
+                      "--set", "log.message.downconversion.enable=false", *b)
+    assert set_default.code == 0, set_default.err
+    assert "WARNING: Configuration log.message.downconversion.enable is accepted but ignored" in (
+        set_default.err)
+    one = cli("configs", "describe", *brokers, "--entity-name", "0", "--synonyms", *b)
+    assert "  log.retention.ms=3600000  (DYNAMIC_BROKER_CONFIG)" in one.out
+    assert ("synonyms: DYNAMIC_BROKER_CONFIG:log.retention.ms=3600000, "
+            "STATIC_BROKER_CONFIG:log.retention.hours=2") in one.out
+    assert "log.segment.bytes" not in one.out  # the default's, not this broker's own
+    default = cli("configs", "describe", *brokers, "--entity-default", *b)
+    assert default.out.splitlines() == [
+        "Configs of the brokers' cluster-wide default (dynamic configs):",
+        "  log.message.downconversion.enable=false  (DYNAMIC_DEFAULT_BROKER_CONFIG)",
+        "  log.segment.bytes=1048576  (DYNAMIC_DEFAULT_BROKER_CONFIG)"]
+    everything = cli("configs", "describe", "--broker", "0", "--all", *b)
+    assert "  log.segment.bytes=1048576  (DYNAMIC_DEFAULT_BROKER_CONFIG)" in everything.out
+    assert "  log.retention.hours=2  (STATIC_BROKER_CONFIG, read-only)" in everything.out
+    refused = cli("configs", "alter", *brokers, "--entity-default", "--set", "log.dirs=/x", *b)
+    assert refused.code == 1 and "INVALID_REQUEST" in refused.err
+    assert "Cannot update these configs dynamically: Set(log.dirs)" in refused.err
+    checked = cli("configs", "alter", *brokers, "--entity-name", "0", "--validate-only",
+                  "--delete", "log.retention.ms", *b)
+    assert checked.out == "Validated config of broker 0.\n"
+    assert cli("configs", "alter", *brokers, "--entity-name", "0", "--delete",
+               "log.retention.ms", *b).code == 0
+    assert "(none)" in cli("configs", "describe", *brokers, "--entity-name", "0", *b).out
+    topic = cli("topics", "create", "legacy", "--config", "message.format.version=2.8", *b)
+    assert topic.code == 0, topic.err
+    assert "WARNING: Configuration message.format.version is accepted but ignored" in topic.err
+    described = cli("configs", "describe", "--entity-type", "topics", "--entity-name",
+                    "legacy", *b)
+    assert "  message.format.version=2.8  (DYNAMIC_TOPIC_CONFIG)" in described.out

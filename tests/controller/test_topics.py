@@ -19,7 +19,8 @@ from strom.common.errors import (
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
 )
-from strom.controller.topics import WRITE_ATTEMPTS, TopicAdmin
+from strom.controller.topics import TopicAdmin
+from strom.controller.updates import WRITE_ATTEMPTS
 from strom.metadata.changes import MetadataChange
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo
 from strom.metadata.store import StaleMetadataError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from strom.metadata.changes import PutTopic
+from strom.metadata.changes import PutTopic, SetBrokerConfigs
 from strom.metadata.image import BrokerInfo, PartitionInfo, TopicInfo
 from strom.metadata.local import FILE_NAME, LEGACY_PRODUCER_ID_FILE, LocalMetadataStore
 from strom.metadata.store import ProducerIdBlock
@@ -28,11 +28,11 @@ def write_v1(data_dir: Path, epoch: int = 7) -> None:
                                           "configs": {}, "internal": True}}}))
 
 
-def test_new_store_writes_version_2_with_the_given_cluster_id(tmp_path: Path) -> None:
+def test_new_store_writes_version_3_with_the_given_cluster_id(tmp_path: Path) -> None:
     store = LocalMetadataStore(tmp_path, BROKER, "given-id")
     saved = json.loads((tmp_path / FILE_NAME).read_text())
-    assert saved == {"version": 2, "cluster_id": "given-id", "epoch": 0, "next_producer_id": 0,
-                     "topics": {}}
+    assert saved == {"version": 3, "cluster_id": "given-id", "epoch": 0, "next_producer_id": 0,
+                     "topics": {}, "broker_configs": {}}
     assert store.image.controller_id == 3 and store.image.brokers == {3: BROKER}
 
 
@@ -57,8 +57,37 @@ def test_version_1_is_read_as_led_here_and_rewritten(tmp_path: Path) -> None:
     assert t.topic_id == TOPIC_ID and t.configs == {"segment.ms": "5"} and not t.internal
     assert t.partitions == (PartitionInfo(0, 3, 0, (3,), (3,)), PartitionInfo(1, 3, 0, (3,), (3,)))
     assert image.topics["__consumer_offsets"].internal
-    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 2
+    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 3
     assert LocalMetadataStore(tmp_path, BROKER).image.topics == image.topics
+
+
+def test_version_2_is_read_without_broker_configs_and_rewritten(tmp_path: Path) -> None:
+    partition = {"replicas": [3], "leader": 3, "leader_epoch": 4, "isr": [3]}
+    (tmp_path / FILE_NAME).write_text(json.dumps({
+        "version": 2, "cluster_id": "c2", "epoch": 9, "next_producer_id": 2000,
+        "topics": {"t": {"id": str(TOPIC_ID), "internal": False, "configs": {"a": "b"},
+                         "partitions": [partition]}}}))
+    image = LocalMetadataStore(tmp_path, BROKER).image
+    assert image.epoch == 9 and image.broker_configs == {}
+    assert image.topics["t"].partitions == (PartitionInfo(0, 3, 4, (3,), (3,)),)
+    saved = json.loads((tmp_path / FILE_NAME).read_text())
+    assert saved["version"] == 3 and saved["broker_configs"] == {}
+    assert saved["next_producer_id"] == 2000 and saved["topics"]["t"]["partitions"] == [partition]
+
+
+def test_broker_configs_are_stored_and_survive_registration(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER)
+    store.write(store.image.epoch, [SetBrokerConfigs("", {"log.retention.ms": "1000"}),
+                                    SetBrokerConfigs("3", {"message.max.bytes": "2048"})])
+    assert json.loads((tmp_path / FILE_NAME).read_text())["broker_configs"] == {
+        "": {"log.retention.ms": "1000"}, "3": {"message.max.bytes": "2048"}}
+    reopened = LocalMetadataStore(tmp_path, BROKER)
+    reopened.register_broker(BrokerInfo(3, "advertised", 19092))
+    assert reopened.image.broker_configs == {
+        "": {"log.retention.ms": "1000"}, "3": {"message.max.bytes": "2048"}}
+    reopened.write(reopened.image.epoch, [SetBrokerConfigs("3", {})])
+    assert LocalMetadataStore(tmp_path, BROKER).image.broker_configs == {
+        "": {"log.retention.ms": "1000"}}
 
 
 @pytest.mark.parametrize(("main", "tmp", "expected"), [

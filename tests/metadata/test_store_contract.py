@@ -12,6 +12,7 @@ from strom.metadata.changes import (
     InvalidMetadataChangeError,
     PutTopic,
     RemoveTopic,
+    SetBrokerConfigs,
     SetPartitions,
     SetTopicConfigs,
 )
@@ -74,6 +75,21 @@ def test_every_change_kind(open_store: Factory) -> None:
     # PutTopic with the same id replaces the topic whole
     store.write(image.epoch, [PutTopic(TopicInfo("a", a.topic_id, got.partitions, {}, True))])
     assert store.image.topics["a"].internal and store.image.topics["a"].configs == {}
+
+
+def test_broker_configs_are_replaced_per_resource(open_store: Factory) -> None:
+    store = open_store()
+    store.write(store.image.epoch, [SetBrokerConfigs("", {"log.retention.ms": "1000"}),
+                                    SetBrokerConfigs("0", {"message.max.bytes": "2048"})])
+    assert store.image.broker_configs == {"": {"log.retention.ms": "1000"},
+                                          "0": {"message.max.bytes": "2048"}}
+    store.write(store.image.epoch, [SetBrokerConfigs("", {"log.segment.bytes": "4096"}),
+                                    SetBrokerConfigs("0", {})])  # an empty set removes it
+    assert store.image.broker_configs == {"": {"log.segment.bytes": "4096"}}
+    before = store.image
+    with pytest.raises(InvalidMetadataChangeError):
+        store.write(before.epoch, [SetBrokerConfigs("broker-1", {"a": "b"})])
+    assert store.image is before
 
 
 def test_stale_write_changes_nothing(open_store: Factory) -> None:
@@ -212,10 +228,12 @@ def test_restart_keeps_everything_but_unused_producer_ids(open_store: Factory) -
         PutTopic(a),
         SetPartitions("a", (PartitionInfo(1, 0, 4, (0, 1), (0,)),)),
     ])
+    store.write(store.image.epoch, [SetBrokerConfigs("", {"log.retention.ms": "1"})])
     store.allocate_producer_id_block(1000)
     reopened = open_store()
     assert reopened.image.epoch == store.image.epoch
     assert reopened.cluster_id == store.cluster_id
     assert reopened.image.topics == store.image.topics
+    assert reopened.image.broker_configs == store.image.broker_configs
     assert reopened.allocate_producer_id_block(10) == ProducerIdBlock(1000, 10)
     assert open_store().allocate_producer_id_block(1) == ProducerIdBlock(1010, 1)

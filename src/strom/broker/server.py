@@ -1,7 +1,8 @@
 """Broker lifecycle: start in dependency order, serve, and shut down in reverse order.
 
-Start: lock the data directory → metadata store → load logs (crash recovery) → partitions →
-listener → background tasks (retention, time-based flush, checkpoints).
+Start: lock the data directory → metadata store (and the dynamic broker configs stored in it)
+→ load logs (crash recovery) → partitions → listener → background tasks (retention,
+time-based flush, checkpoints).
 Stop: stop accepting → give in-flight requests a moment → close connections → cancel background
 tasks → flush and close logs, write checkpoints and the clean-shutdown marker → unlock.
 
@@ -22,6 +23,7 @@ from typing import Any
 
 from strom.broker import meta_properties
 from strom.broker.dispatch import Dispatcher
+from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
 from strom.broker.handlers import build_handlers
 from strom.broker.network import KafkaConnection
 from strom.broker.state import BrokerState
@@ -39,7 +41,7 @@ from strom.coordinator.writer import ReplicaPartitionWriter
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager
-from strom.storage.log_manager import LogManager
+from strom.storage.log_manager import LogManager, cleaner_settings
 
 log = logging.getLogger("strom.broker")
 
@@ -101,22 +103,23 @@ class BrokerServer:
         except meta_properties.MetaPropertiesError as exc:
             self._unlock()
             raise BrokerStartupError(str(exc)) from None
-        logs = LogManager(self.data_dir, self.config, self.clock)
+        config = effective_config(self.config, store.image, node_id)
+        warn_ignored(config)
+        logs = LogManager(self.data_dir, config, self.clock)
         self._logs = logs
         state_ref: list[BrokerState] = []
         replicas = ReplicaManager(logs, lambda t: state_ref[0].topic_config(t), self.clock,
                                   node_id, LoopScheduler())
-        state = BrokerState(self.config, self.data_dir, self.clock, store, replicas,
+        state = BrokerState(config, self.data_dir, self.clock, store, replicas,
                             ProducerIdManager(store))
         state_ref.append(state)
         self.state = state
         logs.load(state.topic_config)
-        if self.config.get("log.cleaner.enable"):
-            io_cap = float(self.config.get("log.cleaner.io.max.bytes.per.second"))
-            logs.start_cleaner(int(self.config.get("log.cleaner.backoff.ms")),
-                               io_cap if io_cap < 1e300 else None)
+        if config.get("log.cleaner.enable"):
+            logs.start_cleaner(*cleaner_settings(config))
         replicas.apply_image(store.image)
         store.subscribe(replicas.apply_image)  # every metadata change: role transitions
+        store.subscribe(DynamicConfigApplier(self.config, state))  # dynamic broker configs
         coordinator = GroupCoordinator(ReplicaPartitionWriter(replicas), LoopScheduler(),
                                        self.clock, state.group_settings())
         state.group_coordinator = coordinator

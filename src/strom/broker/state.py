@@ -13,6 +13,7 @@ from pathlib import Path
 from strom.common.clock import Clock
 from strom.common.config import BrokerConfig, TopicConfig, validate_topic_configs
 from strom.common.errors import error_class
+from strom.controller.broker_configs import BrokerConfigAdmin
 from strom.controller.producer_ids import ProducerIdManager
 from strom.controller.topics import TopicAdmin
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
@@ -25,6 +26,10 @@ from strom.replication.replica_manager import ReplicaManager
 
 @dataclass
 class BrokerState:
+    """``config`` is the effective configuration (static config under the dynamic broker
+    configs); :class:`strom.broker.dynamic_config.DynamicConfigApplier` replaces it when the
+    dynamic configs change, so read it at use, never keep it."""
+
     config: BrokerConfig
     data_dir: Path
     clock: Clock
@@ -34,9 +39,11 @@ class BrokerState:
     group_coordinator: GroupCoordinator | None = None
     txn_coordinator: TxnCoordinator | None = None
     topic_admin: TopicAdmin = field(init=False)
+    broker_configs: BrokerConfigAdmin = field(init=False)
 
     def __post_init__(self) -> None:
         self.topic_admin = TopicAdmin(self.store, self.config)
+        self.broker_configs = BrokerConfigAdmin(self.store, self.node_id)
 
     @property
     def groups(self) -> GroupCoordinator:

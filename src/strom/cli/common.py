@@ -6,8 +6,9 @@ import argparse
 import datetime as dt
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from strom.common.config import ConfigKey, ignored_config_notes
 from strom.common.errors import StromError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -51,6 +52,13 @@ def parse_int_list(text: str, what: str) -> list[int]:
             raise UsageError(f"{what} expects comma-separated integers ≥ 0, got {text!r}")
         out.append(int(item))
     return out
+
+
+def warn_ignored_configs(keys: Mapping[str, ConfigKey], names: Iterable[str]) -> None:
+    """Tell the user (on stderr, as kafka-configs.sh warns) about configs that strom accepts
+    but ignores, such as ``message.format.version``."""
+    for note in ignored_config_notes(keys, names):
+        print(f"WARNING: {note}", file=sys.stderr)
 
 
 def parse_timestamp(text: str) -> int:

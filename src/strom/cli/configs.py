@@ -1,10 +1,15 @@
-"""``strom configs``: describe and alter topic and broker configuration."""
+"""``strom configs``: describe and alter topic and broker configuration.
+
+The entity is ``--topic NAME`` or ``--broker ID``, or as kafka-configs.sh names it:
+``--entity-type topics|brokers`` with ``--entity-name NAME`` or (brokers) ``--entity-default``,
+the cluster-wide default of every broker. Without ``--all``, describe lists what is set on
+that entity: a topic's overrides, a broker's dynamic configs, the dynamic defaults."""
 
 from __future__ import annotations
 
 import argparse
 
-from strom.cli.common import UsageError, add_bootstrap, parse_key_values
+from strom.cli.common import UsageError, add_bootstrap, parse_key_values, warn_ignored_configs
 from strom.client.admin_types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -13,15 +18,9 @@ from strom.client.admin_types import (
     ResourceType,
 )
 from strom.client.sync import SyncAdminClient
-from strom.common.config import ConfigSource
+from strom.common.config import BROKER_KEYS, TOPIC_KEYS, ConfigSource
 
-# Which sources count as "set here" when --all is not given (as kafka-configs shows them).
-_OVERRIDE_SOURCES = {
-    ResourceType.TOPIC: {ConfigSource.DYNAMIC_TOPIC_CONFIG},
-    ResourceType.BROKER: {ConfigSource.DYNAMIC_BROKER_CONFIG,
-                          ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-                          ConfigSource.STATIC_BROKER_CONFIG},
-}
+ENTITY_TYPES = ("topics", "brokers")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--synonyms", action="store_true",
                    help="show where each value comes from (synonyms, in precedence order)")
     add_bootstrap(d)
-    d.set_defaults(run=run_describe)
+    d.set_defaults(run=run_describe, entity_parser=d)
 
     a = actions.add_parser("alter", help="set or delete config overrides")
     _add_entity(a)
@@ -47,21 +46,61 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="remove an override (back to the default); repeatable")
     a.add_argument("--validate-only", action="store_true", help="check without applying")
     add_bootstrap(a)
-    a.set_defaults(run=run_alter)
+    a.set_defaults(run=run_alter, entity_parser=a)
 
 
 def _add_entity(parser: argparse.ArgumentParser) -> None:
-    entity = parser.add_mutually_exclusive_group(required=True)
+    entity = parser.add_mutually_exclusive_group()
     entity.add_argument("--topic", metavar="NAME", help="a topic")
     entity.add_argument("--broker", metavar="ID", help="a broker id")
+    entity.add_argument("--entity-type", choices=ENTITY_TYPES,
+                        help="as kafka-configs.sh: with --entity-name or --entity-default")
+    named = parser.add_mutually_exclusive_group()
+    named.add_argument("--entity-name", metavar="NAME", help="the topic name or broker id")
+    named.add_argument("--entity-default", action="store_true",
+                       help="the cluster-wide default of every broker (dynamic configs)")
 
 
 def _resource(args: argparse.Namespace) -> ConfigResource:
-    if args.topic is not None:
-        return ConfigResource.topic(args.topic)
-    if not str(args.broker).isdigit():
-        raise UsageError(f"--broker expects a numeric broker id, got {args.broker!r}")
-    return ConfigResource.broker(args.broker)
+    usage = args.entity_parser.error  # exits with status 2, as argparse's own errors
+    if args.entity_type is None:
+        if args.entity_name is not None or args.entity_default:
+            usage("--entity-name / --entity-default need --entity-type")
+        if args.topic is not None:
+            return ConfigResource.topic(args.topic)
+        if args.broker is None:
+            usage("name the entity: --topic, --broker or --entity-type")
+        return _broker(args.broker, "--broker")
+    if args.entity_default:
+        if args.entity_type != "brokers":
+            usage("--entity-default applies to --entity-type brokers only")
+        return ConfigResource.broker("")
+    if args.entity_name is None:
+        usage("--entity-type needs --entity-name (or --entity-default for brokers)")
+    if args.entity_type == "topics":
+        return ConfigResource.topic(args.entity_name)
+    return _broker(args.entity_name, "--entity-name")
+
+
+def _broker(broker_id: str, option: str) -> ConfigResource:
+    if not str(broker_id).isdigit():
+        raise UsageError(f"{option} expects a numeric broker id, got {broker_id!r}")
+    return ConfigResource.broker(broker_id)
+
+
+def _set_here(resource: ConfigResource) -> ConfigSource:
+    """The source of what is set on the entity itself (what describe lists without --all)."""
+    if resource.type == ResourceType.TOPIC:
+        return ConfigSource.DYNAMIC_TOPIC_CONFIG
+    if resource.name:
+        return ConfigSource.DYNAMIC_BROKER_CONFIG
+    return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+
+
+def _title(resource: ConfigResource) -> str:
+    if resource.type == ResourceType.TOPIC:
+        return f"topic {resource.name}"
+    return f"broker {resource.name}" if resource.name else "the brokers' cluster-wide default"
 
 
 def _source_name(source: int) -> str:
@@ -92,11 +131,10 @@ def run_describe(args: argparse.Namespace) -> int:
         result = admin.describe_configs([resource], include_synonyms=args.synonyms)
     entries = result.get(resource, [])
     if not args.all:
-        keep = _OVERRIDE_SOURCES.get(resource.type, set())
-        entries = [e for e in entries if e.source in keep]
-    kind = "topic" if resource.type == ResourceType.TOPIC else "broker"
-    scope = "all configs" if args.all else "overrides"
-    print(f"Configs of {kind} {resource.name} ({scope}):")
+        entries = [e for e in entries if e.source == _set_here(resource)]
+    scope = "all configs" if args.all else (
+        "overrides" if resource.type == ResourceType.TOPIC else "dynamic configs")
+    print(f"Configs of {_title(resource)} ({scope}):")
     if not entries:
         print("  (none)")
     for entry in sorted(entries, key=lambda e: e.name):
@@ -121,7 +159,8 @@ def run_alter(args: argparse.Namespace) -> int:
         if resource.type == ResourceType.TOPIC:
             admin.describe_topics([resource.name])
         admin.incremental_alter_configs(resource, ops, validate_only=args.validate_only)
-    kind = "topic" if resource.type == ResourceType.TOPIC else "broker"
+    keys = TOPIC_KEYS if resource.type == ResourceType.TOPIC else BROKER_KEYS
+    warn_ignored_configs(keys, sets)
     verb = "Validated" if args.validate_only else "Updated"
-    print(f"{verb} config of {kind} {resource.name}.")
+    print(f"{verb} config of {_title(resource)}.")
     return 0

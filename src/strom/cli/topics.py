@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from strom.cli.common import UsageError, add_bootstrap, parse_key_values, positive
+from strom.cli.common import (
+    UsageError,
+    add_bootstrap,
+    parse_key_values,
+    positive,
+    warn_ignored_configs,
+)
 from strom.client.admin_types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -13,7 +19,7 @@ from strom.client.admin_types import (
     TopicDescription,
 )
 from strom.client.sync import SyncAdminClient
-from strom.common.config import ConfigSource
+from strom.common.config import TOPIC_KEYS, ConfigSource
 from strom.common.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
 
@@ -90,6 +96,7 @@ def run_create(args: argparse.Namespace) -> int:
             if args.if_not_exists:
                 return 0
             raise
+    warn_ignored_configs(TOPIC_KEYS, configs)
     verb = "Validated" if args.validate_only else "Created"
     details = ""
     if created.num_partitions >= 0:

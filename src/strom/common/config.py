@@ -6,6 +6,16 @@ is its own override if set, else the broker's value of the synonym, else the def
 DescribeConfigs handler, ``strom broker --help`` and the docs are all generated from
 :data:`BROKER_KEYS` and :data:`TOPIC_KEYS`.
 
+A broker value comes from four layers, highest first (Kafka's KIP-226): the dynamic config of
+this broker, the dynamic cluster-wide default, the static config (file / ``--set``), the
+built-in default. Only keys declared ``dynamic`` (the keys Kafka lets change at run time, among
+those strom implements) may be set dynamically; :func:`validate_dynamic_broker_configs`
+refuses the others with Kafka's INVALID_REQUEST message.
+
+Keys declared ``ignored`` are accepted for compatibility with Kafka 3.x and have no effect in
+strom (``message.format.version`` and its relatives: strom only stores record batch v2, never
+down-converts); :func:`ignored_config_notes` says why, for the warning callers log or print.
+
 Values are kept as Python values (``int``, ``bool``, ``float``, ``str``, ``list[str]``); on the
 wire and in files they are strings, converted by :meth:`ConfigKey.parse` / :meth:`ConfigKey.render`.
 """
@@ -13,11 +23,14 @@ wire and in files they are strings, converted by :meth:`ConfigKey.parse` / :meth
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from strom.common.errors import InvalidConfigError
+from strom.common.errors import InvalidConfigError, InvalidRequestError, KafkaError
+
+log = logging.getLogger("strom.config")
 
 ConfigValue = int | float | bool | str | list[str] | None
 
@@ -71,6 +84,30 @@ def one_of(*choices: str) -> Validator:
     return check
 
 
+# Kafka's MetadataVersion releases (3.x accepts these as message.format.version): release ->
+# its number of inter-broker protocol sub-versions ("IV0", "IV1", …; 0: none, as in "0.8.2").
+_KAFKA_RELEASES = {
+    "0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0, "0.10.0": 2, "0.10.1": 3, "0.10.2": 1,
+    "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1,
+    "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3,
+    "3.6": 3, "3.7": 5, "3.8": 1, "3.9": 1,
+}
+
+
+def kafka_version(v: Any) -> str | None:
+    """A Kafka release as ``message.format.version`` takes it: ``2.8``, ``2.8-IV1``,
+    ``0.10.2``, ``0.10.2.1`` (``0.x`` releases keep three parts, later ones two)."""
+    if v is None:
+        return None
+    parts = str(v).split(".")
+    release = ".".join(parts[: 3 if str(v).startswith("0.") else 2])
+    base, _, sub = release.partition("-IV")
+    count = _KAFKA_RELEASES.get(base)
+    if count is not None and (not sub or (sub.isdigit() and int(sub) < count)):
+        return None
+    return f"Version {v} is not a valid version"
+
+
 _INT_RANGES = {
     ConfigType.SHORT: (-(2**15), 2**15 - 1),
     ConfigType.INT: (-(2**31), 2**31 - 1),
@@ -80,7 +117,8 @@ _INT_RANGES = {
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """One configuration key. ``synonym`` links a topic key to its broker key."""
+    """One configuration key. ``synonym`` links a topic key to its broker key; ``dynamic``
+    broker keys may be changed at run time; ``ignored`` says why strom accepts but ignores it."""
 
     name: str
     type: ConfigType
@@ -90,7 +128,8 @@ class ConfigKey:
     synonym: str | None = None
     read_only: bool = False
     sensitive: bool = False
-    extra_synonyms: tuple[str, ...] = field(default=())
+    dynamic: bool = False
+    ignored: str | None = None
 
     def parse(self, raw: object) -> ConfigValue:
         """Convert a string (or typed value) to this key's type; InvalidConfigError if bad."""
@@ -156,6 +195,14 @@ def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
 _DAY_MS = 24 * 60 * 60 * 1000
 MAX_LONG = 2**63 - 1
 
+# Why strom ignores the keys Kafka 3.x still accepts (shown in the warning when one is set).
+_V2_ONLY = ("strom stores every batch in record format v2 (Kafka 3.0 and later ignore it "
+            "too; Kafka 4.0 removes it)")
+_NO_DOWNCONVERSION = ("strom never down-converts: clients too old for record format v2 are "
+                      "refused (Kafka 4.0 removes it)")
+_USE_BEFORE_AFTER = ("deprecated since Kafka 3.6 and not implemented: use "
+                     "message.timestamp.before.max.ms and message.timestamp.after.max.ms")
+
 BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("node.id", ConfigType.INT, 0, "This broker's id.", at_least(0), read_only=True),
     ConfigKey(
@@ -183,71 +230,86 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "The most bytes one Fetch response returns (the client's own limit may be lower).",
               at_least(1024)),
     ConfigKey("message.max.bytes", ConfigType.INT, 1048588,
-              "The largest record batch accepted (topic: max.message.bytes).", at_least(0)),
+              "The largest record batch accepted (topic: max.message.bytes).", at_least(0),
+              dynamic=True),
     ConfigKey("log.segment.bytes", ConfigType.INT, 1073741824, "Segment size before rolling.",
-              at_least(14)),
+              at_least(14), dynamic=True),
     ConfigKey("log.roll.ms", ConfigType.LONG, None,
-              "Roll a segment after this age (falls back to log.roll.hours).", at_least(1)),
+              "Roll a segment after this age (falls back to log.roll.hours).", at_least(1),
+              dynamic=True),
     ConfigKey("log.roll.hours", ConfigType.INT, 168, "Roll a segment after this many hours.",
               at_least(1)),
     ConfigKey("log.roll.jitter.ms", ConfigType.LONG, 0, "Random jitter subtracted from roll time.",
-              at_least(0)),
+              at_least(0), dynamic=True),
     ConfigKey("log.retention.ms", ConfigType.LONG, None,
               "Delete segments older than this (-1: forever; falls back to minutes / hours).",
-              at_least(-1)),
+              at_least(-1), dynamic=True),
     ConfigKey("log.retention.minutes", ConfigType.INT, None, "Retention in minutes.",
               at_least(-1)),
     ConfigKey("log.retention.hours", ConfigType.INT, 168, "Retention in hours.", at_least(-1)),
     ConfigKey("log.retention.bytes", ConfigType.LONG, -1,
-              "Delete old segments while a partition is larger than this (-1: no limit)."),
+              "Delete old segments while a partition is larger than this (-1: no limit).",
+              dynamic=True),
     ConfigKey("log.retention.check.interval.ms", ConfigType.LONG, 300000,
               "How often retention runs.", at_least(1)),
     ConfigKey("log.index.interval.bytes", ConfigType.INT, 4096,
-              "Bytes between offset-index entries.", at_least(0)),
+              "Bytes between offset-index entries.", at_least(0), dynamic=True),
     ConfigKey("log.index.size.max.bytes", ConfigType.INT, 10485760,
-              "Maximum size of an offset index (a full index rolls the segment).", at_least(4)),
+              "Maximum size of an offset index (a full index rolls the segment).", at_least(4),
+              dynamic=True),
     ConfigKey("log.flush.interval.messages", ConfigType.LONG, MAX_LONG,
               "fsync after this many records; 1: fsync before acknowledging (group-committed).",
-              at_least(1)),
+              at_least(1), dynamic=True),
     ConfigKey("log.flush.interval.ms", ConfigType.LONG, None,
-              "fsync a partition's log at least this often.", at_least(0)),
+              "fsync a partition's log at least this often.", at_least(0), dynamic=True),
     ConfigKey("log.flush.scheduler.interval.ms", ConfigType.LONG, MAX_LONG,
               "How often the time-based flusher checks logs.", at_least(0)),
     ConfigKey("log.segment.delete.delay.ms", ConfigType.LONG, 60000,
-              "Delay before deleting a segment file after it left the log.", at_least(0)),
+              "Delay before deleting a segment file after it left the log.", at_least(0),
+              dynamic=True),
     ConfigKey("log.cleanup.policy", ConfigType.LIST, ["delete"], "delete and/or compact.",
-              one_of("delete", "compact")),
+              one_of("delete", "compact"), dynamic=True),
     ConfigKey("log.cleaner.enable", ConfigType.BOOLEAN, True,
               "Run the log cleaner (compaction of cleanup.policy=compact topics)."),
     ConfigKey("log.cleaner.backoff.ms", ConfigType.LONG, 15000,
-              "How long the cleaner sleeps when no log needs cleaning.", at_least(0)),
+              "How long the cleaner sleeps when no log needs cleaning.", at_least(0), dynamic=True),
     ConfigKey("log.cleaner.io.max.bytes.per.second", ConfigType.DOUBLE, 1.7976931348623157e308,
-              "Cap on the cleaner's read rate (bytes/s).", at_least(1)),
+              "Cap on the cleaner's read rate (bytes/s).", at_least(1), dynamic=True),
     ConfigKey("log.cleaner.delete.retention.ms", ConfigType.LONG, _DAY_MS,
-              "How long tombstones are kept on compacted topics.", at_least(0)),
+              "How long tombstones are kept on compacted topics.", at_least(0), dynamic=True),
     ConfigKey("log.cleaner.min.compaction.lag.ms", ConfigType.LONG, 0,
-              "Minimum age before a record may be compacted.", at_least(0)),
+              "Minimum age before a record may be compacted.", at_least(0), dynamic=True),
     ConfigKey("log.cleaner.max.compaction.lag.ms", ConfigType.LONG, MAX_LONG,
-              "Maximum age before a record must be compacted.", at_least(1)),
+              "Maximum age before a record must be compacted.", at_least(1), dynamic=True),
     ConfigKey("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, 0.5,
-              "Dirty ratio that triggers compaction.", between(0, 1)),
+              "Dirty ratio that triggers compaction.", between(0, 1), dynamic=True),
     ConfigKey("log.message.timestamp.type", ConfigType.STRING, "CreateTime",
-              "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime")),
+              "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime"), dynamic=True),
     ConfigKey("log.message.timestamp.before.max.ms", ConfigType.LONG, MAX_LONG,
-              "How far in the past a CreateTime timestamp may be.", at_least(0)),
+              "How far in the past a CreateTime timestamp may be.", at_least(0), dynamic=True),
     ConfigKey("log.message.timestamp.after.max.ms", ConfigType.LONG, 3600000,
-              "How far in the future a CreateTime timestamp may be.", at_least(0)),
-    ConfigKey("log.preallocate", ConfigType.BOOLEAN, False, "Preallocate segment files."),
+              "How far in the future a CreateTime timestamp may be.", at_least(0), dynamic=True),
+    ConfigKey("log.message.format.version", ConfigType.STRING, "3.0-IV1",
+              "Deprecated in Kafka 3.0: accepted and ignored.", kafka_version,
+              ignored=_V2_ONLY),
+    ConfigKey("log.message.downconversion.enable", ConfigType.BOOLEAN, True,
+              "Kafka's down-conversion for old consumers: accepted and ignored.", dynamic=True,
+              ignored=_NO_DOWNCONVERSION),
+    ConfigKey("log.message.timestamp.difference.max.ms", ConfigType.LONG, MAX_LONG,
+              "Deprecated in Kafka 3.6: accepted and ignored.", at_least(0), dynamic=True,
+              ignored=_USE_BEFORE_AFTER),
+    ConfigKey("log.preallocate", ConfigType.BOOLEAN, False, "Preallocate segment files.",
+              dynamic=True),
     ConfigKey("compression.type", ConfigType.STRING, "producer",
               "Compression of stored batches; 'producer' keeps the producer's.",
-              one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+              one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), dynamic=True),
     ConfigKey("min.insync.replicas", ConfigType.INT, 1,
-              "Replicas that must acknowledge an acks=all produce.", at_least(1)),
+              "Replicas that must acknowledge an acks=all produce.", at_least(1), dynamic=True),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", ConfigType.LONG, 5000,
               "How often each partition's high watermark is written to "
               "replication-offset-checkpoint.", at_least(1)),
     ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, False,
-              "Allow an out-of-sync replica to become leader."),
+              "Allow an out-of-sync replica to become leader.", dynamic=True),
     ConfigKey("group.initial.rebalance.delay.ms", ConfigType.INT, 3000,
               "Delay of the first rebalance of a new group.", at_least(0)),
     ConfigKey("group.min.session.timeout.ms", ConfigType.INT, 6000,
@@ -282,7 +344,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", ConfigType.INT,
               3600000, "How often expired transactional ids are removed.", at_least(1)),
     ConfigKey("producer.id.expiration.ms", ConfigType.INT, _DAY_MS,
-              "Expiry of idle idempotent producers' state.", at_least(1)),
+              "Expiry of idle idempotent producers' state.", at_least(1), dynamic=True),
     ConfigKey("broker.rack", ConfigType.STRING, None, "This broker's rack.", read_only=True),
     ConfigKey("cluster.id", ConfigType.STRING, None,
               "The cluster id (generated and stored in meta.properties when absent).",
@@ -320,6 +382,15 @@ TOPIC_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("message.timestamp.after.max.ms", ConfigType.LONG, 3600000,
               "How far in the future a CreateTime timestamp may be.", at_least(0),
               synonym="log.message.timestamp.after.max.ms"),
+    ConfigKey("message.format.version", ConfigType.STRING, "3.0-IV1",
+              "Deprecated in Kafka 3.0: accepted and ignored.", kafka_version,
+              synonym="log.message.format.version", ignored=_V2_ONLY),
+    ConfigKey("message.downconversion.enable", ConfigType.BOOLEAN, True,
+              "Kafka's down-conversion for old consumers: accepted and ignored.",
+              synonym="log.message.downconversion.enable", ignored=_NO_DOWNCONVERSION),
+    ConfigKey("message.timestamp.difference.max.ms", ConfigType.LONG, MAX_LONG,
+              "Deprecated in Kafka 3.6: accepted and ignored.", at_least(0),
+              synonym="log.message.timestamp.difference.max.ms", ignored=_USE_BEFORE_AFTER),
     ConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, 0.5, "Dirty ratio for compaction.",
               between(0, 1), synonym="log.cleaner.min.cleanable.ratio"),
     ConfigKey("min.compaction.lag.ms", ConfigType.LONG, 0, "Min age before compaction.",
@@ -331,8 +402,7 @@ TOPIC_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("retention.bytes", ConfigType.LONG, -1, "Size limit of a partition (-1: none).",
               synonym="log.retention.bytes"),
     ConfigKey("retention.ms", ConfigType.LONG, 7 * _DAY_MS, "Age limit of segments (-1: none).",
-              at_least(-1), synonym="log.retention.ms",
-              extra_synonyms=("log.retention.minutes", "log.retention.hours")),
+              at_least(-1), synonym="log.retention.ms"),
     ConfigKey("segment.bytes", ConfigType.INT, 1073741824, "Segment size before rolling.",
               at_least(14), synonym="log.segment.bytes"),
     ConfigKey("segment.index.bytes", ConfigType.INT, 10485760, "Max offset-index size.",
@@ -340,7 +410,7 @@ TOPIC_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("segment.jitter.ms", ConfigType.LONG, 0, "Roll jitter.", at_least(0),
               synonym="log.roll.jitter.ms"),
     ConfigKey("segment.ms", ConfigType.LONG, 7 * _DAY_MS, "Roll a segment after this age.",
-              at_least(1), synonym="log.roll.ms", extra_synonyms=("log.roll.hours",)),
+              at_least(1), synonym="log.roll.ms"),
     ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, False,
               "Allow unclean leader election.", synonym="unclean.leader.election.enable"),
 )
@@ -352,25 +422,73 @@ _UNIT_FALLBACK: dict[str, tuple[tuple[str, int], ...]] = {
     "log.flush.interval.ms": (("log.flush.scheduler.interval.ms", 1),),
 }
 
+# Keys that set the same value in other units (Kafka's broker config synonyms), by precedence.
+_SYNONYM_GROUPS: dict[str, tuple[str, ...]] = {
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    **{name: group for group in (("log.retention.ms", "log.retention.minutes",
+                                  "log.retention.hours"), ("log.roll.ms", "log.roll.hours"))
+       for name in group},
+}
+
+# The layers of a broker value, highest precedence first (DEFAULT_CONFIG is the key's default).
+BROKER_LAYERS = (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                 ConfigSource.STATIC_BROKER_CONFIG)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    """One place a value is set: DescribeConfigs' synonyms, in precedence order."""
+
+    name: str
+    value: ConfigValue
+    source: ConfigSource
+
+
+def broker_synonym_names(name: str) -> tuple[str, ...]:
+    """The broker keys that set ``name``'s value, by precedence (``name`` alone for most)."""
+    return _SYNONYM_GROUPS.get(name, (name,))
+
 
 class BrokerConfig:
-    """The broker's static configuration: defaults, then a config file, then ``--set`` flags.
+    """The broker's configuration: defaults, then the static config (a config file, then
+    ``--set`` flags), then the dynamic cluster-wide default, then this broker's dynamic config.
 
-    Immutable after construction except through :meth:`with_overrides`; lookups by key name.
+    Immutable: :meth:`with_dynamic` and :meth:`with_overrides` return new objects; lookups by
+    key name.
     """
 
-    def __init__(self, values: Mapping[str, object] | None = None) -> None:
-        self._explicit: dict[str, ConfigValue] = {}
+    def __init__(self, values: Mapping[str, object] | None = None, *,
+                 _dynamic: Mapping[ConfigSource, dict[str, ConfigValue]] | None = None) -> None:
+        static: dict[str, ConfigValue] = {}
         for name, raw in (values or {}).items():
             key = BROKER_KEYS.get(name)
             if key is None:
                 raise InvalidConfigError(f"Unknown broker configuration key {name!r}")
-            self._explicit[name] = key.parse(raw)
+            static[name] = key.parse(raw)
+        self._layers: dict[ConfigSource, dict[str, ConfigValue]] = {
+            source: dict((_dynamic or {}).get(source, {})) for source in BROKER_LAYERS}
+        self._layers[ConfigSource.STATIC_BROKER_CONFIG] = static
+        self._explicit: dict[str, ConfigValue] = {}
+        for source in reversed(BROKER_LAYERS):
+            self._explicit.update(self._layers[source])
 
     def with_overrides(self, values: Mapping[str, object]) -> BrokerConfig:
-        merged: dict[str, object] = dict(self._explicit)
+        """More static values (the dynamic layers are not carried over)."""
+        merged: dict[str, object] = dict(self._layers[ConfigSource.STATIC_BROKER_CONFIG])
         merged.update(values)
         return BrokerConfig(merged)
+
+    def with_dynamic(self, cluster_default: Mapping[str, str],
+                     this_broker: Mapping[str, str]) -> BrokerConfig:
+        """This static config under the given dynamic configs (raw strings, as stored).
+
+        Entries that are not valid dynamic configs are left out and logged, as Kafka does
+        with a stored dynamic config it cannot apply."""
+        return BrokerConfig(self._layers[ConfigSource.STATIC_BROKER_CONFIG], _dynamic={
+            ConfigSource.DYNAMIC_BROKER_CONFIG: _valid_dynamic(this_broker, "broker"),
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: _valid_dynamic(
+                cluster_default, "default cluster"),
+        })
 
     def is_set(self, name: str) -> bool:
         return self._explicit.get(name) is not None
@@ -391,7 +509,23 @@ class BrokerConfig:
         return BROKER_KEYS[name].default
 
     def explicit(self) -> dict[str, ConfigValue]:
+        """Every value set in some layer (the highest layer's value for each key)."""
         return dict(self._explicit)
+
+    def layer(self, source: ConfigSource) -> dict[str, ConfigValue]:
+        """The values one layer sets (one of :data:`BROKER_LAYERS`)."""
+        return dict(self._layers[source])
+
+    def synonyms(self, names: Iterable[str]) -> list[ConfigSynonym]:
+        """Where each of ``names`` is set, by layer then by name, ending with the non-null
+        built-in defaults: Kafka's synonym order."""
+        names = list(names)
+        out = [ConfigSynonym(n, layer[n], source)
+               for source, layer in ((s, self._layers[s]) for s in BROKER_LAYERS)
+               for n in names if layer.get(n) is not None]
+        out += [ConfigSynonym(n, BROKER_KEYS[n].default, ConfigSource.DEFAULT_CONFIG)
+                for n in names if BROKER_KEYS[n].default is not None]
+        return out
 
     def topic_default(self, topic_key: str) -> Any:
         """The broker-level value a topic key falls back to."""
@@ -403,12 +537,40 @@ class BrokerConfig:
         return key.default
 
     def topic_default_source(self, topic_key: str) -> tuple[ConfigSource, str | None]:
-        """Where the topic-level default comes from: a static broker key or the built-in default."""
+        """Where the topic-level default comes from: a broker layer and key, or the built-in
+        default."""
         key = TOPIC_KEYS[topic_key]
-        for name in (key.synonym, *key.extra_synonyms):
-            if name is not None and self.is_set(name):
-                return ConfigSource.STATIC_BROKER_CONFIG, name
+        if key.synonym is not None:
+            for synonym in self.synonyms(broker_synonym_names(key.synonym)):
+                if synonym.source != ConfigSource.DEFAULT_CONFIG:
+                    return synonym.source, synonym.name
         return ConfigSource.DEFAULT_CONFIG, None
+
+
+def _valid_dynamic(raw: Mapping[str, str], level: str) -> dict[str, ConfigValue]:
+    parsed: dict[str, ConfigValue] = {}
+    for name, value in raw.items():
+        try:
+            parsed.update(validate_dynamic_broker_configs({name: value}))
+        except KafkaError as exc:
+            log.error("dynamic %s config %s=%r is ignored: %s", level, name, value, exc.message)
+    return parsed
+
+
+def validate_dynamic_broker_configs(raw: Mapping[str, str]) -> dict[str, ConfigValue]:
+    """Parse dynamic broker configs; INVALID_REQUEST (Kafka's error and message) when a key
+    cannot change at run time or a value is invalid."""
+    refused = sorted(n for n in raw if not getattr(BROKER_KEYS.get(n), "dynamic", False))
+    if refused:
+        raise InvalidRequestError(
+            f"Cannot update these configs dynamically: Set({', '.join(refused)})")
+    parsed: dict[str, ConfigValue] = {}
+    for name, value in raw.items():
+        try:
+            parsed[name] = BROKER_KEYS[name].parse(value)
+        except KafkaError as exc:
+            raise InvalidRequestError(exc.message) from None
+    return parsed
 
 
 def validate_topic_configs(raw: Mapping[str, str | None]) -> dict[str, ConfigValue]:
@@ -420,6 +582,12 @@ def validate_topic_configs(raw: Mapping[str, str | None]) -> dict[str, ConfigVal
             raise InvalidConfigError(f"Unknown topic config name: {name}")
         parsed[name] = key.parse(value)
     return parsed
+
+
+def ignored_config_notes(keys: Mapping[str, ConfigKey], names: Iterable[str]) -> list[str]:
+    """One warning for each of ``names`` that strom accepts but ignores (see module doc)."""
+    return [f"Configuration {name} is accepted but ignored: {key.ignored}."
+            for name in names if (key := keys.get(name)) is not None and key.ignored]
 
 
 class TopicConfig:

@@ -2,9 +2,9 @@
 
 Each operation reads the store's current image, validates the request against it with Kafka's
 rules and error codes, and writes the result as :mod:`strom.metadata.changes` conditioned on the
-image's epoch; when another writer got in between (:class:`StaleMetadataError`) it starts again
-from the new image, a few times. Every ``validate_only`` call runs the same checks and writes
-nothing.
+image's epoch (:func:`strom.controller.updates.update`: planned again when another writer got
+in between). Every ``validate_only`` call runs the same checks and writes nothing. Configs that
+strom accepts but ignores (``message.format.version`` …) are logged at WARNING when written.
 
 New partitions start as Kafka's controller starts them: leader epoch 0, ISR = the replicas
 that are registered (live) brokers, leader = the first of those (-1 if none is live). On one
@@ -16,12 +16,18 @@ subscribers before a call returns).
 
 from __future__ import annotations
 
+import logging
 import random
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from strom.common.config import BrokerConfig, validate_topic_configs
+from strom.common.config import (
+    TOPIC_KEYS,
+    BrokerConfig,
+    ignored_config_notes,
+    validate_topic_configs,
+)
 from strom.common.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -33,6 +39,7 @@ from strom.common.errors import (
 )
 from strom.common.names import INTERNAL_TOPICS, validate_topic_name
 from strom.controller.placement import Assignment, assign_added_partitions, assign_replicas
+from strom.controller.updates import Plan, update
 from strom.metadata.changes import (
     NO_LEADER,
     MetadataChange,
@@ -42,9 +49,9 @@ from strom.metadata.changes import (
     SetTopicConfigs,
 )
 from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
-from strom.metadata.store import MetadataStore, StaleMetadataError
+from strom.metadata.store import MetadataStore
 
-WRITE_ATTEMPTS = 5
+log = logging.getLogger("strom.controller")
 T = TypeVar("T")
 
 
@@ -83,7 +90,10 @@ class TopicAdmin:
                                     assignments, internal or name in INTERNAL_TOPICS)
             return [PutTopic(topic)], topic
 
-        return self._update(plan, validate_only)
+        created = self._update(plan, validate_only)
+        if not validate_only:
+            _warn_ignored(name, overrides)
+        return created
 
     def delete_topic(self, name: str) -> TopicInfo:
         """Delete a topic (TOPIC_DELETION_DISABLED unless ``delete.topic.enable``)."""
@@ -145,25 +155,14 @@ class TopicAdmin:
                                 topic.internal)
             return [SetTopicConfigs(name, overrides)], updated
 
-        return self._update(plan, validate_only)
+        updated = self._update(plan, validate_only)
+        if not validate_only:
+            _warn_ignored(name, overrides)
+        return updated
 
     # ----------------------------------------------------------------------------------------
-    def _update(self, plan: Callable[[MetadataImage], tuple[list[MetadataChange], T]],
-                validate_only: bool) -> T:
-        """Plan against the current image and write conditionally, re-planning if it moved."""
-        for attempt in range(WRITE_ATTEMPTS):
-            image = self._store.image
-            changes, result = plan(image)
-            if validate_only:
-                return result
-            try:
-                self._store.write(image.epoch, changes)
-            except StaleMetadataError:
-                if attempt == WRITE_ATTEMPTS - 1:
-                    raise
-                continue
-            return result
-        raise AssertionError("unreachable")  # pragma: no cover
+    def _update(self, plan: Plan[T], validate_only: bool) -> T:
+        return update(self._store, plan, validate_only)
 
     def _new_topic(
         self,
@@ -202,6 +201,11 @@ class TopicAdmin:
         validate_topic_configs(configs)
         states = tuple(_initial_state(image, p, placed[p]) for p in sorted(placed))
         return TopicInfo(name, uuid.uuid4(), states, configs, internal)
+
+
+def _warn_ignored(topic: str, configs: Mapping[str, str]) -> None:
+    for note in ignored_config_notes(TOPIC_KEYS, configs):
+        log.warning("Topic %s: %s", topic, note)
 
 
 def _require(image: MetadataImage, name: str) -> TopicInfo:

@@ -1,7 +1,7 @@
 """Metadata changes: the only way a :class:`MetadataImage` moves on, and how one is applied.
 
-Each change touches one topic, and maps onto the ZooKeeper layout Kafka uses, so a ZooKeeper
-store can write a change as one multi-op:
+Each change touches one topic (or one broker config resource), and maps onto the ZooKeeper
+layout Kafka uses, so a ZooKeeper store can write a change as one multi-op:
 
 =================  ===================================================================
 ``PutTopic``       ``/brokers/topics/<t>`` (topic id + assignment), one
@@ -11,6 +11,8 @@ store can write a change as one multi-op:
 ``SetTopicConfigs``  ``/config/topics/<t>``
 ``SetPartitions``  ``/brokers/topics/<t>`` (the assignment, when replicas change or partitions
                    are added) and the state znode of each listed partition
+``SetBrokerConfigs``  ``/config/brokers/<id>`` or ``/config/brokers/<default>`` (dynamic
+                   broker configs; an empty set deletes the znode)
 =================  ===================================================================
 
 :func:`apply_changes` is pure: it checks each change against the image (as it stands after the
@@ -18,6 +20,7 @@ changes before it) and returns a new image with ``epoch + 1``; the input image i
 modified. Business rules (names, defaults, configs, placement) belong to the controller; this
 module only keeps the image well-formed:
 
+* a broker config resource is ``""`` (the cluster-wide default) or a broker id in decimal;
 * a topic has partitions ``0..N-1`` (N >= 1) and never loses one (Kafka cannot shrink a topic);
 * each partition has a non-empty replica list without duplicates, an ISR that is a subset of
   its replicas, a leader that is in the ISR (or -1: no leader), and a leader epoch >= 0 that
@@ -74,7 +77,17 @@ class SetPartitions:
     partitions: tuple[PartitionInfo, ...]
 
 
-MetadataChange: TypeAlias = PutTopic | RemoveTopic | SetTopicConfigs | SetPartitions
+@dataclass(frozen=True, slots=True)
+class SetBrokerConfigs:
+    """Replace the dynamic configs of a broker (``resource`` = its id, ``"1"``) or of the
+    cluster-wide default (``resource`` = ``""``) with ``configs`` (raw strings)."""
+
+    resource: str
+    configs: Mapping[str, str]
+
+
+MetadataChange: TypeAlias = (
+    PutTopic | RemoveTopic | SetTopicConfigs | SetPartitions | SetBrokerConfigs)
 
 
 def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> MetadataImage:
@@ -83,8 +96,18 @@ def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> Me
     Raises :class:`InvalidMetadataChangeError` and leaves ``image`` as it was if any change
     does not apply."""
     topics = dict(image.topics)
+    broker_configs = dict(image.broker_configs)
     for change in changes:
-        if isinstance(change, PutTopic):
+        if isinstance(change, SetBrokerConfigs):
+            resource = change.resource
+            if resource and not (resource.isascii() and resource.isdigit()):
+                raise InvalidMetadataChangeError(
+                    f"broker config resource {resource!r} is neither '' nor a broker id")
+            if change.configs:
+                broker_configs[resource] = dict(change.configs)
+            else:
+                broker_configs.pop(resource, None)
+        elif isinstance(change, PutTopic):
             new = change.topic
             old = topics.get(new.name)
             if old is not None and old.topic_id != new.topic_id:
@@ -106,7 +129,8 @@ def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> Me
             topics[old.name] = _checked_topic(dataclasses.replace(old, partitions=parts), old)
         else:  # pragma: no cover - the union is closed
             raise InvalidMetadataChangeError(f"unknown metadata change {change!r}")
-    return dataclasses.replace(image, epoch=image.epoch + 1, topics=topics)
+    return dataclasses.replace(image, epoch=image.epoch + 1, topics=topics,
+                               broker_configs=broker_configs)
 
 
 def _existing(topics: Mapping[str, TopicInfo], name: str) -> TopicInfo:

@@ -1,4 +1,5 @@
-"""The cluster metadata image: an immutable snapshot of brokers, topics and partitions.
+"""The cluster metadata image: an immutable snapshot of brokers, topics, partitions and the
+dynamic broker configs.
 
 Every change produces a new image with ``epoch`` + 1; readers hold an image and never see it
 change under them. Handlers cache encoded per-topic metadata keyed by (topic, epoch).
@@ -40,11 +41,16 @@ class TopicInfo:
 
 @dataclass(frozen=True, slots=True)
 class MetadataImage:
+    """``broker_configs`` holds the dynamic broker configs (raw strings, as set by users) by
+    resource name: ``""`` for the cluster-wide default, the broker id (``"1"``) for one broker;
+    a resource without any is absent."""
+
     cluster_id: str
     epoch: int
     controller_id: int
     brokers: dict[int, BrokerInfo]
     topics: dict[str, TopicInfo]
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():

@@ -1,24 +1,27 @@
 """Single-node metadata store: the embedded default, one JSON file in the data directory.
 
-File ``<data-dir>/strom-metadata.json``, format version 2 (written atomically: temp file, fsync,
+File ``<data-dir>/strom-metadata.json``, format version 3 (written atomically: temp file, fsync,
 rename, fsync of the directory)::
 
-    {"version": 2, "cluster_id": "...", "epoch": N, "next_producer_id": M,
+    {"version": 3, "cluster_id": "...", "epoch": N, "next_producer_id": M,
      "topics": {"<name>": {"id": "<uuid>", "internal": false, "configs": {"k": "v"},
                            "partitions": [{"replicas": [0], "leader": 0, "leader_epoch": 0,
-                                           "isr": [0]}, ...]}}}
+                                           "isr": [0]}, ...]}},
+     "broker_configs": {"": {"k": "v"}, "<broker id>": {"k": "v"}}}
 
 Partition ``i`` is entry ``i`` of ``partitions``. ``next_producer_id`` is the lowest producer
-id never reserved. Brokers are not stored: like Kafka's ephemeral registrations they come from
-the running broker (its node id and listener).
+id never reserved. ``broker_configs`` holds the dynamic broker configs: ``""`` the cluster-wide
+default, a broker id that broker's own. Brokers are not stored: like Kafka's ephemeral
+registrations they come from the running broker (its node id and listener).
 
-Version 1 files (``"partitions": <count>``, no producer ids) are read as partitions led by this
-node at leader epoch 0 with ISR = replicas = [this node], and rewritten as version 2 when the
-store opens. The producer-id reservation that version 1 brokers kept in
+Older files are read and rewritten as version 3 when the store opens. Version 2 files are
+version 3 without ``broker_configs`` (none set). Version 1 files (``"partitions": <count>``, no
+producer ids) are read as partitions led by this node at leader epoch 0 with ISR = replicas =
+[this node]. The producer-id reservation that version 1 brokers kept in
 ``<data-dir>/producer-id-block`` (one line: the next unreserved id; a leftover ``.tmp`` beside
 it counts too, as its rename was not made durable) is folded into ``next_producer_id`` and the
 old file is deleted once the new one is durable, so no id is handed out twice across the
-upgrade. A version 2 file cannot be read by older strom versions.
+upgrade. A version 3 file cannot be read by older strom versions.
 
 Every change is persisted first and then becomes the current image, so a crash leaves either
 the old or the new state. Broker registration bumps (and persists) the epoch as well, so
@@ -28,6 +31,7 @@ epochs never repeat across restarts. Owned by the event-loop thread.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import uuid
 from pathlib import Path
@@ -38,7 +42,8 @@ from strom.metadata.store import ImageStore
 from strom.storage.files import atomic_write, fsync_dir
 
 FILE_NAME = "strom-metadata.json"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, FORMAT_VERSION)
 LEGACY_PRODUCER_ID_FILE = "producer-id-block"
 
 
@@ -77,8 +82,9 @@ class LocalMetadataStore(ImageStore):
         if broker.node_id != self._broker.node_id:
             raise ValueError(f"single-node metadata store of broker {self._broker.node_id} "
                              f"cannot register broker {broker.node_id}")
-        image = MetadataImage(self._image.cluster_id, self._image.epoch + 1, broker.node_id,
-                              {broker.node_id: broker}, self._image.topics)
+        image = dataclasses.replace(self._image, epoch=self._image.epoch + 1,
+                                    controller_id=broker.node_id,
+                                    brokers={broker.node_id: broker})
         self._store(image, self._next_producer_id)
         self._broker = broker
         self._set_image(image)
@@ -92,7 +98,7 @@ class LocalMetadataStore(ImageStore):
             return None
         state = json.loads(raw)
         version = state.get("version") if isinstance(state, dict) else None
-        if version not in (1, FORMAT_VERSION):
+        if version not in READABLE_VERSIONS:
             raise ValueError(f"{self._path}: unsupported metadata format {version}")
         try:
             image, next_pid = self._decode(state, version)
@@ -120,8 +126,11 @@ class LocalMetadataStore(ImageStore):
                 configs={str(k): str(v) for k, v in entry.get("configs", {}).items()},
                 internal=bool(entry.get("internal", False)),
             )
+        broker_configs = {
+            str(resource): {str(k): str(v) for k, v in configs.items()}
+            for resource, configs in state.get("broker_configs", {}).items() if configs}
         image = MetadataImage(str(state["cluster_id"]), int(state["epoch"]), node,
-                              {node: self._broker}, topics)
+                              {node: self._broker}, topics, broker_configs)
         return image, int(state.get("next_producer_id", 0))
 
     @staticmethod
@@ -144,6 +153,7 @@ class LocalMetadataStore(ImageStore):
                 }
                 for t in image.topics.values()
             },
+            "broker_configs": {r: dict(c) for r, c in image.broker_configs.items()},
         }
 
     def _store(self, image: MetadataImage, next_producer_id: int) -> None:

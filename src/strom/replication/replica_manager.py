@@ -206,6 +206,11 @@ class ReplicaManager:
         self._partitions[tp] = partition
         return partition
 
+    def update_all_configs(self) -> None:
+        """Every hosted partition re-reads its topic config (the broker defaults changed)."""
+        for topic in sorted({tp.topic for tp in self._partitions}):
+            self.update_configs(topic)
+
     def update_configs(self, topic: str) -> None:
         config = self.topic_config(topic)
         for tp, partition in self._partitions.items():

@@ -33,6 +33,13 @@ CLEAN_SHUTDOWN_FILE = ".strom_cleanshutdown"
 _PARTITION_DIR = re.compile(r"^.+-\d+$")
 
 
+def cleaner_settings(config: BrokerConfig) -> tuple[int, float | None]:
+    """``log.cleaner.backoff.ms`` and ``log.cleaner.io.max.bytes.per.second`` (None: its
+    default, no cap) as :meth:`LogManager.start_cleaner` takes them."""
+    io_cap = float(config.get("log.cleaner.io.max.bytes.per.second"))
+    return int(config.get("log.cleaner.backoff.ms")), io_cap if io_cap < 1e300 else None
+
+
 class LogManager:
     """Owns every :class:`Log` under ``data_dir`` (one ``<topic>-<partition>`` directory each).
 
@@ -191,6 +198,15 @@ class LogManager:
         cleaner.backoff_ms = backoff_ms
         cleaner.max_io_bytes_per_second = max_io_bytes_per_second
         cleaner.start()
+
+    def reconfigure(self, broker_config: BrokerConfig) -> None:
+        """A changed broker config (dynamic broker configs): the cleaner takes its backoff and
+        I/O cap at its next pass. Logs get their new topic configs from their owner."""
+        self.broker_config = broker_config
+        if self._cleaner is not None:
+            backoff_ms, io_cap = cleaner_settings(broker_config)
+            self._cleaner.backoff_ms = backoff_ms
+            self._cleaner.max_io_bytes_per_second = io_cap
 
     def stop_cleaner(self) -> None:
         """Stop the cleaner thread (an in-flight pass is aborted at its next batch) and its

@@ -13,6 +13,8 @@ persist). Single-threaded, like the stores it stands in for.
 
 from __future__ import annotations
 
+import dataclasses
+
 from strom.metadata.image import BrokerInfo, MetadataImage
 from strom.metadata.local import new_cluster_id
 from strom.metadata.store import ImageStore
@@ -62,5 +64,6 @@ class MemoryMetadataStore(ImageStore):
 
     def _set_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
         old = self._image
-        self._set_image(MetadataImage(old.cluster_id, old.epoch + 1,
-                                      self._controller(set(brokers)), brokers, old.topics))
+        self._set_image(dataclasses.replace(
+            old, epoch=old.epoch + 1, controller_id=self._controller(set(brokers)),
+            brokers=brokers))

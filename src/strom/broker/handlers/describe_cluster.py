@@ -1,9 +1,10 @@
-"""DescribeCluster (60), v0-1: cluster id, controller and brokers (endpoint type 1 only)."""
+"""DescribeCluster (60), v0-1: cluster id, controller and brokers (endpoint type 1 only), and
+the cluster's authorized operations when asked (:mod:`.authorized_ops`)."""
 
 from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.metadata import AUTH_OPS_NOT_REQUESTED, CLUSTER_OPERATIONS
+from strom.broker.handlers.authorized_ops import CLUSTER_OPERATIONS, authorized
 from strom.broker.state import BrokerState
 from strom.common.errors import error_class
 from strom.protocol import api
@@ -30,8 +31,8 @@ class DescribeClusterHandler:
                 {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                 for b in image.brokers.values()
             ],
-            "authorized_operations": set(CLUSTER_OPERATIONS)
-            if body.include_cluster_authorized_operations else AUTH_OPS_NOT_REQUESTED,
+            "authorized_operations": authorized(
+                CLUSTER_OPERATIONS, bool(body.include_cluster_authorized_operations)),
         }
         if endpoint != BROKERS_ENDPOINT:
             err = error_class("UNSUPPORTED_ENDPOINT_TYPE")

@@ -1,11 +1,19 @@
-"""DescribeConfigs (32), v1-4: topic and broker configs with sources, synonyms and docs."""
+"""DescribeConfigs (32), v1-4: topic and broker configs with sources, synonyms and docs.
+
+A broker resource is this broker (its id: every key as it runs with it) or the cluster-wide
+default (name ``""``: the dynamic default configs that are set); any other name is
+INVALID_REQUEST with Kafka's message."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.configs_view import broker_entries, topic_entries
+from strom.broker.handlers.configs_view import (
+    broker_entries,
+    cluster_default_entries,
+    topic_entries,
+)
 from strom.broker.state import BrokerState
 from strom.common.errors import (
     InvalidRequestError,
@@ -52,8 +60,16 @@ class DescribeConfigsHandler:
                     f"Topic '{res.resource_name}' does not exist.")
             return topic_entries(state.topic_config(res.resource_name), keys, synonyms, docs)
         if res.resource_type == BROKER:
-            if res.resource_name not in ("", str(state.node_id)):
-                raise InvalidRequestError(f"Unexpected broker id {res.resource_name!r}; this "
-                                          f"is broker {state.node_id}")
+            name = res.resource_name
+            if not name:
+                return cluster_default_entries(state.config, keys, synonyms, docs)
+            try:
+                node = int(name)
+            except ValueError:
+                raise InvalidRequestError(
+                    f"Broker id must be an integer, but it is: {name}") from None
+            if node != state.node_id:
+                raise InvalidRequestError(f"Unexpected broker id, expected {state.node_id} or "
+                                          f"empty string, but received {name}")
             return broker_entries(state.config, keys, synonyms, docs)
         raise InvalidRequestError(f"Unsupported resource type {res.resource_type}")

@@ -1,18 +1,18 @@
 """DescribeGroups (15), v0-5: state, protocol and members (metadata and assignment only
 while Stable, as Kafka). An unknown group is described as Dead with no error. v3+
-authorized operations are the set of AclOperation codes a group supports (READ, DELETE,
-DESCRIBE — no authorizer yet), encoded as Kafka's bit field; None = not requested. A group
-whose partition is loading or not led here gets that error with an empty state."""
+authorized operations are a group's (READ, DESCRIBE, DELETE; :mod:`.authorized_ops`) when
+asked, for groups described without error. A group whose partition is loading or not led here
+gets that error with an empty state."""
 
 from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.authorized_ops import GROUP_OPERATIONS, authorized
 from strom.broker.state import BrokerState
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
-GROUP_OPERATIONS = frozenset({3, 6, 8})
 
 
 class DescribeGroupsHandler:
@@ -38,6 +38,7 @@ class DescribeGroupsHandler:
                      "member_metadata": m.metadata, "member_assignment": m.assignment}
                     for m in summary.members
                 ],
-                "authorized_operations": set(GROUP_OPERATIONS) if include_ops else None,
+                # Kafka reports them only for groups it could describe (no error).
+                "authorized_operations": authorized(GROUP_OPERATIONS, include_ops and not error),
             })
         return [api.response(API_KEY, version, {"throttle_time_ms": 0, "groups": groups})]

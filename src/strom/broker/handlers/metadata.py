@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.authorized_ops import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
 from strom.broker.state import BrokerState
 from strom.common.errors import KafkaError, UnknownTopicIdError, UnknownTopicOrPartitionError
 from strom.common.names import validate_topic_name
@@ -21,12 +22,6 @@ from strom.protocol.versions import ApiKey
 API_KEY = ApiKey.METADATA
 log = logging.getLogger("strom.broker.metadata")
 
-# Authorized operations, as the set of AclOperation codes the adapter encodes as a bit field
-# (no authorizer yet, so everything is allowed): READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS for topics. None encodes INT32_MIN: "not requested".
-TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
-CLUSTER_OPERATIONS = frozenset({4, 7, 8, 9, 10, 11, 12, 13, 14})
-AUTH_OPS_NOT_REQUESTED = None
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -48,20 +43,23 @@ def topic_entry(topic: TopicInfo, include_ops: bool) -> dict[str, Any]:
             }
             for p in topic.partitions
         ],
-        "authorized_operations": set(TOPIC_OPERATIONS) if include_ops else AUTH_OPS_NOT_REQUESTED,
+        "authorized_operations": authorized(TOPIC_OPERATIONS, include_ops),
     }
 
 
 def error_entry(
-    name: str | None, error: KafkaError, topic_id: uuid.UUID = ZERO_UUID
+    name: str | None, error: KafkaError, topic_id: uuid.UUID = ZERO_UUID,
+    include_ops: bool = False,
 ) -> dict[str, Any]:
+    """A topic that cannot be described; Kafka reports the operations of a topic looked up by
+    name (even an unknown one) when asked, never for an unknown topic id."""
     return {
         "error_code": error.code,
         "name": name,
         "topic_id": topic_id,
         "is_internal": False,
         "partitions": [],
-        "authorized_operations": AUTH_OPS_NOT_REQUESTED,
+        "authorized_operations": authorized(TOPIC_OPERATIONS, include_ops),
     }
 
 
@@ -132,9 +130,7 @@ class MetadataHandler:
             "topics": entries,
         }
         if 8 <= version <= 10:
-            fields["authorized_operations"] = (
-                set(CLUSTER_OPERATIONS) if include_cluster_ops else AUTH_OPS_NOT_REQUESTED
-            )
+            fields["authorized_operations"] = authorized(CLUSTER_OPERATIONS, include_cluster_ops)
         return api.response(API_KEY, version, fields)
 
     def _lookup(self, wanted: Any, allow_auto: bool, include_ops: bool) -> dict[str, Any]:
@@ -153,7 +149,7 @@ class MetadataHandler:
         try:
             validate_topic_name(name)
         except KafkaError as exc:
-            return error_entry(name, exc)
+            return error_entry(name, exc, include_ops=include_ops)
         if allow_auto and state.config.get("auto.create.topics.enable"):
             try:
                 created = state.create_topic(name)
@@ -161,5 +157,5 @@ class MetadataHandler:
                          len(created.partitions))
                 return topic_entry(created, include_ops)
             except KafkaError as exc:
-                return error_entry(name, exc)
-        return error_entry(name, UnknownTopicOrPartitionError())
+                return error_entry(name, exc, include_ops=include_ops)
+        return error_entry(name, UnknownTopicOrPartitionError(), include_ops=include_ops)

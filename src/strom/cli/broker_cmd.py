@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import signal
 import sys
+import textwrap
 from pathlib import Path
 
 from strom.common.config import BROKER_KEYS, BrokerConfig
@@ -67,7 +68,9 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 def print_config_help() -> None:
     for key in BROKER_KEYS.values():
         default = key.render(key.default)
-        print(f"{key.name}  ({key.type.name.lower()}, default {default})\n    {key.doc}")
+        doc = textwrap.fill(key.doc, width=96, initial_indent="    ",
+                            subsequent_indent="    ")
+        print(f"{key.name}  ({key.type.name.lower()}, default {default})\n{doc}")
 
 
 def run(args: argparse.Namespace) -> int:

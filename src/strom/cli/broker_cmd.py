@@ -86,12 +86,12 @@ async def _serve(config: BrokerConfig) -> int:
 
     server = BrokerServer(config)
     await server.start()
-    print(f"strom broker listening on {server.host}:{server.port} "
-          f"(data in {server.data_dir})", flush=True)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before saying so: a SIGTERM right after
+        loop.add_signal_handler(sig, stopping.set)  # the line below must stop it cleanly
+    print(f"strom broker listening on {server.host}:{server.port} "
+          f"(data in {server.data_dir})", flush=True)
     await stopping.wait()
     print("strom broker shutting down", file=sys.stderr, flush=True)
     await server.stop()

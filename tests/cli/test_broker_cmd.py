@@ -71,6 +71,11 @@ def test_help_config_lists_every_key() -> None:
     result = strom("broker", "--help-config")
     assert result.returncode == 0
     assert "log.retention.ms" in result.stdout and "socket.request.max.bytes" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100  # docs are wrapped
+    auto_create = " ".join(result.stdout.split("auto.create.topics.enable  ")[1]
+                           .split("\n", 1)[1].split("\ndelete.topic.enable")[0].split())
+    assert "when a Metadata request names it and allows auto-creation" in auto_create
+    assert "Produce, Fetch and other requests for a missing topic create nothing" in auto_create
 
 
 def test_data_dir_of_another_node_is_refused(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ class BrokerServer:
         try:
             await self._start(host, port)
         except BaseException:
-            self._abandon_start(created if fresh else [], fresh)
+            await self._abandon_start(created if fresh else [], fresh)
             raise
 
     async def _start(self, host: str, port: int) -> None:
@@ -289,19 +289,15 @@ class BrokerServer:
         it predates this start."""
         return all(entry.name == LOCK_FILE for entry in os.scandir(self.data_dir))
 
-    def _abandon_start(self, created: list[Path], fresh: bool) -> None:
-        """Undo a failed :meth:`start`: close what it opened, unlock, and remove what it
-        wrote into a data directory that held nothing before (``fresh``), then the
-        directories it created. Never raises (the start's own error is the one to report)."""
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        if self._logs is not None:
-            with contextlib.suppress(Exception):
-                self._logs.shutdown()
-            self._logs = None
-        self.state = None
+    async def _abandon_start(self, created: list[Path], fresh: bool) -> None:
+        """Undo a failed :meth:`start`: stop what it started (as :meth:`stop` does), and
+        remove what it wrote into a data directory that held nothing before (``fresh``),
+        then the directories it created. Never raises (the start's error is the one to
+        report)."""
+        with contextlib.suppress(Exception):
+            await self.stop()
         self._unlock()
+        self.state = None
         if not fresh:
             return
         with contextlib.suppress(OSError):

@@ -187,7 +187,8 @@ def ingest(spark: Any, broker: RunningBroker, work: Path, topic: str, n: int,
     # The first pass over the data warms the JVM (JIT) and the Python workers; the second
     # pass, with a fresh checkpoint, is measured. Parquet gets the same treatment.
     stream = spark.readStream.format("strom").option(
-        "kafka.bootstrap.servers", broker.bootstrap).option("subscribe", topic).load()
+        "kafka.bootstrap.servers", broker.bootstrap).option("subscribe", topic) \
+        .option("startingOffsets", "earliest").load()
     run_available_now(stream, work / "cp-strom-warm")
     results.append(timed("ingest strom topic → noop", n, broker,
                          lambda: run_available_now(stream, work / "cp-strom")))

@@ -193,3 +193,27 @@ def test_configs_kafka_3_ignores_are_accepted_with_a_warning(broker: EmbeddedBro
     assert any("legacy-cfg" in w and "message.format.version" in w for w in warnings)
     assert any("message.downconversion.enable" in w for w in warnings)
     assert any("message.timestamp.difference.max.ms" in w for w in warnings)
+
+
+def test_names_colliding_after_dot_to_underscore_are_refused(broker: EmbeddedBroker) -> None:
+    """Kafka refuses ``a_b`` next to ``a.b`` (their metric names clash): CreateTopics with
+    INVALID_TOPIC_EXCEPTION and Kafka's message, auto-creation through Metadata likewise."""
+    client = RawClient(broker.bootstrap)
+    assert create(client, "clash.a_b").error_code == 0  # type: ignore[attr-defined]
+    refused = create(client, "clash_a.b")
+    assert refused.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION  # type: ignore[attr-defined]
+    assert refused.error_message == \
+        "Topic 'clash_a.b' collides with existing topic: clash.a_b"  # type: ignore[attr-defined]
+    for version, body in ((12, {"topics": [{"name": "clash_a_b", "topic_id": None}],
+                                "allow_auto_topic_creation": True,
+                                "include_topic_authorized_operations": False}),
+                          (0, {"topics": ["clash_a_b"]})):  # v0 always auto-creates
+        for _ in range(2):  # the same request again: not a cached UNKNOWN_TOPIC_OR_PARTITION
+            md = client.call(ApiKey.METADATA, version, body)
+            assert [(t.name, t.error_code) for t in md.topics] == [  # type: ignore[attr-defined]
+                ("clash_a_b", ErrorCode.INVALID_TOPIC_EXCEPTION)]
+    md = client.call(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                           "include_topic_authorized_operations": False})
+    names = {t.name for t in md.topics}  # type: ignore[attr-defined]
+    assert "clash.a_b" in names and not names & {"clash_a.b", "clash_a_b"}
+    client.close()

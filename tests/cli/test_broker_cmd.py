@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing import EmbeddedBroker
 
@@ -69,6 +71,11 @@ def test_help_config_lists_every_key() -> None:
     result = strom("broker", "--help-config")
     assert result.returncode == 0
     assert "log.retention.ms" in result.stdout and "socket.request.max.bytes" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100  # docs are wrapped
+    auto_create = " ".join(result.stdout.split("auto.create.topics.enable  ")[1]
+                           .split("\n", 1)[1].split("\ndelete.topic.enable")[0].split())
+    assert "when a Metadata request names it and allows auto-creation" in auto_create
+    assert "Produce, Fetch and other requests for a missing topic create nothing" in auto_create
 
 
 def test_data_dir_of_another_node_is_refused(tmp_path: Path) -> None:
@@ -81,8 +88,117 @@ def test_data_dir_of_another_node_is_refused(tmp_path: Path) -> None:
     assert result.returncode != 0 and "belongs to node.id 0" in result.stderr
 
 
-def test_unreadable_metadata_is_a_clear_error(tmp_path: Path) -> None:
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """A failed start: non-zero exit, and stderr is one ``strom broker: error:`` line."""
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("strom broker: error: ")
+    return lines[0].removeprefix("strom broker: error: ")
+
+
+def test_unreadable_metadata_without_a_previous_copy_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "strom-metadata.json").write_text("{not json")
-    result = strom("broker", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path))
-    assert result.returncode != 0 and "cannot read the metadata" in result.stderr
-    assert "Traceback" not in result.stderr
+    message = one_error_line(strom("broker", "--listen", "127.0.0.1:0", "--data-dir",
+                                   str(tmp_path)))
+    assert message.startswith(f"cannot read the metadata in {tmp_path}: "
+                              f"{tmp_path / 'strom-metadata.json'} is not valid JSON")
+    assert message.endswith("and there is no previous copy (strom-metadata.json.prev) to "
+                            "recover from. Restore it from a backup")
+
+
+def test_listen_port_out_of_range(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    message = one_error_line(strom("broker", "--listen", "127.0.0.1:99999", "--data-dir",
+                                   str(data)))
+    assert message == ("listener 'PLAINTEXT://127.0.0.1:99999': port 99999 is out of range "
+                       "(0-65535; 0 picks a free port)")
+    assert not data.exists()  # checked before the data directory is touched
+
+
+def test_data_dir_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory\n")
+    message = one_error_line(strom("broker", "--listen", "127.0.0.1:0", "--data-dir",
+                                   str(tmp_path / "file")))
+    assert message == (f"the data directory {tmp_path / 'file'} (log.dirs / --data-dir) is a "
+                       "file, not a directory")
+    message = one_error_line(strom("broker", "--listen", "127.0.0.1:0", "--data-dir",
+                                   str(tmp_path / "file" / "data")))
+    assert message == f"cannot create the data directory {tmp_path / 'file' / 'data'}: " \
+                      "Not a directory"
+
+
+def test_a_failed_start_leaves_no_initialised_data_dir_behind(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with EmbeddedBroker(data_dir=tmp_path / "used"):
+        pass
+    used = tmp_path / "used"
+    used_before = sorted(p.name for p in used.iterdir())
+    metadata_before = (used / "strom-metadata.json").read_text()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for data in (tmp_path / "new" / "nested", empty, used):
+            message = one_error_line(strom("broker", "--listen", f"127.0.0.1:{port}",
+                                           "--data-dir", str(data)))
+            assert message == f"cannot listen on 127.0.0.1:{port}: Address already in use"
+    assert not (tmp_path / "new").exists()  # created by the failed start: removed
+    assert list(empty.iterdir()) == []  # existed empty: emptied again
+    assert sorted(p.name for p in used.iterdir()) == used_before  # kept
+    assert (used / "strom-metadata.json").read_text() == metadata_before
+
+
+@pytest.mark.parametrize(("content", "state"), [
+    ("", "empty"),
+    ("version=1\nnode.id=0\n", "incomplete (no cluster.id)"),
+    ("#strom\nversion=1\n", "incomplete (no cluster.id and no node.id)"),
+])
+def test_empty_or_incomplete_meta_properties(tmp_path: Path, content: str, state: str) -> None:
+    (tmp_path / "meta.properties").write_text(content)
+    message = one_error_line(strom("broker", "--listen", "127.0.0.1:0", "--data-dir",
+                                   str(tmp_path)))
+    assert message == (
+        f"{tmp_path / 'meta.properties'} is {state}. It records which cluster and node this "
+        "data directory belongs to; if the directory is this broker's (node.id 0), delete the "
+        "file and it is written again at the next start")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "meta.properties"]
+
+
+def test_truncated_metadata_is_recovered_from_the_previous_copy(tmp_path: Path) -> None:
+    """The last write before the damage created the topic: its records survive too."""
+    with EmbeddedBroker(data_dir=tmp_path) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("kept", 2, 1)])["kept"].result(10)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+        for i in range(5):
+            producer.produce("kept", f"v{i}".encode(), partition=1)
+        assert producer.flush(10) == 0
+    metadata = tmp_path / "strom-metadata.json"
+    metadata.write_bytes(metadata.read_bytes()[:40])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "strom", "broker", "--listen", "127.0.0.1:0", "--data-dir",
+         str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("strom broker listening on "), proc.communicate(timeout=10)
+        bootstrap = line.split("listening on ")[1].split()[0]
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g",
+                             "auto.offset.reset": "earliest"})
+        consumer.assign([TopicPartition("kept", 1, 0)])
+        values = [m.value() for m in consumer.consume(5, timeout=10)]
+        consumer.close()
+        assert values == [f"v{i}".encode() for i in range(5)]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.stderr is not None
+    warnings = proc.stderr.read()
+    assert f"WARNING strom.metadata.local: {metadata} is not valid JSON" in warnings
+    assert "recovered the metadata from the previous copy" in warnings
+    assert "topic kept has logs on disk but not in the recovered metadata" in warnings
+    assert "Traceback" not in warnings

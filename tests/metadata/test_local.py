@@ -12,10 +12,16 @@ import pytest
 
 from strom.metadata.changes import PutTopic, SetBrokerConfigs
 from strom.metadata.image import BrokerInfo, PartitionInfo, TopicInfo
-from strom.metadata.local import FILE_NAME, LEGACY_PRODUCER_ID_FILE, LocalMetadataStore
+from strom.metadata.local import (
+    FILE_NAME,
+    LEGACY_PRODUCER_ID_FILE,
+    PREVIOUS_SUFFIX,
+    LocalMetadataStore,
+)
 from strom.metadata.store import ProducerIdBlock
 
 BROKER = BrokerInfo(3, "127.0.0.1", 9092)
+PREVIOUS = FILE_NAME + PREVIOUS_SUFFIX
 TOPIC_ID = uuid.UUID("6f1e7e0a-7d3c-4b7e-9b1a-0a5e3c2b1d4f")
 
 
@@ -166,3 +172,61 @@ def test_failed_persist_changes_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     assert store.image is before
     assert store.allocate_producer_id_block(10) == ProducerIdBlock(0, 10)
     assert LocalMetadataStore(tmp_path, BROKER).image.topics == {}
+
+
+def _put(store: LocalMetadataStore, name: str) -> None:
+    store.write(store.image.epoch, [PutTopic(TopicInfo(name, uuid.uuid4(), (
+        PartitionInfo(0, 3, 0, (3,), (3,)),), {}))])
+
+
+def test_each_write_keeps_the_file_it_replaces_as_the_previous_copy(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER, "c1")
+    assert not (tmp_path / PREVIOUS).exists()  # the first write replaced nothing
+    _put(store, "a")
+    before = (tmp_path / FILE_NAME).read_text()
+    _put(store, "b")
+    assert (tmp_path / PREVIOUS).read_text() == before
+    assert set(json.loads((tmp_path / FILE_NAME).read_text())["topics"]) == {"a", "b"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME, PREVIOUS]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty", "garble", "delete"])
+def test_a_damaged_file_is_recovered_from_the_previous_copy(
+        tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER, "c1")
+    _put(store, "a")
+    block = store.allocate_producer_id_block(1000)  # the write the damage loses
+    epoch = store.image.epoch
+    path = tmp_path / FILE_NAME
+    text = path.read_text()
+    if damage == "delete":
+        path.unlink()
+    else:
+        path.write_text({"truncate": text[:len(text) // 2], "empty": "",
+                         "garble": "\x00" * len(text)}[damage])
+    with caplog.at_level("WARNING", logger="strom.metadata.local"):
+        recovered = LocalMetadataStore(tmp_path, BROKER)
+    assert recovered.recovered_from_previous is not None
+    assert str(path) in recovered.recovered_from_previous
+    [warning] = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert "recovered the metadata from the previous copy" in warning.getMessage()
+    assert recovered.cluster_id == "c1" and set(recovered.image.topics) == {"a"}
+    assert recovered.image.epoch >= epoch  # never behind the lost write
+    assert recovered.allocate_producer_id_block(1000).first > block.last  # no id twice
+    again = LocalMetadataStore(tmp_path, BROKER)  # the file was rewritten whole
+    assert again.recovered_from_previous is None and set(again.image.topics) == {"a"}
+
+
+def test_neither_file_readable_is_a_clear_value_error(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER, "c1")
+    _put(store, "a")
+    (tmp_path / FILE_NAME).write_text('{"version": 2, "clus')
+    (tmp_path / PREVIOUS).write_text("")
+    with pytest.raises(ValueError) as caught:
+        LocalMetadataStore(tmp_path, BROKER)
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / FILE_NAME} is not valid JSON")
+    assert f"the previous copy is unreadable too ({tmp_path / PREVIOUS} is empty)" in message
+    (tmp_path / PREVIOUS).unlink()
+    with pytest.raises(ValueError, match="there is no previous copy"):
+        LocalMetadataStore(tmp_path, BROKER)

@@ -52,6 +52,26 @@ def test_word_count_command_in_its_own_process(broker: EmbeddedBroker, tmp_path:
         {w: str(c) for w, c in expected.items()}
 
 
+def test_a_worker_python_that_cannot_load_strom_is_one_clear_line(tmp_path: Path) -> None:
+    """Checked from the driver before the query starts (Spark itself would report only
+    DATA_SOURCE_NOT_FOUND: strom when the worker Python lacks strom)."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed")
+    command = [sys.executable, "-m", "strom", "pipeline", "word-count", "--input", "a",
+               "--output", "b", "--checkpoint", str(tmp_path / "cp"), "--available-now",
+               "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+               "--conf", "spark.pyspark.python=/nowhere/python"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("strom pipeline:")]
+    assert line.startswith("strom pipeline: error: Spark cannot start its Python workers: "
+                           "'/nowhere/python' is not an executable "
+                           "(spark.pyspark.python=/nowhere/python)")
+    assert line.endswith(f"set spark.pyspark.python to a Python where strom is installed "
+                         f"with its Spark extras (this driver runs one: "
+                         f"spark.pyspark.python={sys.executable})")
+
+
 def test_sigterm_stops_a_continuous_run_cleanly(
         spark: Any, broker: EmbeddedBroker, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:

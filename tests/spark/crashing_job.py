@@ -38,7 +38,8 @@ def main() -> None:
             time.sleep(600)
 
     query = (spark.readStream.format("strom").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", topic).option("maxOffsetsPerTrigger", "20").load()
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", "20").load()
              .writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     query.awaitTermination()

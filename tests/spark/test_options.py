@@ -17,17 +17,28 @@ BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
 
 def test_subscribe_list() -> None:
-    opts = parse_source_options({**BOOT, "subscribe": "a, b"})
+    opts = parse_source_options({**BOOT, "subscribe": "a, b"}, streaming=False)
     assert opts.strategy == "subscribe"
     assert opts.topics == ("a", "b")
     assert opts.starting.default == EARLIEST and opts.ending.default == LATEST
+
+
+def test_starting_offsets_default_as_spark_kafka() -> None:
+    """Spark's Kafka source: a batch query starts at the earliest offsets, a stream at the
+    latest; an explicit startingOffsets wins either way."""
+    assert parse_source_options({**BOOT, "subscribe": "a"}, streaming=True).starting \
+        .default == LATEST
+    assert parse_source_options({**BOOT, "subscribe": "a"}, streaming=False).starting \
+        .default == EARLIEST
+    earliest = {**BOOT, "subscribe": "a", "startingOffsets": "earliest"}
+    assert parse_source_options(earliest, streaming=True).starting.default == EARLIEST
 
 
 def test_assign_and_offsets_json() -> None:
     opts = parse_source_options({
         **BOOT, "assign": '{"t": [0, 1]}',
         "startingOffsets": '{"t": {"0": 5, "1": -2}}', "endingOffsets": '{"t": {"0": -1}}',
-    })
+    }, streaming=False)
     assert opts.assignment == (("t", 0), ("t", 1))
     assert opts.starting.for_partition("t", 0) == 5
     assert opts.starting.for_partition("t", 1) == EARLIEST
@@ -47,7 +58,7 @@ def test_assign_and_offsets_json() -> None:
 ])
 def test_option_errors(options: dict[str, str], message: str) -> None:
     with pytest.raises(StromSourceOptionError, match=message):
-        parse_source_options(options)
+        parse_source_options(options, streaming=False)
 
 
 def test_streaming_and_timestamp_options() -> None:
@@ -56,14 +67,15 @@ def test_streaming_and_timestamp_options() -> None:
         "maxTriggerDelay": "30s", "failOnDataLoss": "false", "minPartitions": "4",
         "startingOffsetsByTimestamp": '{"a": {"0": 1000}}', "startingTimestamp": "5",
         "commitOffsetsToGroup": "g", "kafka.client.id": "me",
-    })
+    }, streaming=True)
     assert (opts.max_offsets_per_trigger, opts.min_offsets_per_trigger) == (100, 10)
     assert opts.max_trigger_delay_ms == 30_000
     assert opts.fail_on_data_loss is False and opts.min_partitions == 4
     assert opts.starting_by_timestamp is not None
     assert opts.starting_by_timestamp.for_partition("a", 0) == 5  # startingTimestamp wins
     assert opts.commit_group == "g" and opts.client.client_id == "me"
-    assert parse_source_options({**BOOT, "subscribe": "a"}).fail_on_data_loss is True
+    assert parse_source_options({**BOOT, "subscribe": "a"},
+                                streaming=True).fail_on_data_loss is True
 
 
 def test_writer_client_settings() -> None:
@@ -92,4 +104,4 @@ def test_writer_client_settings() -> None:
 ])
 def test_streaming_option_errors(options: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        parse_source_options({**BOOT, "subscribe": "a", **options})
+        parse_source_options({**BOOT, "subscribe": "a", **options}, streaming=True)

@@ -49,9 +49,11 @@ class Collector:
 
 
 def _stream(spark: Any, broker: EmbeddedBroker, **options: str) -> Any:
+    """A stream from the earliest offsets unless ``startingOffsets`` is given (Spark's
+    default for a stream, latest, is tested on its own)."""
     reader = spark.readStream.format("strom") \
         .option("kafka.bootstrap.servers", broker.bootstrap)
-    for key, value in options.items():
+    for key, value in {"startingOffsets": "earliest", **options}.items():
         reader = reader.option(key, value)
     return reader.load()
 
@@ -148,6 +150,23 @@ def test_retention_deleting_unread_offsets(
     else:
         _run_available_now(_stream(spark, broker, **options), second, tmp_path / "cp")
         assert sorted(o for _, _, o, _ in second.rows) == list(range(log_start, 30))
+
+
+def test_a_stream_without_starting_offsets_reads_only_new_records(
+        spark: Any, broker: EmbeddedBroker, tmp_path: Path) -> None:
+    """As Spark's Kafka source: a query switched to ``strom`` by its format name alone
+    starts at the latest offsets, then continues from its checkpoint."""
+    topic = _topic(broker)
+    _produce(broker, topic, 0, 20)
+    df = spark.readStream.format("strom").option("kafka.bootstrap.servers", broker.bootstrap) \
+        .option("subscribe", topic).load()
+    first = Collector()
+    _run_available_now(df, first, tmp_path / "cp")
+    assert first.rows == []
+    _produce(broker, topic, 20, 10)
+    second = Collector()
+    _run_available_now(df, second, tmp_path / "cp")
+    assert sorted(v for _, _, _, v in second.rows) == sorted(f"v{i}" for i in range(20, 30))
 
 
 def test_bad_streaming_option_fails_at_load_with_a_clear_message(

@@ -61,7 +61,8 @@ def test_killed_mid_batch_replays_the_same_offsets(
                               for r in df.select("partition", "offset").collect()}
 
     query = (spark.readStream.format("strom").option("kafka.bootstrap.servers", broker.bootstrap)
-             .option("subscribe", topic).option("maxOffsetsPerTrigger", "20").load()
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", "20").load()
              .writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
     query.awaitTermination(120)

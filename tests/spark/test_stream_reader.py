@@ -41,8 +41,11 @@ def _produce(broker: EmbeddedBroker, topic: str, per_partition: dict[int, int]) 
 
 
 def _reader(broker: EmbeddedBroker, **options: str) -> StromStreamReader:
+    """A stream reader from the earliest offsets unless ``startingOffsets`` is given (the
+    default, latest as in Spark's Kafka source, is checked on its own)."""
     return StromStreamReader(parse_source_options(
-        {"kafka.bootstrap.servers": broker.bootstrap, **options}))
+        {"kafka.bootstrap.servers": broker.bootstrap, "startingOffsets": "earliest",
+         **options}, streaming=True))
 
 
 def test_initial_offsets_and_read_all(broker: EmbeddedBroker) -> None:
@@ -56,6 +59,14 @@ def test_initial_offsets_and_read_all(broker: EmbeddedBroker) -> None:
     assert reader.latestOffset(end, ReadAllAvailable()) is end  # nothing new: start as is
     latest = _reader(broker, subscribe=topic, startingOffsets="latest")
     assert latest.initialOffset() == {topic: {"0": 5, "1": 3}}
+
+
+def test_a_stream_starts_at_the_latest_offsets_by_default(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker)
+    _produce(broker, topic, {0: 5, 1: 3})
+    reader = StromStreamReader(parse_source_options(
+        {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic}, streaming=True))
+    assert reader.initialOffset() == {topic: {"0": 5, "1": 3}}
 
 
 def test_max_offsets_per_trigger_splits_by_backlog(broker: EmbeddedBroker) -> None:

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
 import socket
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from strom.broker import meta_properties
 from strom.broker.dispatch import Dispatcher
 from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
 from strom.broker.handlers import build_handlers
+from strom.broker.metadata_recovery import keep_topics_on_disk
 from strom.broker.network import KafkaConnection
 from strom.broker.state import BrokerState
 from strom.common.clock import SYSTEM_CLOCK, Clock
@@ -47,6 +49,8 @@ log = logging.getLogger("strom.broker")
 
 CHECKPOINT_INTERVAL_S = 60.0
 SHUTDOWN_GRACE_S = 2.0
+MAX_PORT = 65535
+LOCK_FILE = ".lock"
 
 
 class BrokerStartupError(StromError):
@@ -63,6 +67,10 @@ def parse_listener(value: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit():
         raise BrokerStartupError(f"listener {value!r} is not HOST:PORT")
+    if int(port) > MAX_PORT:
+        raise BrokerStartupError(
+            f"listener {value!r}: port {int(port)} is out of range (0-{MAX_PORT}; 0 picks a "
+            "free port)")
     return host.strip("[]"), int(port)
 
 
@@ -85,24 +93,34 @@ class BrokerServer:
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        """Start, or raise :class:`BrokerStartupError` (or ``OSError``) having released what
+        this attempt took: the listener, the logs, the lock — and the data directory when it
+        was created (or found empty) by this attempt, so a failed first start leaves no
+        half-initialised directory behind."""
+        host, port = parse_listener(str(self.config.get("listeners")))  # before any disk work
+        created = self._make_data_dir()
         self._lock()
-        host, port = parse_listener(str(self.config.get("listeners")))
+        fresh = self._holds_only_the_lock()
+        try:
+            await self._start(host, port)
+        except BaseException:
+            await self._abandon_start(created if fresh else [], fresh)
+            raise
+
+    async def _start(self, host: str, port: int) -> None:
         node_id = int(self.config.get("node.id"))
         try:
+            recorded_cluster = meta_properties.check(self.data_dir, node_id)
             store = LocalMetadataStore(
                 self.data_dir, BrokerInfo(node_id, host or "127.0.0.1", port),
-                self.config.get("cluster.id"),
+                self.config.get("cluster.id") or recorded_cluster,
             )
-        except ValueError as exc:  # unreadable strom-metadata.json (JSON errors included)
-            self._unlock()
-            raise BrokerStartupError(
-                f"cannot read the metadata in {self.data_dir}: {exc}") from None
-        try:
             meta_properties.ensure(self.data_dir, store.cluster_id, node_id)
         except meta_properties.MetaPropertiesError as exc:
-            self._unlock()
             raise BrokerStartupError(str(exc)) from None
+        except ValueError as exc:  # unreadable strom-metadata.json (and its previous copy)
+            raise BrokerStartupError(
+                f"cannot read the metadata in {self.data_dir}: {exc}") from None
         config = effective_config(self.config, store.image, node_id)
         warn_ignored(config)
         logs = LogManager(self.data_dir, config, self.clock)
@@ -115,6 +133,8 @@ class BrokerServer:
         state_ref.append(state)
         self.state = state
         logs.load(state.topic_config)
+        if store.recovered_from_previous:
+            keep_topics_on_disk(state, logs)
         if config.get("log.cleaner.enable"):
             logs.start_cleaner(*cleaner_settings(config))
         replicas.apply_image(store.image)
@@ -139,9 +159,8 @@ class BrokerServer:
                 host or None, port, reuse_address=True, backlog=1024,
             )
         except OSError as exc:
-            logs.shutdown()
-            self._unlock()
-            raise BrokerStartupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise BrokerStartupError(f"cannot listen on {host}:{port}: {reason}") from None
         bound = self._server.sockets[0].getsockname()
         self.host, self.port = host or bound[0], bound[1]
         adv_host, adv_port = self._advertised()
@@ -252,8 +271,51 @@ class BrokerServer:
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 
+    def _make_data_dir(self) -> list[Path]:
+        """Create the data directory (and missing parents); return those created, deepest
+        first. A path that exists but is not a directory is a clear error."""
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise BrokerStartupError(
+                f"the data directory {self.data_dir} (log.dirs / --data-dir) is a file, not a "
+                "directory")
+        missing = [p for p in (self.data_dir, *self.data_dir.parents) if not p.exists()]
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BrokerStartupError(
+                f"cannot create the data directory {self.data_dir}: "
+                f"{exc.strerror or exc}") from None
+        return [p for p in missing if p.is_dir()]
+
+    def _holds_only_the_lock(self) -> bool:
+        """Whether the (locked) data directory holds nothing but the lock file: nothing in
+        it predates this start."""
+        return all(entry.name == LOCK_FILE for entry in os.scandir(self.data_dir))
+
+    async def _abandon_start(self, created: list[Path], fresh: bool) -> None:
+        """Undo a failed :meth:`start`: stop what it started (as :meth:`stop` does), and
+        remove what it wrote into a data directory that held nothing before (``fresh``),
+        then the directories it created. Never raises (the start's error is the one to
+        report)."""
+        with contextlib.suppress(Exception):
+            await self.stop()
+        self._unlock()
+        self.state = None
+        if not fresh:
+            return
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.data_dir):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+        for directory in created:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        log.info("removed what the failed start wrote to %s", self.data_dir)
+
     def _lock(self) -> None:
-        fd = os.open(self.data_dir / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+        fd = os.open(self.data_dir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

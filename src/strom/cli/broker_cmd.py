@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import signal
 import sys
+import textwrap
 from pathlib import Path
 
 from strom.common.config import BROKER_KEYS, BrokerConfig
@@ -67,7 +68,9 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 def print_config_help() -> None:
     for key in BROKER_KEYS.values():
         default = key.render(key.default)
-        print(f"{key.name}  ({key.type.name.lower()}, default {default})\n    {key.doc}")
+        doc = textwrap.fill(key.doc, width=96, initial_indent="    ",
+                            subsequent_indent="    ")
+        print(f"{key.name}  ({key.type.name.lower()}, default {default})\n{doc}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,12 +86,12 @@ async def _serve(config: BrokerConfig) -> int:
 
     server = BrokerServer(config)
     await server.start()
-    print(f"strom broker listening on {server.host}:{server.port} "
-          f"(data in {server.data_dir})", flush=True)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before saying so: a SIGTERM right after
+        loop.add_signal_handler(sig, stopping.set)  # the line below must stop it cleanly
+    print(f"strom broker listening on {server.host}:{server.port} "
+          f"(data in {server.data_dir})", flush=True)
     await stopping.wait()
     print("strom broker shutting down", file=sys.stderr, flush=True)
     await server.stop()

@@ -305,6 +305,8 @@ def _session(args: argparse.Namespace) -> tuple[SparkSession, bool]:
     """
     from pyspark.sql import SparkSession
 
+    from strom.spark.worker_python import check_worker_python
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this Python
     existing = SparkSession.getActiveSession()
     builder = SparkSession.builder.master(args.master) \
@@ -317,6 +319,12 @@ def _session(args: argparse.Namespace) -> tuple[SparkSession, bool]:
     spark = builder.getOrCreate()
     if existing is None:
         spark.sparkContext.setLogLevel(args.spark_log_level.upper())
+    try:
+        check_worker_python(spark)  # else Spark says only DATA_SOURCE_NOT_FOUND: strom
+    except StromError:
+        if existing is None:
+            spark.stop()
+        raise
     return spark, existing is None
 
 

@@ -221,7 +221,14 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("default.replication.factor", ConfigType.SHORT, 1,
               "Replication factor of auto-created topics.", at_least(1)),
     ConfigKey("auto.create.topics.enable", ConfigType.BOOLEAN, True,
-              "Create a topic when a client asks for its metadata or produces to it."),
+              "Create a missing topic (num.partitions partitions, default.replication.factor "
+              "replicas, default configs) when a Metadata request names it and allows "
+              "auto-creation (the client's allow.auto.create.topics, on by default for "
+              "producers; always for Metadata v0-v3). Produce, Fetch and other requests for a "
+              "missing topic create nothing and get UNKNOWN_TOPIC_OR_PARTITION. A name Kafka "
+              "refuses (invalid, or colliding with an existing topic once '.' and '_' are "
+              "treated alike) gets INVALID_TOPIC_EXCEPTION. __consumer_offsets is created on "
+              "first use whatever this says."),
     ConfigKey("delete.topic.enable", ConfigType.BOOLEAN, True, "Allow DeleteTopics."),
     ConfigKey("socket.request.max.bytes", ConfigType.INT, 104857600,
               "The largest request frame accepted; a larger one closes the connection.",

@@ -26,6 +26,16 @@ upgrade. A version 3 file cannot be read by older strom versions.
 Every change is persisted first and then becomes the current image, so a crash leaves either
 the old or the new state. Broker registration bumps (and persists) the epoch as well, so
 epochs never repeat across restarts. Owned by the event-loop thread.
+
+The previous copy: before each write the current file is hard-linked as
+``strom-metadata.json.prev`` (the state one write earlier; already durable, and the write's
+directory fsync makes the link durable). A current file that cannot be read (truncated,
+garbled) or is missing beside a previous copy is recovered from that copy with a WARNING, and
+rewritten; the store then reports :attr:`LocalMetadataStore.recovered_from_previous`. The
+copy may lack the last change, so recovery moves the epoch and the next producer id past
+anything that change can have used (:data:`RECOVERY_PRODUCER_ID_SKIP`); topics whose logs
+are on disk but not in the copy are for the broker to restore. When neither file is readable
+the store refuses to open, naming both.
 """
 
 from __future__ import annotations
@@ -33,18 +43,25 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import logging
+import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
 from strom.metadata.store import ImageStore
-from strom.storage.files import atomic_write, fsync_dir
+from strom.storage.files import TMP_SUFFIX, atomic_write, fsync_dir, unlink_quietly
+
+log = logging.getLogger("strom.metadata.local")
 
 FILE_NAME = "strom-metadata.json"
+PREVIOUS_SUFFIX = ".prev"
 FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, FORMAT_VERSION)
 LEGACY_PRODUCER_ID_FILE = "producer-id-block"
+# Larger than any producer-id block a single lost write can have reserved (blocks are 1000).
+RECOVERY_PRODUCER_ID_SKIP = 1 << 20
 
 
 def new_cluster_id() -> str:
@@ -61,8 +78,12 @@ class LocalMetadataStore(ImageStore):
     def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
         self._dir = data_dir
         self._path = data_dir / FILE_NAME
+        self._previous = data_dir / (FILE_NAME + PREVIOUS_SUFFIX)
         self._broker = broker
-        loaded = self._read()
+        #: Why the current file was unusable, when the store was recovered from the
+        #: previous copy at open (else None).
+        self.recovered_from_previous: str | None = None
+        loaded = self._read_or_recover()
         legacy_next = self._read_legacy_producer_ids()
         if loaded is None:
             image = MetadataImage(cluster_id or new_cluster_id(), 0, broker.node_id,
@@ -71,6 +92,8 @@ class LocalMetadataStore(ImageStore):
         else:
             image, next_pid, version = loaded
         super().__init__(image, max(next_pid, legacy_next or 0))
+        if self.recovered_from_previous is not None:
+            self._store(self._image, self._next_producer_id, keep_previous=False)
         if version != FORMAT_VERSION or legacy_next is not None:
             self._store(self._image, self._next_producer_id)
             self._remove_legacy_producer_ids()
@@ -90,20 +113,56 @@ class LocalMetadataStore(ImageStore):
         self._set_image(image)
 
     # -- the file ---------------------------------------------------------------------------
-    def _read(self) -> tuple[MetadataImage, int, int] | None:
-        """(image, next producer id, format version) from the file, or None if absent."""
+    def _read_or_recover(self) -> tuple[MetadataImage, int, int] | None:
+        """The current file's state; else the previous copy's, moved past the lost write
+        (then :attr:`recovered_from_previous` says why); None on a new data directory."""
         try:
-            raw = self._path.read_text("utf-8")
+            loaded = self._read(self._path)
+        except ValueError as exc:
+            problem = str(exc)
+        else:
+            if loaded is not None or not self._previous.exists():
+                return loaded
+            problem = f"{self._path} is missing"
+        try:
+            recovered = self._read(self._previous)
+        except ValueError as exc:
+            raise ValueError(f"{problem}; the previous copy is unreadable too ({exc}). "
+                             "Restore either file from a backup") from None
+        if recovered is None:
+            raise ValueError(f"{problem}, and there is no previous copy "
+                             f"({self._previous.name}) to recover from. Restore it from a "
+                             "backup") from None
+        image, next_pid, version = recovered
+        log.warning("%s; recovered the metadata from the previous copy %s (epoch %d): the "
+                    "last metadata change before the damage may be lost", problem,
+                    self._previous, image.epoch)
+        self.recovered_from_previous = problem
+        moved = MetadataImage(image.cluster_id, image.epoch + 1, image.controller_id,
+                              image.brokers, image.topics)
+        return moved, next_pid + RECOVERY_PRODUCER_ID_SKIP, version
+
+    def _read(self, path: Path) -> tuple[MetadataImage, int, int] | None:
+        """(image, next producer id, format version) from ``path``, or None if absent;
+        ValueError when it cannot be read."""
+        try:
+            raw = path.read_text("utf-8")
         except FileNotFoundError:
             return None
-        state = json.loads(raw)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        try:
+            state = json.loads(raw)
+        except ValueError as exc:
+            what = "empty" if not raw.strip() else f"not valid JSON ({exc})"
+            raise ValueError(f"{path} is {what}") from None
         version = state.get("version") if isinstance(state, dict) else None
         if version not in READABLE_VERSIONS:
-            raise ValueError(f"{self._path}: unsupported metadata format {version}")
+            raise ValueError(f"{path}: unsupported metadata format {version}")
         try:
             image, next_pid = self._decode(state, version)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ValueError(f"{self._path}: malformed metadata ({exc!r})") from exc
+            raise ValueError(f"{path}: malformed metadata ({exc!r})") from exc
         return image, next_pid, version
 
     def _decode(self, state: dict[str, Any], version: int) -> tuple[MetadataImage, int]:
@@ -156,11 +215,31 @@ class LocalMetadataStore(ImageStore):
             "broker_configs": {r: dict(c) for r, c in image.broker_configs.items()},
         }
 
-    def _store(self, image: MetadataImage, next_producer_id: int) -> None:
-        """Write the whole state durably; the current state is untouched if this raises."""
+    def _store(self, image: MetadataImage, next_producer_id: int, *,
+               keep_previous: bool = True) -> None:
+        """Write the whole state durably; the current state is untouched if this raises.
+
+        With ``keep_previous`` the file being replaced becomes the previous copy first (not
+        when it is the unreadable file being recovered)."""
         self._dir.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self._encode(image, next_producer_id), indent=1, sort_keys=True)
+        if keep_previous:
+            self._keep_previous()
         atomic_write(self._path, text.encode("utf-8"))
+
+    def _keep_previous(self) -> None:
+        """Hard-link the current file as the previous copy (link, then rename over the old
+        copy, so a readable copy exists at every moment)."""
+        staged = self._previous.with_name(self._previous.name + TMP_SUFFIX)
+        unlink_quietly(staged)
+        try:
+            os.link(self._path, staged)
+        except FileNotFoundError:
+            return  # first write: nothing to keep
+        except OSError:  # a file system without hard links: copy instead
+            atomic_write(self._previous, self._path.read_bytes())
+            return
+        os.replace(staged, self._previous)
 
     def _legacy_producer_id_files(self) -> list[Path]:
         legacy = self._dir / LEGACY_PRODUCER_ID_FILE

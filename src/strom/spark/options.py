@@ -260,8 +260,13 @@ def _assignment(raw: str) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
-    """Check and parse the reader's options (raises :class:`StromSourceOptionError`)."""
+def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Check and parse the reader's options (raises :class:`StromSourceOptionError`).
+
+    Without ``startingOffsets`` a streaming query starts at the latest offsets and a batch
+    query at the earliest, as Spark's Kafka source does (a query switched from ``kafka``
+    to ``strom`` by its format name reads the same records).
+    """
     opts = _lower(options)
     given = [name for name in SUBSCRIBE_OPTIONS if name.lower() in opts]
     if len(given) != 1:
@@ -288,7 +293,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         pattern = raw
     else:
         assignment = _assignment(raw)
-    starting = parse_offset_bound(opts.get("startingoffsets"), "startingOffsets", EARLIEST)
+    starting = parse_offset_bound(opts.get("startingoffsets"), "startingOffsets",
+                                  LATEST if streaming else EARLIEST)
     ending = parse_offset_bound(opts.get("endingoffsets"), "endingOffsets", LATEST,
                                 allow_earliest=False)
     strategy_name = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()

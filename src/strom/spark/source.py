@@ -42,12 +42,12 @@ class StromDataSource(DataSource):
         no subscribe option and are checked in :meth:`writer`."""
         options = dict(self.options)
         if any(name.lower() in (k.lower() for k in options) for name in SUBSCRIBE_OPTIONS):
-            return schema_ddl(parse_source_options(options).include_headers)
+            return schema_ddl(parse_source_options(options, streaming=False).include_headers)
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
         return schema_ddl(include)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return StromBatchReader(parse_source_options(dict(self.options)))
+        return StromBatchReader(parse_source_options(dict(self.options), streaming=False))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_sink_options(dict(self.options))
@@ -55,7 +55,7 @@ class StromDataSource(DataSource):
         return StromArrowWriter(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return StromStreamReader(parse_source_options(dict(self.options)))
+        return StromStreamReader(parse_source_options(dict(self.options), streaming=True))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_sink_options(dict(self.options))

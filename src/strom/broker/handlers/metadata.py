@@ -1,7 +1,10 @@
 """Metadata (3), v0-12: brokers, cluster id, controller, topics with ids and partitions.
 
 Auto-creates requested topics when ``auto.create.topics.enable`` is on and the client allows
-it (always before v4). A null topic list (v1+) or an empty one in v0 means all topics.
+it (always before v4); a topic that cannot be created is answered with the reason's error code
+(INVALID_TOPIC_EXCEPTION for a name colliding with an existing one after '.' → '_', …), as
+Kafka's ZooKeeper-mode broker answered, not UNKNOWN_TOPIC_OR_PARTITION. A null topic list
+(v1+) or an empty one in v0 means all topics.
 """
 
 from __future__ import annotations
@@ -87,11 +90,17 @@ class MetadataHandler:
         allow_auto = bool(body.allow_auto_topic_creation) if version >= 4 else True
         requested = body.topics
         everything = requested is None or (version == 0 and not requested)
+        refused: dict[str, dict[str, Any]] = {}
         if not everything and allow_auto:
             topics = self._state.store.image.topics
             for wanted in requested:
                 if wanted.name is not None and wanted.name not in topics:
-                    self._lookup(wanted, allow_auto, include_ops)  # auto-creates if allowed
+                    entry = self._lookup(wanted, allow_auto, include_ops)  # auto-creates
+                    if entry["error_code"] not in (0, UnknownTopicOrPartitionError.code):
+                        refused[wanted.name] = entry  # e.g. a name colliding with a topic
+        if refused:  # answered with why auto-creation failed; not cached (the key lacks it)
+            return [self._encode(version, requested, everything, include_ops,
+                                 include_cluster_ops, refused)]
         image = self._state.store.image
         if image is not self._cached_image:
             self._cache.clear()
@@ -107,7 +116,8 @@ class MetadataHandler:
         return [encoded]
 
     def _encode(self, version: int, requested: Any, everything: bool, include_ops: bool,
-                include_cluster_ops: bool) -> bytes:
+                include_cluster_ops: bool,
+                refused: dict[str, dict[str, Any]] | None = None) -> bytes:
         state = self._state
         entries: list[dict[str, Any]] = []
         if everything:
@@ -117,7 +127,8 @@ class MetadataHandler:
             ]
         else:
             for wanted in requested:
-                entries.append(self._lookup(wanted, False, include_ops))
+                entries.append((refused or {}).get(wanted.name)
+                               or self._lookup(wanted, False, include_ops))
         image = state.store.image
         fields: dict[str, Any] = {
             "throttle_time_ms": 0,

@@ -25,7 +25,8 @@ from strom.broker import meta_properties
 from strom.broker.dispatch import Dispatcher
 from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
 from strom.broker.handlers import build_handlers
-from strom.broker.network import KafkaConnection
+from strom.broker.network import Connections, KafkaConnection
+from strom.broker.request_memory import RequestMemoryPool
 from strom.broker.state import BrokerState
 from strom.common.clock import SYSTEM_CLOCK, Clock
 from strom.common.config import BrokerConfig
@@ -47,6 +48,7 @@ log = logging.getLogger("strom.broker")
 
 CHECKPOINT_INTERVAL_S = 60.0
 SHUTDOWN_GRACE_S = 2.0
+IDLE_CHECK_INTERVAL_S = 1.0
 
 
 class BrokerStartupError(StromError):
@@ -76,7 +78,11 @@ class BrokerServer:
         self.host = ""
         self.port = 0
         self._server: asyncio.Server | None = None
-        self._connections: set[Any] = set()
+        queued_max = int(config.get("queued.max.request.bytes"))
+        idle_ms = int(config.get("connections.max.idle.ms"))
+        self._connections = Connections(
+            RequestMemoryPool(None if queued_max == -1 else queued_max),
+            None if idle_ms == -1 else idle_ms / 1000.0)
         self._tasks: list[asyncio.Task[None]] = []
         self._lock_fd: int | None = None
         self._logs: LogManager | None = None
@@ -133,9 +139,10 @@ class BrokerServer:
         dispatcher = Dispatcher(build_handlers(state))
         max_request = int(self.config.get("socket.request.max.bytes"))
         loop = asyncio.get_running_loop()
+        connections = self._connections
         try:
             self._server = await loop.create_server(
-                lambda: KafkaConnection(dispatcher, max_request, self._connections),
+                lambda: KafkaConnection(dispatcher, max_request, connections),
                 host or None, port, reuse_address=True, backlog=1024,
             )
         except OSError as exc:
@@ -160,6 +167,11 @@ class BrokerServer:
                                             coordinator.expire_offsets),
                                 name="offsets-expiry"),
         ]
+        if connections.idle_timeout_s is not None:
+            self._tasks.append(asyncio.create_task(
+                self._every(min(connections.idle_timeout_s / 4, IDLE_CHECK_INTERVAL_S),
+                            lambda: connections.close_idle(loop.time())),
+                name="idle-connections"))
         log.info("strom broker %d listening on %s:%d, data in %s", node_id, self.host,
                  self.port, self.data_dir)
 
@@ -221,7 +233,7 @@ class BrokerServer:
         if self._server is not None:
             self._server.close()
             deadline = asyncio.get_running_loop().time() + SHUTDOWN_GRACE_S
-            while any(c._busy for c in self._connections) and (
+            while any(c.busy for c in self._connections) and (
                 asyncio.get_running_loop().time() < deadline
             ):
                 await asyncio.sleep(0.01)

@@ -42,6 +42,7 @@ from strom.coordinator.writer import ReplicaPartitionWriter
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager
+from strom.storage.health import LogDirHealth
 from strom.storage.log_manager import LogManager, cleaner_settings
 
 log = logging.getLogger("strom.broker")
@@ -88,6 +89,7 @@ class BrokerServer:
         self._logs: LogManager | None = None
         self.state: BrokerState | None = None
         self._markers: NetworkMarkerSender | None = None
+        self.health = LogDirHealth(self.data_dir)
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -98,7 +100,7 @@ class BrokerServer:
         try:
             store = LocalMetadataStore(
                 self.data_dir, BrokerInfo(node_id, host or "127.0.0.1", port),
-                self.config.get("cluster.id"),
+                self.config.get("cluster.id"), health=self.health,
             )
         except ValueError as exc:  # unreadable strom-metadata.json (JSON errors included)
             self._unlock()
@@ -115,7 +117,7 @@ class BrokerServer:
         self._logs = logs
         state_ref: list[BrokerState] = []
         replicas = ReplicaManager(logs, lambda t: state_ref[0].topic_config(t), self.clock,
-                                  node_id, LoopScheduler())
+                                  node_id, LoopScheduler(), health=self.health)
         state = BrokerState(config, self.data_dir, self.clock, store, replicas,
                             ProducerIdManager(store))
         state_ref.append(state)
@@ -136,7 +138,7 @@ class BrokerServer:
             ReplicaPartitionWriter(replicas), LoopScheduler(), self.clock, state.txn_settings(),
             state.producer_ids.next_id, self._markers)
         replicas.add_leadership_listener(TXN_TOPIC, state.txn_coordinator.runtime)
-        dispatcher = Dispatcher(build_handlers(state))
+        dispatcher = Dispatcher(build_handlers(state), self.health.failure)
         max_request = int(self.config.get("socket.request.max.bytes"))
         loop = asyncio.get_running_loop()
         connections = self._connections
@@ -220,14 +222,17 @@ class BrokerServer:
         await asyncio.to_thread(logs.flush_due, self.clock.now_ms())
 
     async def _every(self, seconds: float, action: Any) -> None:
+        name = getattr(action, "__name__", action)
         while True:
             await asyncio.sleep(seconds)
             try:
                 result = action()
                 if asyncio.iscoroutine(result):
                     await result
+            except OSError as exc:  # a failing data directory: reported once, not every round
+                self.health.failure(exc, f"running {name}")
             except Exception:
-                log.exception("background task %s failed", getattr(action, "__name__", action))
+                log.exception("background task %s failed", name)
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -255,7 +260,10 @@ class BrokerServer:
         if self.state is not None:
             await self.state.replicas.shutdown()
         if self._logs is not None:
-            self._logs.shutdown()
+            try:
+                self._logs.shutdown()
+            except OSError as exc:  # no clean-shutdown marker: the next start recovers
+                self.health.failure(exc, "shutting down the logs")
             self._logs = None
         self._unlock()
         self._stopped.set()

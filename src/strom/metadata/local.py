@@ -24,7 +24,9 @@ old file is deleted once the new one is durable, so no id is handed out twice ac
 upgrade. A version 3 file cannot be read by older strom versions.
 
 Every change is persisted first and then becomes the current image, so a crash leaves either
-the old or the new state. Broker registration bumps (and persists) the epoch as well, so
+the old or the new state; a write that fails (a full disk) changes nothing, is reported through
+the data directory's :class:`~strom.storage.health.LogDirHealth` and raises
+KafkaStorageError. Broker registration bumps (and persists) the epoch as well, so
 epochs never repeat across restarts. Owned by the event-loop thread.
 """
 
@@ -40,6 +42,7 @@ from typing import Any
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
 from strom.metadata.store import ImageStore
 from strom.storage.files import atomic_write, fsync_dir
+from strom.storage.health import LogDirHealth
 
 FILE_NAME = "strom-metadata.json"
 FORMAT_VERSION = 3
@@ -58,10 +61,12 @@ class LocalMetadataStore(ImageStore):
     Raises ``ValueError`` at construction when the file cannot be read (bad JSON, an unknown
     format version, a malformed entry)."""
 
-    def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
+    def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None,
+                 *, health: LogDirHealth | None = None) -> None:
         self._dir = data_dir
         self._path = data_dir / FILE_NAME
         self._broker = broker
+        self._health = health or LogDirHealth(data_dir)
         loaded = self._read()
         legacy_next = self._read_legacy_producer_ids()
         if loaded is None:
@@ -158,9 +163,13 @@ class LocalMetadataStore(ImageStore):
 
     def _store(self, image: MetadataImage, next_producer_id: int) -> None:
         """Write the whole state durably; the current state is untouched if this raises."""
-        self._dir.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self._encode(image, next_producer_id), indent=1, sort_keys=True)
-        atomic_write(self._path, text.encode("utf-8"))
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            atomic_write(self._path, text.encode("utf-8"))
+        except OSError as exc:
+            raise self._health.failure(exc, f"writing {FILE_NAME}") from exc
+        self._health.succeeded()
 
     def _legacy_producer_id_files(self) -> list[Path]:
         legacy = self._dir / LEGACY_PRODUCER_ID_FILE

@@ -6,6 +6,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import KafkaError as ConfluentError
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -216,4 +218,47 @@ def test_names_colliding_after_dot_to_underscore_are_refused(broker: EmbeddedBro
                                            "include_topic_authorized_operations": False})
     names = {t.name for t in md.topics}  # type: ignore[attr-defined]
     assert "clash.a_b" in names and not names & {"clash_a.b", "clash_a_b"}
+    client.close()
+
+
+def test_internal_topics_cannot_be_deleted_grown_or_truncated(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    create(client, "kept-offsets", partitions=1)
+    assert client.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g-internal", "key_type": 0}
+                       ).error_code == 0
+    deadline = time.monotonic() + 10
+    while True:  # NOT_COORDINATOR / LOAD_IN_PROGRESS until the new topic's shards load
+        commit = client.call(ApiKey.OFFSET_COMMIT, 8, {
+            "group_id": "g-internal", "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": "kept-offsets", "partitions": [
+                {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]})
+        if commit.topics[0].partitions[0].error_code == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert commit.topics[0].partitions[0].error_code == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    future = admin.delete_topics(["__consumer_offsets"], operation_timeout=10)["__consumer_offsets"]
+    with pytest.raises(KafkaException) as refused:
+        future.result(timeout=30)
+    error = refused.value.args[0]
+    assert error.code() == ConfluentError.TOPIC_EXCEPTION  # INVALID_TOPIC_EXCEPTION (17)
+    deleted = client.call(ApiKey.DELETE_TOPICS, 6, {"topics": [
+        {"name": "__consumer_offsets", "topic_id": None}], "timeout_ms": 1000}).responses[0]
+    assert deleted.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION  # type: ignore[attr-defined]
+    assert deleted.error_message == (
+        "Topic __consumer_offsets is an internal topic and cannot be deleted.")
+    grown = client.call(ApiKey.CREATE_PARTITIONS, 3, {"topics": [
+        {"name": "__consumer_offsets", "count": 60, "assignments": None}], "timeout_ms": 1000,
+        "validate_only": True})
+    assert grown.results[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION  # type: ignore[attr-defined]
+    truncated = client.call(ApiKey.DELETE_RECORDS, 2, {"topics": [
+        {"name": "__consumer_offsets", "partitions": [{"partition_index": 0, "offset": -1}]}],
+        "timeout_ms": 1000})
+    assert truncated.topics[0].partitions[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION  # type: ignore[attr-defined]
+    # The committed offset survived every attempt.
+    fetched = client.call(ApiKey.OFFSET_FETCH, 7, {
+        "group_id": "g-internal", "topics": [{"name": "kept-offsets", "partition_indexes": [0]}],
+        "require_stable": False})
+    assert fetched.topics[0].partitions[0].committed_offset == 42
     client.close()

@@ -64,6 +64,23 @@ def test_topics_produce_consume_configs(cli: Callable[..., Result], strom_broker
     assert gone.code == 1 and "does not exist" in gone.err
 
 
+def test_internal_topic_delete_is_refused(cli: Callable[..., Result], strom_broker: Any) -> None:
+    b = ["--bootstrap-server", bootstrap_of(strom_broker)]
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    group = f"g-{name}"
+    assert cli("topics", "create", name, *b).code == 0
+    assert cli("produce", name, *b, stdin="a\nb\n").code == 0
+    reset = cli("groups", "reset-offsets", group, "--topic", name, "--to-latest", "--execute",
+                *b)
+    assert reset.code == 0, reset.err
+    refused = cli("topics", "delete", "__consumer_offsets", *b)
+    assert refused.code == 1
+    assert "Topic __consumer_offsets is an internal topic and cannot be deleted" in refused.err
+    assert "__consumer_offsets" in cli("topics", "list", "--include-internal", *b).out
+    described = cli("groups", "describe", group, *b)
+    assert described.code == 0 and name in described.out, described.err
+
+
 def test_perf_and_dump_log(cli: Callable[..., Result], strom_broker: Any) -> None:
     b = ["--bootstrap-server", bootstrap_of(strom_broker)]
     name = f"perf-{uuid.uuid4().hex[:8]}"

@@ -122,6 +122,17 @@ def test_delete() -> None:
     assert "kept" in store.image.topics
 
 
+def test_internal_topics_are_neither_deleted_nor_grown() -> None:
+    store = cluster(0)
+    topics = admin(store)
+    topics.create_topic("__consumer_offsets", 3, 1)
+    with pytest.raises(InvalidTopicError, match="internal topic and cannot be deleted"):
+        topics.delete_topic("__consumer_offsets")
+    with pytest.raises(InvalidTopicError, match="cannot be given more partitions"):
+        topics.add_partitions("__consumer_offsets", 4, validate_only=True)
+    assert len(store.image.topics["__consumer_offsets"].partitions) == 3
+
+
 def test_add_partitions_places_only_the_new_ones() -> None:
     store = cluster(0, 1, 2)
     topics = admin(store)

@@ -3,7 +3,8 @@
 The broker runs in a subprocess with RLIMIT_FSIZE (writes past it fail with EFBIG, as on a
 full disk). Offset commits fill their ``__consumer_offsets`` partition until one fails: that
 commit gets Kafka's error for a storage failure (NOT_COORDINATOR), OffsetFetch keeps returning
-the last commit that succeeded, and the broker keeps serving.
+the last commit that succeeded, and the broker keeps serving. On a full file system (a small
+tmpfs) a librdkafka group consumer waits for its coordinator without losing its connection.
 """
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ from __future__ import annotations
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import KafkaError as ConfluentError
 
 from strom.common.errors import ErrorCode
 from strom.coordinator.group.records import partition_for
@@ -20,6 +25,7 @@ from strom.protocol.versions import ApiKey
 from strom.testing import EmbeddedBroker
 from tests.broker.raw import RawClient
 from tests.broker.test_data_path import create
+from tests.full_disk import fill, leftover_tmp_files, small_disk
 
 E = ErrorCode
 LIMIT = 64 * 1024
@@ -104,3 +110,46 @@ def test_offset_commit_on_a_durable_broker_waits_for_its_fsync(tmp_path: Path) -
             assert commit(client, "g", offset, "meta") == 0
             assert fetch_offset(client, "g") == (0, offset)
         client.close()
+
+
+def test_group_consumer_keeps_its_connection_on_a_full_disk(tmp_path: Path) -> None:
+    """librdkafka's FindCoordinator on a full disk (``__consumer_offsets`` cannot be created)
+    gets COORDINATOR_NOT_AVAILABLE and retries on the same connection; once space is freed
+    the consumer joins and consumes, and commits."""
+    config = {"offsets.topic.num.partitions": PARTITIONS, "group.initial.rebalance.delay.ms": 0}
+    with small_disk(tmp_path / "disk") as disk, \
+            EmbeddedBroker(config=config, data_dir=disk / "data") as broker:
+        client = RawClient(broker.bootstrap)
+        create(client, "t")
+        client.close()
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(10):
+            producer.produce("t", value=b"v%d" % i)
+        assert producer.flush(30) == 0
+        filler = fill(disk)
+        errors: list[Any] = []
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "full",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                             "error_cb": errors.append})
+        try:
+            consumer.subscribe(["t"])
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:  # no coordinator: no assignment, no records
+                assert consumer.poll(0.2) is None
+            assert leftover_tmp_files(disk / "data") == []
+            filler.unlink()
+            values: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(values) < 10 and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and not msg.error():
+                    values.append(msg.value())
+            assert sorted(values) == sorted(b"v%d" % i for i in range(10))
+            committed = consumer.commit(asynchronous=False)
+            assert committed is not None and committed[0].offset == 10
+        finally:
+            consumer.close()
+        assert not [e for e in errors if e.code() == ConfluentError._TRANSPORT], errors
+        output = "".join(broker.output)
+    assert "Traceback" not in output and "closing" not in output, output
+    assert sum("is failing" in line for line in output.splitlines()) == 1, output

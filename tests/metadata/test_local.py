@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from strom.common.errors import KafkaStorageError
 from strom.metadata.changes import PutTopic, SetBrokerConfigs
 from strom.metadata.image import BrokerInfo, PartitionInfo, TopicInfo
 from strom.metadata.local import (
@@ -163,13 +164,14 @@ def test_failed_persist_changes_nothing(tmp_path: Path, monkeypatch: pytest.Monk
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("strom.storage.files.os.replace", fail)
-    with pytest.raises(OSError):
+    with pytest.raises(KafkaStorageError, match="No space left on device"):
         store.write(before.epoch, [PutTopic(TopicInfo("t", TOPIC_ID, (
             PartitionInfo(0, 3, 0, (3,), (3,)),), {}))])
-    with pytest.raises(OSError):
+    with pytest.raises(KafkaStorageError):
         store.allocate_producer_id_block(10)
     monkeypatch.undo()
     assert store.image is before
+    assert not list(tmp_path.glob("*.tmp"))  # the temporary file does not outlive the failure
     assert store.allocate_producer_id_block(10) == ProducerIdBlock(0, 10)
     assert LocalMetadataStore(tmp_path, BROKER).image.topics == {}
 

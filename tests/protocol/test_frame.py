@@ -43,6 +43,26 @@ def test_oversized_frame_rejected_before_buffering(size: int) -> None:
         decoder.feed(struct.pack(">i", size))
 
 
+def test_buffer_grows_with_the_bytes_that_arrive_not_the_announced_size() -> None:
+    announced = 100 * 1024 * 1024
+    decoder = FrameDecoder(announced)
+    assert decoder.feed(struct.pack(">i", announced) + b"0123456789") == []
+    assert decoder.pending == 10 and decoder.in_frame
+    assert decoder._buffer.__alloc__() < 100  # not 100 MiB
+    payload = bytes(range(256)) * (announced // 256)
+    position = 10
+    chunk = 256 * 1024
+    frames: list[memoryview] = []
+    while position < announced:
+        frames += decoder.feed(payload[position : position + chunk])
+        position += chunk
+        if not frames:
+            assert decoder._buffer.__alloc__() <= decoder.pending * 9 // 8 + 64
+    assert len(frames) == 1 and len(frames[0]) == announced
+    assert bytes(frames[0][:10]) == b"0123456789" and bytes(frames[0][10:]) == payload[10:]
+    assert decoder.pending == 0 and not decoder.in_frame
+
+
 def test_request_header_v1_and_v2() -> None:
     # Metadata v9 is flexible: header v2 with an empty tagged section.
     raw = struct.pack(">hhih", 3, 9, 42, 3) + b"cli" + b"\x00" + b"BODY"

@@ -203,3 +203,22 @@ def test_leadership_listeners_hear_every_transition(tmp_path: Path) -> None:
     assert events[3:] == [("resign", 1, None)]
     assert h.logs.logs() == []
     h.close()
+
+
+def test_a_partition_whose_log_cannot_be_created_is_offline_until_it_can(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        h = Harness(tmp_path)
+        blocker = tmp_path / "t-0"
+        blocker.write_bytes(b"")  # a file where the partition's directory must go: mkdir fails
+        h.apply(make_image(partition_info(0), partition_info(1)))
+        assert h.replicas.partition(TP) is None
+        assert h.replicas.partition(TopicPartition("t", 1)) is not None  # the others go on
+        assert h.replicas.health.failing
+        refused = h.produce(1, acks=1)
+        assert code(refused.results[TP].error) == ErrorCode.KAFKA_STORAGE_ERROR
+        blocker.unlink()
+        h.apply(make_image(partition_info(0), partition_info(1), epoch=2))  # retried
+        assert h.produce(1, acks=1).results[TP].error is None
+        assert not h.replicas.health.failing
+        h.close()
+    run(scenario)

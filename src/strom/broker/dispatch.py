@@ -10,6 +10,13 @@ with UNSUPPORTED_VERSION and our ranges (KIP-511); any other unknown API or unsu
 and any malformed request, closes only that connection (:class:`CloseConnection`). Handlers
 report per-topic / per-partition errors inside their responses. An unexpected exception is
 logged once and closes the connection; it never crashes the broker.
+
+Storage failures: the storage boundary (the replica manager's writes, the metadata store)
+turns a failed write into KafkaStorageError, reported once per episode by the data
+directory's :class:`~strom.storage.health.LogDirHealth`, and handlers answer it in their
+responses (``handlers.common.STORAGE_FAILURE_ANSWERS`` for APIs where Kafka answers another
+code). An ``OSError`` that still escapes a handler is reported the same way (no traceback)
+and closes only that connection.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ class Request:
 
 
 Handler = Callable[[Request], HandlerResult]
+StorageFailure = Callable[[OSError, str], KafkaError]  # LogDirHealth.failure
 
 _INT16 = struct.Struct(">h")
 
@@ -95,12 +103,14 @@ def unsupported_api_versions_response() -> bytes:
 class Dispatcher:
     """Routes frames to handlers. One instance per broker; stateless between requests."""
 
-    def __init__(self, handlers: dict[int, Handler]) -> None:
+    def __init__(self, handlers: dict[int, Handler],
+                 storage_failure: StorageFailure | None = None) -> None:
         missing = set(SUPPORTED) - set(handlers)
         extra = set(handlers) - set(SUPPORTED)
         if missing or extra:
             raise ValueError(f"handlers do not match versions.SUPPORTED: {missing=} {extra=}")
         self._handlers = handlers
+        self._storage_failure = storage_failure
 
     def dispatch(self, conn: ConnectionContext, frame: memoryview) -> HandlerResult:
         try:
@@ -131,6 +141,8 @@ class Dispatcher:
                 f"rejected {ApiKey(header.api_key).name} v{header.api_version} from {conn.peer}: "
                 f"{exc}"
             ) from None
+        except OSError as exc:
+            raise self._storage_closes(header, exc) from None
         if result is None:
             return None
         if isinstance(result, list):
@@ -144,4 +156,13 @@ class Dispatcher:
             body = await pending
         except KafkaError as exc:
             raise CloseConnection(f"request failed: {exc}") from None
+        except OSError as exc:
+            raise self._storage_closes(header, exc) from None
         return None if body is None else frame_response(header, body)
+
+    def _storage_closes(self, header: RequestHeader, exc: OSError) -> CloseConnection:
+        api = ApiKey(header.api_key).name
+        if self._storage_failure is None:
+            return CloseConnection(f"{api} failed: {exc}")
+        error = self._storage_failure(exc, f"serving {api}")
+        return CloseConnection(f"{api} failed: {error.message}")

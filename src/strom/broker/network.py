@@ -1,9 +1,20 @@
-"""The asyncio network layer: one :class:`KafkaConnection` protocol object per client socket.
+"""The asyncio network layer: one :class:`KafkaConnection` protocol object per client socket,
+all of a listener's in one :class:`Connections`.
 
 Requests on a connection are processed one at a time and answered in order, as Kafka does
 (a parked Fetch or a durable Produce holds the connection's later requests back; clients
 pipeline across connections and partitions). Backpressure: reading pauses while too many
-frames wait or while the transport's write buffer is above its high-water mark.
+frames wait, while the transport's write buffer is above its high-water mark, and while the
+request memory of all connections is exhausted (``queued.max.request.bytes``, see
+:mod:`strom.broker.request_memory`).
+
+Limits against hostile or broken clients: a frame above ``socket.request.max.bytes`` closes
+the connection before anything is buffered (Kafka does the same); a frame's buffer grows with
+the bytes that arrive, never with the size announced; a connection without traffic for
+``connections.max.idle.ms`` is closed, whether it is between requests (Kafka's rule) or has
+stopped in the middle of one — time spent waiting on the broker (a request being processed,
+reading paused for memory between frames) does not count. Rejections are logged rate-limited,
+so an attack cannot flood the log.
 
 Responses are lists of parts. Small file regions are read with ``os.pread`` and written with
 the rest; large ones go out with ``loop.sendfile`` (``os.sendfile`` on plain TCP), so record
@@ -17,7 +28,7 @@ import logging
 import os
 import socket
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 from strom.broker.dispatch import (
@@ -26,6 +37,8 @@ from strom.broker.dispatch import (
     Dispatcher,
     ResponseParts,
 )
+from strom.broker.request_memory import RequestMemoryPool
+from strom.common.rate_limited_log import RateLimitedLog
 from strom.protocol.frame import FrameDecoder, FrameTooLargeError
 
 log = logging.getLogger("strom.broker.network")
@@ -34,21 +47,91 @@ MAX_QUEUED_FRAMES = 64
 SENDFILE_THRESHOLD = 256 * 1024
 
 
-class KafkaConnection(asyncio.Protocol):
-    """Owns one client socket; created by the server's listener, lives until the socket closes."""
+class Connections:
+    """The open connections of one listener and what they share: the request memory pool,
+    the idle timeout and the rate-limited log of rejected connections. Owned by the server."""
 
-    def __init__(self, dispatcher: Dispatcher, max_request_size: int, registry: set[Any]) -> None:
+    def __init__(self, pool: RequestMemoryPool, idle_timeout_s: float | None) -> None:
+        self.pool = pool
+        self.idle_timeout_s = idle_timeout_s
+        self.rejected = RateLimitedLog(log, logging.WARNING)
+        self.failed = RateLimitedLog(log, logging.ERROR)
+        self._open: dict[KafkaConnection, None] = {}
+
+    def __iter__(self) -> Iterator[KafkaConnection]:
+        return iter(list(self._open))
+
+    def add(self, connection: KafkaConnection) -> None:
+        self._open[connection] = None
+        self.pool.register(connection)
+
+    def discard(self, connection: KafkaConnection) -> None:
+        self._open.pop(connection, None)
+        self.pool.unregister(connection)
+
+    def close_idle(self, now: float) -> int:
+        """Close every connection idle for longer than the timeout; return how many."""
+        if self.idle_timeout_s is None:
+            return 0
+        cutoff = now - self.idle_timeout_s
+        closed = 0
+        for connection in list(self._open):
+            if connection.idle_since(now) < cutoff:
+                log.debug("closing %s: no traffic for %.0f s%s", connection.context.peer,
+                          now - connection.idle_since(now),
+                          " in the middle of a request" if connection.mid_frame else "")
+                connection.close()
+                closed += 1
+        return closed
+
+
+class KafkaConnection(asyncio.Protocol):
+    """Owns one client socket; created by the server's listener, lives until the socket closes.
+
+    Memory it holds (reported to the pool): the buffer of the frame being read, the frames
+    queued, and the frame whose request is being processed until that request completes."""
+
+    def __init__(self, dispatcher: Dispatcher, max_request_size: int,
+                 connections: Connections) -> None:
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_request_size)
         self._queue: deque[memoryview] = deque()
+        self._queued_bytes = 0
+        self._processing_bytes = 0
+        self._frames_read = 0
         self._busy = False
         self._write_paused = False
         self._read_paused = False
         self._closed = False
-        self._registry = registry
+        self._connections = connections
+        self._pool = connections.pool
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
+        self._loop = asyncio.get_running_loop()
+        self._last_active = self._loop.time()
         self.context = ConnectionContext(peer="?")
+
+    @property
+    def busy(self) -> bool:
+        """A request is being processed (or its response is being sent)."""
+        return self._busy
+
+    @property
+    def mid_frame(self) -> bool:
+        return self._decoder.in_frame
+
+    def idle_since(self, now: float) -> float:
+        """When the connection last made progress; ``now`` while it waits on the broker.
+
+        Waiting for a request to be processed, or between frames for request memory, is not
+        idling. A frame left incomplete is charged from its last byte even while reading is
+        paused for memory: the frames holding the memory are then all released within one
+        timeout, instead of one after the other as each in turn is the only one read."""
+        if self._busy and not self._write_paused:
+            return now
+        if self._read_paused and not self._decoder.in_frame and not self._pool.may_read(self):
+            return now
+        return self._last_active
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -59,24 +142,31 @@ class KafkaConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         self.context.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self._registry.add(self)
+        self._connections.add(self)
+        self._update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._queue.clear()
-        self._registry.discard(self)
+        self._connections.discard(self)
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
     def data_received(self, data: bytes) -> None:
+        self._last_active = self._loop.time()
         try:
             frames = self._decoder.feed(data)
         except FrameTooLargeError as exc:
-            log.warning("closing %s: %s", self.context.peer, exc)
-            self.close()
+            self._reject(str(exc))
             return
-        self._queue.extend(frames)
-        self._process()
+        if frames:
+            self._frames_read += len(frames)
+            self._queue.extend(frames)
+            self._queued_bytes += sum(len(f) for f in frames)
+        self._process()  # ends by reporting the memory held (_account)
+
+    def memory_state_changed(self) -> None:
+        self._update_reading()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -89,36 +179,49 @@ class KafkaConnection(asyncio.Protocol):
     def _process(self) -> None:
         while self._queue and not self._busy and not self._write_paused and not self._closed:
             frame = self._queue.popleft()
+            self._queued_bytes -= len(frame)
+            self._processing_bytes = len(frame)
             try:
                 result = self._dispatcher.dispatch(self.context, frame)
                 if result is None:
-                    continue
-                if isinstance(result, list):
+                    pass
+                elif isinstance(result, list):
                     if not self._send(result):
                         self._start(self._send_async(result))
                 else:
                     self._start(self._await_result(result))
             except CloseConnection as exc:
-                log.warning("closing %s: %s", self.context.peer, exc)
-                self.close()
+                self._reject(str(exc))
                 return
-            except Exception:
-                log.exception("unexpected error serving %s; closing it", self.context.peer)
-                self.close()
+            except Exception as exc:
+                self._fail(exc)
                 return
-        self._apply_read_backpressure()
+            if not self._busy:
+                self._processing_bytes = 0  # the request is done with its frame
+        self._account()
 
-    def _apply_read_backpressure(self) -> None:
+    def _account(self) -> None:
+        """Report the memory held to the pool, and pause or resume reading accordingly."""
+        if self._closed:
+            return
+        decoder = self._decoder
+        usage = decoder.pending + self._queued_bytes + self._processing_bytes
+        self._pool.update(self, usage, frame=self._frames_read if decoder.in_frame else None)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or self._closed:
             return
-        should_pause = len(self._queue) >= MAX_QUEUED_FRAMES
+        should_pause = len(self._queue) >= MAX_QUEUED_FRAMES or not self._pool.may_read(self)
         if should_pause and not self._read_paused:
             transport.pause_reading()
             self._read_paused = True
         elif not should_pause and self._read_paused:
             transport.resume_reading()
             self._read_paused = False
+            if not self._decoder.in_frame:
+                self._last_active = self._loop.time()  # waiting on the broker is not idling
 
     def _start(self, coro: Awaitable[None]) -> None:
         self._busy = True
@@ -127,17 +230,31 @@ class KafkaConnection(asyncio.Protocol):
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._busy = False
+        self._processing_bytes = 0
+        self._last_active = self._loop.time()
         if task.cancelled():
             return
         exc = task.exception()
         if exc is not None:
             if isinstance(exc, CloseConnection):
-                log.warning("closing %s: %s", self.context.peer, exc)
-            elif not isinstance(exc, ConnectionError):
-                log.error("error serving %s; closing it", self.context.peer, exc_info=exc)
-            self.close()
+                self._reject(str(exc))
+            elif isinstance(exc, ConnectionError):
+                self.close()
+            else:
+                self._fail(exc)
             return
         self._process()
+
+    def _reject(self, reason: str) -> None:
+        """Close a connection whose client broke the protocol (rate-limited WARNING)."""
+        self._connections.rejected.log("closing %s: %s", self.context.peer, reason)
+        self.close()
+
+    def _fail(self, exc: BaseException) -> None:
+        """Close after an unexpected error (rate-limited ERROR with the traceback)."""
+        self._connections.failed.log("unexpected error serving %s; closing it",
+                                     self.context.peer, exc_info=exc)
+        self.close()
 
     async def _await_result(self, pending: Awaitable[ResponseParts | None]) -> None:
         parts = await pending
@@ -162,6 +279,7 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 chunks.append(_pread_region(part))
         transport.write(b"".join(chunks) if len(chunks) > 1 else chunks[0])
+        self._last_active = self._loop.time()
         return True
 
     async def _send_async(self, parts: ResponseParts) -> None:
@@ -183,10 +301,13 @@ class KafkaConnection(asyncio.Protocol):
             await loop.sendfile(transport, part.file, part.position, part.size)  # type: ignore[attr-defined]
         if pending:
             transport.write(b"".join(pending))
+        self._last_active = self._loop.time()
 
     def close(self) -> None:
-        self._closed = True
-        self._queue.clear()
+        if not self._closed:
+            self._closed = True
+            self._queue.clear()
+            self._connections.discard(self)  # the memory goes back now, not at connection_lost
         if self._transport is not None:
             self._transport.close()
 

@@ -27,7 +27,8 @@ from strom.broker.dispatch import Dispatcher
 from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
 from strom.broker.handlers import build_handlers
 from strom.broker.metadata_recovery import keep_topics_on_disk
-from strom.broker.network import KafkaConnection
+from strom.broker.network import Connections, KafkaConnection
+from strom.broker.request_memory import RequestMemoryPool
 from strom.broker.state import BrokerState
 from strom.common.clock import SYSTEM_CLOCK, Clock
 from strom.common.config import BrokerConfig
@@ -43,6 +44,7 @@ from strom.coordinator.writer import ReplicaPartitionWriter
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager
+from strom.storage.health import LogDirHealth
 from strom.storage.log_manager import LogManager, cleaner_settings
 
 log = logging.getLogger("strom.broker")
@@ -51,6 +53,7 @@ CHECKPOINT_INTERVAL_S = 60.0
 SHUTDOWN_GRACE_S = 2.0
 MAX_PORT = 65535
 LOCK_FILE = ".lock"
+IDLE_CHECK_INTERVAL_S = 1.0
 
 
 class BrokerStartupError(StromError):
@@ -84,12 +87,17 @@ class BrokerServer:
         self.host = ""
         self.port = 0
         self._server: asyncio.Server | None = None
-        self._connections: set[Any] = set()
+        queued_max = int(config.get("queued.max.request.bytes"))
+        idle_ms = int(config.get("connections.max.idle.ms"))
+        self._connections = Connections(
+            RequestMemoryPool(None if queued_max == -1 else queued_max),
+            None if idle_ms == -1 else idle_ms / 1000.0)
         self._tasks: list[asyncio.Task[None]] = []
         self._lock_fd: int | None = None
         self._logs: LogManager | None = None
         self.state: BrokerState | None = None
         self._markers: NetworkMarkerSender | None = None
+        self.health = LogDirHealth(self.data_dir)
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -113,7 +121,7 @@ class BrokerServer:
             recorded_cluster = meta_properties.check(self.data_dir, node_id)
             store = LocalMetadataStore(
                 self.data_dir, BrokerInfo(node_id, host or "127.0.0.1", port),
-                self.config.get("cluster.id") or recorded_cluster,
+                self.config.get("cluster.id") or recorded_cluster, health=self.health,
             )
             meta_properties.ensure(self.data_dir, store.cluster_id, node_id)
         except meta_properties.MetaPropertiesError as exc:
@@ -127,7 +135,7 @@ class BrokerServer:
         self._logs = logs
         state_ref: list[BrokerState] = []
         replicas = ReplicaManager(logs, lambda t: state_ref[0].topic_config(t), self.clock,
-                                  node_id, LoopScheduler())
+                                  node_id, LoopScheduler(), health=self.health)
         state = BrokerState(config, self.data_dir, self.clock, store, replicas,
                             ProducerIdManager(store))
         state_ref.append(state)
@@ -150,12 +158,13 @@ class BrokerServer:
             ReplicaPartitionWriter(replicas), LoopScheduler(), self.clock, state.txn_settings(),
             state.producer_ids.next_id, self._markers)
         replicas.add_leadership_listener(TXN_TOPIC, state.txn_coordinator.runtime)
-        dispatcher = Dispatcher(build_handlers(state))
+        dispatcher = Dispatcher(build_handlers(state), self.health.failure)
         max_request = int(self.config.get("socket.request.max.bytes"))
         loop = asyncio.get_running_loop()
+        connections = self._connections
         try:
             self._server = await loop.create_server(
-                lambda: KafkaConnection(dispatcher, max_request, self._connections),
+                lambda: KafkaConnection(dispatcher, max_request, connections),
                 host or None, port, reuse_address=True, backlog=1024,
             )
         except OSError as exc:
@@ -179,6 +188,11 @@ class BrokerServer:
                                             coordinator.expire_offsets),
                                 name="offsets-expiry"),
         ]
+        if connections.idle_timeout_s is not None:
+            self._tasks.append(asyncio.create_task(
+                self._every(min(connections.idle_timeout_s / 4, IDLE_CHECK_INTERVAL_S),
+                            lambda: connections.close_idle(loop.time())),
+                name="idle-connections"))
         log.info("strom broker %d listening on %s:%d, data in %s", node_id, self.host,
                  self.port, self.data_dir)
 
@@ -227,20 +241,23 @@ class BrokerServer:
         await asyncio.to_thread(logs.flush_due, self.clock.now_ms())
 
     async def _every(self, seconds: float, action: Any) -> None:
+        name = getattr(action, "__name__", action)
         while True:
             await asyncio.sleep(seconds)
             try:
                 result = action()
                 if asyncio.iscoroutine(result):
                     await result
+            except OSError as exc:  # a failing data directory: reported once, not every round
+                self.health.failure(exc, f"running {name}")
             except Exception:
-                log.exception("background task %s failed", getattr(action, "__name__", action))
+                log.exception("background task %s failed", name)
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
             deadline = asyncio.get_running_loop().time() + SHUTDOWN_GRACE_S
-            while any(c._busy for c in self._connections) and (
+            while any(c.busy for c in self._connections) and (
                 asyncio.get_running_loop().time() < deadline
             ):
                 await asyncio.sleep(0.01)
@@ -262,7 +279,10 @@ class BrokerServer:
         if self.state is not None:
             await self.state.replicas.shutdown()
         if self._logs is not None:
-            self._logs.shutdown()
+            try:
+                self._logs.shutdown()
+            except OSError as exc:  # no clean-shutdown marker: the next start recovers
+                self.health.failure(exc, "shutting down the logs")
             self._logs = None
         self._unlock()
         self._stopped.set()

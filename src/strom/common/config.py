@@ -71,6 +71,11 @@ def at_least(low: float) -> Validator:
     return lambda v: None if v is None or v >= low else f"must be at least {low}"
 
 
+def minus_one_or_at_least(low: float) -> Validator:
+    """-1 (Kafka's "no limit") or at least ``low``."""
+    return lambda v: None if v is None or v == -1 or v >= low else f"must be -1 or at least {low}"
+
+
 def between(low: float, high: float) -> Validator:
     return lambda v: None if v is None or low <= v <= high else f"must be in [{low}, {high}]"
 
@@ -233,6 +238,14 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("socket.request.max.bytes", ConfigType.INT, 104857600,
               "The largest request frame accepted; a larger one closes the connection.",
               at_least(1)),
+    ConfigKey("queued.max.request.bytes", ConfigType.LONG, 268435456,
+              "Bytes of requests being read or processed, across all connections, above which "
+              "the broker stops reading new requests until memory frees (-1: no bound, "
+              "Kafka's default).", minus_one_or_at_least(1), read_only=True),
+    ConfigKey("connections.max.idle.ms", ConfigType.LONG, 600000,
+              "Close a connection with no traffic for this long, including one that stopped in "
+              "the middle of a request (-1: never).",
+              minus_one_or_at_least(1), read_only=True),
     ConfigKey("fetch.max.bytes", ConfigType.INT, 57671680,
               "The most bytes one Fetch response returns (the client's own limit may be lower).",
               at_least(1024)),

@@ -96,12 +96,17 @@ class TopicAdmin:
         return created
 
     def delete_topic(self, name: str) -> TopicInfo:
-        """Delete a topic (TOPIC_DELETION_DISABLED unless ``delete.topic.enable``)."""
+        """Delete a topic (TOPIC_DELETION_DISABLED unless ``delete.topic.enable``).
+
+        Internal topics are refused with INVALID_TOPIC_EXCEPTION: deleting
+        ``__consumer_offsets`` would drop every committed offset. Kafka's own command-line tool
+        refused this; its broker does not check, strom's does so that every client is covered.
+        """
         if not self._config.get("delete.topic.enable"):
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
 
         def plan(image: MetadataImage) -> tuple[list[MetadataChange], TopicInfo]:
-            topic = _require(image, name)
+            topic = _require_not_internal(image, name, "deleted")
             return [RemoveTopic(name)], topic
 
         return self._update(plan, False)
@@ -115,10 +120,14 @@ class TopicAdmin:
         validate_only: bool = False,
     ) -> TopicInfo:
         """Grow a topic to ``total`` partitions; ``assignments`` lists the replicas of each new
-        partition in order (else they are placed like Kafka does)."""
+        partition in order (else they are placed like Kafka does).
+
+        Internal topics are refused (INVALID_TOPIC_EXCEPTION): a group's or transactional id's
+        partition is its hash modulo the partition count, so growing ``__consumer_offsets``
+        would orphan every committed offset."""
 
         def plan(image: MetadataImage) -> tuple[list[MetadataChange], TopicInfo]:
-            topic = _require(image, name)
+            topic = _require_not_internal(image, name, "given more partitions")
             current = len(topic.partitions)
             if total <= current:
                 raise InvalidPartitionsError(
@@ -212,6 +221,13 @@ def _require(image: MetadataImage, name: str) -> TopicInfo:
     topic = image.topics.get(name)
     if topic is None:
         raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+    return topic
+
+
+def _require_not_internal(image: MetadataImage, name: str, action: str) -> TopicInfo:
+    topic = _require(image, name)
+    if topic.internal:
+        raise InvalidTopicError(f"Topic {name} is an internal topic and cannot be {action}.")
     return topic
 
 

@@ -24,7 +24,9 @@ old file is deleted once the new one is durable, so no id is handed out twice ac
 upgrade. A version 3 file cannot be read by older strom versions.
 
 Every change is persisted first and then becomes the current image, so a crash leaves either
-the old or the new state. Broker registration bumps (and persists) the epoch as well, so
+the old or the new state; a write that fails (a full disk) changes nothing, is reported through
+the data directory's :class:`~strom.storage.health.LogDirHealth` and raises
+KafkaStorageError. Broker registration bumps (and persists) the epoch as well, so
 epochs never repeat across restarts. Owned by the event-loop thread.
 
 The previous copy: before each write the current file is hard-linked as
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -52,11 +55,15 @@ from typing import Any
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
 from strom.metadata.store import ImageStore
 from strom.storage.files import TMP_SUFFIX, atomic_write, fsync_dir, unlink_quietly
+from strom.storage.health import LogDirHealth
 
 log = logging.getLogger("strom.metadata.local")
 
 FILE_NAME = "strom-metadata.json"
 PREVIOUS_SUFFIX = ".prev"
+#: errno values of a file system that has no hard links (the previous copy is then copied).
+_NO_HARD_LINKS = frozenset(
+    {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP})
 FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, FORMAT_VERSION)
 LEGACY_PRODUCER_ID_FILE = "producer-id-block"
@@ -75,7 +82,8 @@ class LocalMetadataStore(ImageStore):
     Raises ``ValueError`` at construction when the file cannot be read (bad JSON, an unknown
     format version, a malformed entry)."""
 
-    def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
+    def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None,
+                 *, health: LogDirHealth | None = None) -> None:
         self._dir = data_dir
         self._path = data_dir / FILE_NAME
         self._previous = data_dir / (FILE_NAME + PREVIOUS_SUFFIX)
@@ -83,6 +91,7 @@ class LocalMetadataStore(ImageStore):
         #: Why the current file was unusable, when the store was recovered from the
         #: previous copy at open (else None).
         self.recovered_from_previous: str | None = None
+        self._health = health or LogDirHealth(data_dir)
         loaded = self._read_or_recover()
         legacy_next = self._read_legacy_producer_ids()
         if loaded is None:
@@ -217,15 +226,21 @@ class LocalMetadataStore(ImageStore):
 
     def _store(self, image: MetadataImage, next_producer_id: int, *,
                keep_previous: bool = True) -> None:
-        """Write the whole state durably; the current state is untouched if this raises.
+        """Write the whole state durably; the current state is untouched if this raises (a
+        failure is reported through the data directory's health and raised as
+        KafkaStorageError).
 
         With ``keep_previous`` the file being replaced becomes the previous copy first (not
         when it is the unreadable file being recovered)."""
-        self._dir.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self._encode(image, next_producer_id), indent=1, sort_keys=True)
-        if keep_previous:
-            self._keep_previous()
-        atomic_write(self._path, text.encode("utf-8"))
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            if keep_previous:
+                self._keep_previous()
+            atomic_write(self._path, text.encode("utf-8"))
+        except OSError as exc:
+            raise self._health.failure(exc, f"writing {FILE_NAME}") from exc
+        self._health.succeeded()
 
     def _keep_previous(self) -> None:
         """Hard-link the current file as the previous copy (link, then rename over the old
@@ -233,13 +248,26 @@ class LocalMetadataStore(ImageStore):
         staged = self._previous.with_name(self._previous.name + TMP_SUFFIX)
         unlink_quietly(staged)
         try:
+            if os.path.samefile(self._path, self._previous):
+                # Already the previous copy (the last write failed). rename() of two links
+                # to one file does nothing and would leave the staged link behind.
+                return
+        except FileNotFoundError:
+            pass
+        try:
             os.link(self._path, staged)
         except FileNotFoundError:
             return  # first write: nothing to keep
-        except OSError:  # a file system without hard links: copy instead
-            atomic_write(self._previous, self._path.read_bytes())
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            atomic_write(self._previous, self._path.read_bytes())  # copy instead
             return
-        os.replace(staged, self._previous)
+        try:
+            os.replace(staged, self._previous)
+        except BaseException:
+            unlink_quietly(staged)
+            raise
 
     def _legacy_producer_id_files(self) -> list[Path]:
         legacy = self._dir / LEGACY_PRODUCER_ID_FILE

@@ -18,7 +18,12 @@
   moves;
 * checkpoints every hosted partition's high watermark in Kafka's
   ``replication-offset-checkpoint`` (periodically and on clean shutdown) and restores it when
-  a partition is created (never above the log end).
+  a partition is created (never above the log end);
+* reports every storage failure of its writes (appends, fsync rounds, creating a partition's
+  log) through the data directory's :class:`~strom.storage.health.LogDirHealth` (once per
+  episode) and answers KAFKA_STORAGE_ERROR for it. A partition whose log cannot be created
+  is *offline*: writes to it get KAFKA_STORAGE_ERROR, and its creation is retried with every
+  metadata image.
 
 Lifecycle: built by the broker server after the log manager loaded; :meth:`apply_image` after
 every metadata change; :meth:`shutdown` before the log manager shuts down. Owned by the
@@ -62,6 +67,7 @@ from strom.replication.partition import Partition
 from strom.replication.purgatory import Purgatory
 from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from strom.storage.files import CorruptFileError
+from strom.storage.health import LogDirHealth
 from strom.storage.log_manager import LogManager
 
 __all__ = [
@@ -114,8 +120,11 @@ class ReplicaManager:
         clock: Clock,
         node_id: int,
         scheduler: Scheduler,
+        *,
+        health: LogDirHealth | None = None,
     ) -> None:
         self.logs = logs
+        self.health = health or LogDirHealth(logs.data_dir)
         self.topic_config = topic_config
         self.clock = clock
         self.node_id = node_id
@@ -123,6 +132,7 @@ class ReplicaManager:
         self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("fetch", scheduler)
         self.flusher = GroupCommitFlusher(self._on_flushed)
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._offline: set[TopicPartition] = set()  # hosted, but the log could not be created
         self._listeners: dict[str, list[LeadershipListener]] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._checkpoint_path = Path(logs.data_dir) / REPLICATION_OFFSET_CHECKPOINT
@@ -167,7 +177,13 @@ class ReplicaManager:
                 if config is None:
                     config = self.topic_config(topic.name)
                 if partition is None:
-                    partition = self._create_partition(tp, topic.topic_id, config)
+                    try:
+                        partition = self._create_partition(tp, topic.topic_id, config)
+                    except OSError as exc:
+                        self.health.failure(exc, f"creating the log of {tp}")
+                        self._offline.add(tp)
+                        continue
+                    self._offline.discard(tp)
                 partition.topic_id = topic.topic_id
                 partition.internal = topic.internal
                 partition.min_insync_replicas = int(config.get("min.insync.replicas"))
@@ -178,6 +194,7 @@ class ReplicaManager:
                 elif partition.make_follower(info.leader, info.leader_epoch, info.replicas) and (
                         was_leader):
                     resigned.append((tp, info.leader_epoch))
+        self._offline &= wanted
         for tp in [tp for tp in self._partitions if tp not in wanted]:
             partition = self._partitions.pop(tp)
             if partition.is_leader:
@@ -242,6 +259,8 @@ class ReplicaManager:
             partition = self._partitions.get(tp)
             if not acks_valid:
                 result.error = InvalidRequiredAcksError(f"invalid required acks {required_acks}")
+            elif partition is None and tp in self._offline:
+                result.error = KafkaStorageError(f"the log of {tp} is offline")
             elif partition is None:
                 result.error = UnknownTopicOrPartitionError(
                     f"this broker hosts no partition {tp}")
@@ -272,11 +291,15 @@ class ReplicaManager:
             else:
                 appended = partition.append_as_leader(
                     records, required_acks, from_client=origin is AppendOrigin.CLIENT)
+        except OSError as exc:
+            result.error = self.health.failure(exc, f"appending to {partition.tp}")
+            return None
         except Exception as exc:
             error = as_kafka_error(exc)
             result.error = error
             log.debug("append to %s refused: %s", partition.tp, error)
             return None
+        self.health.succeeded()
         result.base_offset = appended.base_offset
         result.last_offset = appended.last_offset
         result.log_append_time = appended.log_append_time
@@ -313,7 +336,8 @@ class ReplicaManager:
     def _on_flushed(self, flushed: Flushable, error: BaseException | None) -> None:
         tp = TopicPartition(flushed.topic, flushed.partition)
         if error is not None:
-            kafka_error = as_kafka_error(error)
+            kafka_error = (self.health.failure(error, f"flushing {tp}")
+                           if isinstance(error, OSError) else as_kafka_error(error))
             for operation in self.produce_purgatory.watching(tp):
                 if isinstance(operation, DelayedProduce):
                     operation.fail(tp, kafka_error, flushed.recovery_point)
@@ -351,4 +375,4 @@ class ReplicaManager:
         try:
             self.checkpoint_high_watermarks()
         except OSError as exc:
-            log.error("cannot write %s: %s", REPLICATION_OFFSET_CHECKPOINT, exc)
+            self.health.failure(exc, f"writing {REPLICATION_OFFSET_CHECKPOINT}")

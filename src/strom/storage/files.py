@@ -87,16 +87,22 @@ def read_fully(fd: int, size: int, position: int) -> bytes:
 
 
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` via tmp + fsync + rename (+ directory fsync)."""
+    """Replace ``path`` with ``data`` via tmp + fsync + rename (+ directory fsync).
+
+    If writing the tmp file fails (a full disk), it is removed and ``path`` is untouched."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        write_fully(fd, data, 0)
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            write_fully(fd, data, 0)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        unlink_quietly(tmp)
+        raise
     if sync:
         fsync_dir(path.parent)
 

@@ -1,11 +1,28 @@
-"""Helpers shared by handlers: topic-id resolution and leader-epoch checks."""
+"""Helpers shared by handlers: topic-id resolution, leader-epoch checks, and the errors Kafka
+answers when the data directory fails a write a request needed."""
 
 from __future__ import annotations
 
 import uuid
 
-from strom.common.errors import FencedLeaderEpochError, UnknownLeaderEpochError
+from strom.common.errors import (
+    FencedLeaderEpochError,
+    KafkaError,
+    UnknownLeaderEpochError,
+    error_class,
+)
 from strom.metadata.image import MetadataImage
+from strom.protocol.versions import ApiKey
+
+# A failed write reaches handlers as KafkaStorageError (reported once by the data directory's
+# LogDirHealth). Per-partition and admin answers carry it as KAFKA_STORAGE_ERROR; these APIs
+# answer what Kafka answers when the state they need cannot be written, all retriable:
+STORAGE_FAILURE_ANSWERS = {
+    # the offsets topic cannot be created (Kafka: its partition has no leader yet)
+    ApiKey.FIND_COORDINATOR: "COORDINATOR_NOT_AVAILABLE",
+    # no producer-id block can be reserved (Kafka's ProducerIdManager while it waits for one)
+    ApiKey.INIT_PRODUCER_ID: "COORDINATOR_LOAD_IN_PROGRESS",
+}
 
 
 def topic_name_for(image: MetadataImage, name: str | None, topic_id: bytes | None) -> str | None:
@@ -23,3 +40,9 @@ def check_leader_epoch(requested: int, current: int) -> None:
     if requested < current:
         raise FencedLeaderEpochError(f"leader epoch {requested} is older than {current}")
     raise UnknownLeaderEpochError(f"leader epoch {requested} is newer than {current}")
+
+
+def storage_failure_answer(api_key: ApiKey, failure: KafkaError) -> KafkaError:
+    """The error ``api_key`` answers for a storage failure (see STORAGE_FAILURE_ANSWERS)."""
+    name = STORAGE_FAILURE_ANSWERS.get(api_key)
+    return failure if name is None else error_class(name)(failure.message)

@@ -1,4 +1,6 @@
-"""DeleteRecords (21), v0-2: advance partitions' log start offsets (-1 means the high watermark)."""
+"""DeleteRecords (21), v0-2: advance partitions' log start offsets (-1 means the high watermark).
+
+Internal topics are refused with INVALID_TOPIC_EXCEPTION, as Kafka does."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
-from strom.common.errors import UnknownTopicOrPartitionError
+from strom.common.errors import InvalidTopicError, UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 from strom.replication.replica_manager import as_kafka_error
@@ -33,6 +35,9 @@ class DeleteRecordsHandler:
         partition = self._state.replicas.get(topic, p.partition_index)
         if partition is None:
             out["error_code"] = UnknownTopicOrPartitionError.code
+            return out
+        if partition.internal:
+            out["error_code"] = InvalidTopicError.code
             return out
         try:
             out["low_watermark"] = partition.delete_records_before(int(p.offset))

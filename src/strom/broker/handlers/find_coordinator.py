@@ -4,7 +4,8 @@
 v4+ batches keys (``coordinator_keys``). Key type 0 is a group, key type 1 a transactional
 id (its coordinator leads its partition of ``__transaction_state``; an empty id is
 INVALID_REQUEST); other types are INVALID_REQUEST. The first lookup of each kind creates
-the internal topic (as in Kafka).
+the internal topic (as in Kafka); when that fails on a full disk the answer is
+COORDINATOR_NOT_AVAILABLE, and the client retries.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.common import storage_failure_answer
 from strom.broker.state import BrokerState
-from strom.common.errors import error_class
+from strom.common.errors import KafkaStorageError, error_class
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.coordinator.txn.records import TXN_TOPIC
 from strom.metadata.image import BrokerInfo
@@ -40,7 +42,12 @@ class FindCoordinatorHandler:
             entry["error_code"] = error_class("INVALID_REQUEST").code
             entry["error_message"] = "empty transactional id"
         else:
-            broker = self._leader_for(key, key_type)
+            try:
+                broker = self._leader_for(key, key_type)
+            except KafkaStorageError as exc:  # the internal topic cannot be created
+                error = storage_failure_answer(API_KEY, exc)
+                entry.update(error_code=error.code, error_message=error.message)
+                return entry
             if broker is None:
                 entry["error_code"] = error_class("COORDINATOR_NOT_AVAILABLE").code
                 entry["error_message"] = "the key's internal-topic partition has no leader"

@@ -8,15 +8,18 @@ retries), ``transaction.timeout.ms`` checked against ``transaction.max.timeout.m
 (INVALID_TRANSACTION_TIMEOUT). v3+ may pass the producer's current (id, epoch) to bump it
 without being fenced (KIP-360); one of them -1 and not the other is INVALID_REQUEST. Before
 v4 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH (older clients do not know it).
-The first transactional request creates ``__transaction_state``.
+The first transactional request creates ``__transaction_state``. When no producer-id block
+can be reserved or the topic cannot be created (a full disk) the answer is
+COORDINATOR_LOAD_IN_PROGRESS, and the client retries.
 """
 
 from __future__ import annotations
 
 from strom.broker.dispatch import HandlerResult, Request
+from strom.broker.handlers.common import storage_failure_answer
 from strom.broker.handlers.group_common import respond_when_ready
 from strom.broker.state import BrokerState
-from strom.common.errors import error_class
+from strom.common.errors import KafkaStorageError, error_class
 from strom.coordinator.txn.shard import PRODUCER_FENCED
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -48,14 +51,17 @@ class InitProducerIdHandler:
                 "producer_id": producer_id, "producer_epoch": epoch})
 
         tid = body.transactional_id
-        if tid is None:
-            return [answer((0, self._state.producer_ids.next_id(), 0))]
-        pid = int(body.producer_id) if version >= 3 else -1
-        epoch = int(body.producer_epoch) if version >= 3 else -1
-        if (pid == -1) != (epoch == -1):
-            return [answer((INVALID_REQUEST, -1, -1))]
-        expected = None if pid == -1 else (pid, epoch)
-        self._state.ensure_txn_topic()
+        try:
+            if tid is None:
+                return [answer((0, self._state.producer_ids.next_id(), 0))]
+            pid = int(body.producer_id) if version >= 3 else -1
+            epoch = int(body.producer_epoch) if version >= 3 else -1
+            if (pid == -1) != (epoch == -1):
+                return [answer((INVALID_REQUEST, -1, -1))]
+            expected = None if pid == -1 else (pid, epoch)
+            self._state.ensure_txn_topic()
+        except KafkaStorageError as exc:
+            return [answer((storage_failure_answer(API_KEY, exc).code, -1, -1))]
         return respond_when_ready(
             lambda callback: self._state.txns.init_producer_id(
                 tid, int(body.transaction_timeout_ms), expected,

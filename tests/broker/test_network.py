@@ -1,0 +1,160 @@
+"""The network layer against hostile clients, over real sockets, with a healthy client beside.
+
+Frames announced but not sent cost nothing; bytes really sent are bounded across connections
+(``queued.max.request.bytes``); stalled and idle connections are closed
+(``connections.max.idle.ms``); rejections are logged rate-limited.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import uuid
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from strom.protocol.versions import ApiKey
+from strom.testing import EmbeddedBroker
+from tests.broker.raw import RawClient
+from tests.broker.test_data_path import batch, create, fetch, produce
+
+MiB = 1024 * 1024
+
+
+def rss(broker: EmbeddedBroker) -> int:
+    """The broker process's resident memory in bytes."""
+    assert broker.process is not None
+    with open(f"/proc/{broker.process.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def attacker(broker: EmbeddedBroker, announced: int, payload: int) -> socket.socket:
+    """A connection that announces a frame of ``announced`` bytes, sends as much of
+    ``payload`` bytes as the broker will take without blocking, then stalls."""
+    sock = socket.create_connection((broker.host, broker.port))
+    sock.sendall(struct.pack(">i", announced))
+    sock.setblocking(False)
+    data = memoryview(b"\x00" * payload)
+    while data:
+        try:
+            data = data[sock.send(data):]
+        except BlockingIOError:
+            break
+    return sock
+
+
+def is_closed_by_peer(sock: socket.socket, timeout: float) -> bool:
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_announced_frames_cost_only_the_bytes_sent() -> None:
+    with EmbeddedBroker() as broker:
+        topic = f"healthy-{uuid.uuid4().hex[:6]}"
+        create(RawClient(broker.bootstrap), topic)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+
+        def produce_and_consume(count: int) -> None:
+            for i in range(count):
+                producer.produce(topic, value=b"v%d" % i)
+            assert producer.flush(30) == 0
+            got = 0
+            deadline = time.monotonic() + 30
+            while got < count and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=count, timeout=0.2):
+                    assert not msg.error(), msg.error()
+                    got += 1
+            assert got == count
+
+        try:
+            produce_and_consume(100)  # warm up both clients and the broker's paths
+            before = rss(broker)
+            # 32 clients each announce the largest frame allowed (socket.request.max.bytes,
+            # 100 MiB) and send 1,000 bytes of it: 3.2 GB if the broker sized buffers by the
+            # announcement.
+            attackers = [attacker(broker, 100 * MiB, 1000) for _ in range(32)]
+            produce_and_consume(100)
+            grown = rss(broker) - before
+            assert grown < 16 * MiB, f"the broker grew by {grown / MiB:.1f} MiB"
+            assert not any(is_closed_by_peer(s, 0.01) for s in attackers)
+            for sock in attackers:
+                sock.close()
+        finally:
+            consumer.close()
+
+
+def test_request_memory_is_bounded_and_stalled_frames_time_out() -> None:
+    config = {"queued.max.request.bytes": 8 * MiB, "socket.request.max.bytes": 16 * MiB,
+              "connections.max.idle.ms": 2000}
+    with EmbeddedBroker(config=config) as broker:
+        healthy = RawClient(broker.bootstrap, timeout=30)
+        create(healthy, "t")
+        assert produce(healthy, "t", batch([b"before"]))[0] == 0
+        before = rss(broker)
+        # 12 clients each send 6 MiB of a 16 MiB frame, then stall: 72 MiB unbounded.
+        attackers = [attacker(broker, 16 * MiB, 6 * MiB) for _ in range(12)]
+        time.sleep(0.5)
+        grown = rss(broker) - before
+        # The pool (8 MiB) plus the oldest frame, which may finish (<= 16 MiB), plus reads.
+        assert grown < 30 * MiB, f"the broker grew by {grown / MiB:.1f} MiB"
+        # Reading is paused while the memory is held; the stalled clients are closed after
+        # connections.max.idle.ms, and the healthy client is served again.
+        started = time.monotonic()
+        assert produce(healthy, "t", batch([b"after"]))[0] == 0
+        assert time.monotonic() - started < 10
+        healthy.close()
+        assert all(is_closed_by_peer(s, 5) for s in attackers)
+        again = RawClient(broker.bootstrap)
+        assert fetch(again, "t", 0).high_watermark == 2  # type: ignore[attr-defined]
+        again.close()
+
+
+def test_idle_and_stalled_connections_are_closed_but_waiting_ones_are_not() -> None:
+    with EmbeddedBroker(config={"connections.max.idle.ms": 1000}) as broker:
+        client = RawClient(broker.bootstrap)
+        create(client, "quiet")
+        idle = socket.create_connection((broker.host, broker.port))
+        stalled = attacker(broker, 1000, 10)
+        started = time.monotonic()
+        # A fetch parked for 2.5 s (longer than the idle timeout) is waiting on the broker.
+        parked = fetch(client, "quiet", 0, max_wait_ms=2500)
+        assert time.monotonic() - started >= 2.4
+        assert parked.error_code == 0  # type: ignore[attr-defined]
+        assert is_closed_by_peer(idle, 5) and is_closed_by_peer(stalled, 5)
+        assert time.monotonic() - started < 6
+        # A client that keeps talking stays connected.
+        for _ in range(8):
+            time.sleep(0.3)
+            assert fetch(client, "quiet", 0).error_code == 0  # type: ignore[attr-defined]
+        client.close()
+
+
+def test_rejected_connections_are_logged_rate_limited() -> None:
+    with EmbeddedBroker(config={"socket.request.max.bytes": 1000}) as broker:
+        for _ in range(40):
+            sock = socket.create_connection((broker.host, broker.port))
+            sock.sendall(struct.pack(">i", 10_000))
+            assert is_closed_by_peer(sock, 5)
+            sock.close()
+        for _ in range(10):  # an unsupported version is rejected the same way
+            client = RawClient(broker.bootstrap)
+            client.send_frame(client.header(ApiKey.METADATA, 99))
+            assert is_closed_by_peer(client.sock, 5)
+            client.close()
+        client = RawClient(broker.bootstrap)
+        create(client, "still-serving")
+        client.close()
+        rejections = [line for line in broker.output if "closing 127.0.0.1" in line]
+        assert 1 <= len(rejections) <= 10, rejections

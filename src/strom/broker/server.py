@@ -1,7 +1,8 @@
 """Broker lifecycle: start in dependency order, serve, and shut down in reverse order.
 
-Start: lock the data directory → metadata store → load logs (crash recovery) → partitions →
-listener → background tasks (retention, time-based flush, checkpoints).
+Start: raise the open-file soft limit to the hard limit (as the JVM does for Kafka) → lock
+the data directory → metadata store → load logs (crash recovery) → partitions → listener →
+background tasks (retention, time-based flush, checkpoints).
 Stop: stop accepting → give in-flight requests a moment → close connections → cancel background
 tasks → flush and close logs, write checkpoints and the clean-shutdown marker → unlock.
 
@@ -36,6 +37,7 @@ from strom.coordinator.writer import ReplicaPartitionWriter
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager
+from strom.storage.file_pool import raise_soft_limit
 from strom.storage.log_manager import LogManager
 
 log = logging.getLogger("strom.broker")
@@ -79,6 +81,10 @@ class BrokerServer:
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
+        old_limit, limit = raise_soft_limit()
+        if limit != old_limit:
+            log.info("raised the open-file limit from %d to %d (the hard limit)", old_limit,
+                     limit)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock()
         host, port = parse_listener(str(self.config.get("listeners")))

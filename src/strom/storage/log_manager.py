@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from strom.common.clock import Clock
@@ -19,6 +20,12 @@ from strom.storage.checkpoint import (
     write_offsets,
 )
 from strom.storage.cleaner import DEFAULT_BACKOFF_MS, LogCleaner
+from strom.storage.file_pool import (
+    CAPACITY_CONFIG,
+    configure_default_pool,
+    default_pool,
+    nofile_limits,
+)
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
     CorruptFileError,
@@ -62,7 +69,13 @@ class LogManager:
 
     # -- loading --------------------------------------------------------------------------
     def load(self, topic_configs: Callable[[str], TopicConfig]) -> None:
-        """Open every partition directory (recovering after a crash) and remove the marker."""
+        """Open every partition directory (recovering after a crash) and remove the marker.
+
+        Sets the process's file-pool capacity from ``log.max.open.files`` first."""
+        pool = configure_default_pool(int(self.broker_config.get(CAPACITY_CONFIG)))
+        soft, hard = nofile_limits()
+        log.info("open-file limit %s (hard %s): at most %d segment files open (%s)", soft, hard,
+                 pool.capacity, CAPACITY_CONFIG)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
@@ -84,11 +97,11 @@ class LogManager:
                 continue
             topic, partition = parse_partition_dir(entry.name)
             tp = TopicPartition(topic, partition)
-            self._logs[tp] = Log.open(
-                Path(entry.path), topic_configs(topic), clock=self.clock,
+            self._logs[tp] = pool.with_descriptors(partial(
+                Log.open, Path(entry.path), topic_configs(topic), clock=self.clock,
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_starts.get(tp, 0), clean_shutdown=clean,
-            )
+            ), entry.path)
         self.checkpoint()
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
@@ -114,7 +127,9 @@ class LogManager:
             return existing
         directory = self.data_dir / str(tp)
         created = not directory.exists()
-        plog = Log.open(directory, config, clock=self.clock, clean_shutdown=True)
+        plog = default_pool().with_descriptors(
+            partial(Log.open, directory, config, clock=self.clock, clean_shutdown=True),
+            directory)
         if created:
             fsync_dir(self.data_dir)
         self._logs[tp] = plog

@@ -34,7 +34,7 @@ class BrokerState:
     topic_admin: TopicAdmin = field(init=False)
 
     def __post_init__(self) -> None:
-        self.topic_admin = TopicAdmin(self.store, self.config)
+        self.topic_admin = TopicAdmin(self.store, self.config, storage=self.replicas)
 
     @property
     def groups(self) -> GroupCoordinator:

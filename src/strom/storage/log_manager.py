@@ -6,7 +6,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 
@@ -28,9 +28,14 @@ from strom.storage.file_pool import (
 )
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
     CorruptFileError,
     atomic_write,
+    file_name,
     fsync_dir,
+    unlink_quietly,
 )
 from strom.storage.log import Log, parse_partition_dir
 
@@ -38,6 +43,19 @@ log = logging.getLogger("strom.storage.log_manager")
 
 CLEAN_SHUTDOWN_FILE = ".strom_cleanshutdown"
 _PARTITION_DIR = re.compile(r"^.+-\d+$")
+
+
+def _remove_new_log_dir(directory: Path) -> None:
+    """Remove the directory of a log whose creation failed. ``rmtree`` needs descriptors, which
+    may be what ran out: the files an empty new log can have are then removed by name."""
+    shutil.rmtree(directory, ignore_errors=True)
+    if os.path.lexists(directory):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            unlink_quietly(directory / file_name(0, suffix))
+        try:
+            directory.rmdir()
+        except OSError as exc:
+            log.warning("cannot remove %s after its log failed to open: %s", directory, exc)
 
 
 class LogManager:
@@ -120,28 +138,54 @@ class LogManager:
         return list(self._logs.values())
 
     def create(self, topic: str, partition: int, config: TopicConfig) -> Log:
-        """The log of a partition, created empty if it does not exist yet."""
+        """The log of a partition, created empty if it does not exist yet.
+
+        All or nothing: if the log cannot be opened, a directory this call created is
+        removed again before the error propagates."""
         tp = TopicPartition(topic, partition)
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
         directory = self.data_dir / str(tp)
-        created = not directory.exists()
-        plog = default_pool().with_descriptors(
-            partial(Log.open, directory, config, clock=self.clock, clean_shutdown=True),
-            directory)
-        if created:
-            fsync_dir(self.data_dir)
+        created = not os.path.lexists(directory)
+        try:
+            plog = default_pool().with_descriptors(
+                partial(Log.open, directory, config, clock=self.clock, clean_shutdown=True),
+                directory)
+        except BaseException:
+            if created:
+                _remove_new_log_dir(directory)
+            raise
         self._logs[tp] = plog
+        if created:
+            try:
+                fsync_dir(self.data_dir)
+            except BaseException:
+                self.delete_logs([tp])
+                raise
         return plog
 
     def delete_topic(self, topic: str) -> None:
         """Delete every partition log of ``topic`` (directories removed)."""
-        for tp in [tp for tp in self._logs if tp.topic == topic]:
-            self._logs.pop(tp).delete()  # waits for an in-flight cleaning pass to stop
+        self.delete_logs([tp for tp in self._logs if tp.topic == topic])
+
+    def delete_logs(self, partitions: Iterable[TopicPartition]) -> None:
+        """Delete the logs of ``partitions`` that exist (directories removed)."""
+        deleted = False
+        for tp in partitions:
+            plog = self._logs.pop(tp, None)
+            if plog is None:
+                continue
+            plog.delete()  # waits for an in-flight cleaning pass to stop
+            deleted = True
             if self._cleaner is not None:
                 self._cleaner.forget(tp)
-        fsync_dir(self.data_dir)
+        if deleted:
+            fsync_dir(self.data_dir)
+
+    def partitions(self) -> list[TopicPartition]:
+        """The partitions that have a log here."""
+        return list(self._logs)
 
     # -- periodic work --------------------------------------------------------------------
     def checkpoint(self) -> None:

@@ -15,6 +15,7 @@ from strom.common.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
+    KafkaStorageError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
@@ -22,7 +23,7 @@ from strom.common.errors import (
 from strom.controller.topics import TopicAdmin
 from strom.controller.updates import WRITE_ATTEMPTS
 from strom.metadata.changes import MetadataChange
-from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo
+from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
 from strom.metadata.store import StaleMetadataError
 from strom.testing.metadata import MemoryMetadataStore
 
@@ -231,3 +232,74 @@ def test_gives_up_after_a_few_stale_writes() -> None:
     with pytest.raises(StaleMetadataError):
         admin(store).create_topic("t")
     assert "t" not in store.image.topics
+
+
+class LocalLogs:
+    """A PartitionStorage keeping the partitions it holds in a set; ``fail_at`` makes
+    preparing that partition fail (all or nothing, as the contract says)."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.held: set[tuple[str, int]] = set()
+        self.fail_at = fail_at
+        self.prepared: list[list[int]] = []
+        self.discarded: list[tuple[str, int]] = []
+
+    def prepare_partitions(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
+                           ) -> list[tuple[str, int]]:
+        self.prepared.append([p.partition for p in partitions])
+        created = [(topic.name, p.partition) for p in partitions]
+        if self.fail_at is not None and self.fail_at in {p.partition for p in partitions}:
+            raise KafkaStorageError(f"cannot create the log of partition {topic.name}-"
+                                    f"{self.fail_at}")
+        self.held.update(created)
+        return created
+
+    def discard_partitions(self, prepared: list[tuple[str, int]]) -> None:
+        self.discarded += prepared
+        self.held.difference_update(prepared)
+
+
+def test_new_partitions_get_storage_before_the_metadata_names_them() -> None:
+    store = cluster(0)
+    logs = LocalLogs()
+    topics = TopicAdmin(store, BrokerConfig(), storage=logs)
+    topics.create_topic("t", 3, validate_only=True)  # validation prepares nothing
+    assert logs.prepared == []
+    topics.create_topic("t", 3)
+    topics.add_partitions("t", 5)
+    assert logs.prepared == [[0, 1, 2], [3, 4]]  # only what each write adds
+    assert logs.held == {("t", p) for p in range(5)} and not logs.discarded
+
+
+def test_a_storage_failure_leaves_no_topic_and_a_retry_works() -> None:
+    store = cluster(0)
+    logs = LocalLogs(fail_at=2)
+    topics = TopicAdmin(store, BrokerConfig(), storage=logs)
+    epoch = store.image.epoch
+    with pytest.raises(KafkaStorageError, match="t-2"):
+        topics.create_topic("t", 4)
+    assert "t" not in store.image.topics and store.image.epoch == epoch and not logs.held
+    logs.fail_at = None
+    assert len(topics.create_topic("t", 4).partitions) == 4  # not TOPIC_ALREADY_EXISTS
+    logs.fail_at = 5
+    with pytest.raises(KafkaStorageError):
+        topics.add_partitions("t", 6)
+    assert len(store.image.topics["t"].partitions) == 4
+    assert logs.held == {("t", p) for p in range(4)}
+
+
+def test_storage_prepared_for_a_write_that_did_not_happen_is_discarded() -> None:
+    store = RacingStore(races=2)
+    store.register_broker(BrokerInfo(0, "h", 9092))
+    logs = LocalLogs()
+    TopicAdmin(store, BrokerConfig(), storage=logs).create_topic("t", 2)
+    # Two stale writes: prepared and discarded twice, kept the third time.
+    assert logs.prepared == [[0, 1]] * 3 and logs.discarded == [("t", 0), ("t", 1)] * 2
+    assert logs.held == {("t", 0), ("t", 1)}
+    failing = cluster(0)
+    failing.fail_next_write(OSError(28, "No space left on device"))
+    logs = LocalLogs()
+    with pytest.raises(OSError):
+        TopicAdmin(failing, BrokerConfig(), storage=logs).create_topic("u", 2)
+    assert not logs.held and logs.discarded == [("u", 0), ("u", 1)]
+    assert "u" not in failing.image.topics

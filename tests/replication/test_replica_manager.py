@@ -6,7 +6,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from strom.common.errors import ErrorCode
+import pytest
+
+from strom.common.errors import ErrorCode, KafkaStorageError
 from strom.common.types import TopicPartition
 from strom.replication.delayed import DelayedFetch
 from strom.replication.partition import FetchIsolation, Partition
@@ -222,3 +224,26 @@ def test_a_partition_whose_log_cannot_be_created_is_offline_until_it_can(tmp_pat
         assert not h.replicas.health.failing
         h.close()
     run(scenario)
+
+
+def test_new_partitions_are_prepared_all_or_nothing(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    topic = make_image(*(partition_info(p) for p in range(4)),
+                       configs={"segment.bytes": "2048"}).topics["t"]
+    (tmp_path / "t-2").write_text("in the way")  # creating partition 2's log fails
+    with pytest.raises(KafkaStorageError, match="t-2"):
+        h.replicas.prepare_partitions(topic, topic.partitions)
+    assert [p.name for p in tmp_path.glob("t-*")] == ["t-2"] and h.logs.partitions() == []
+    (tmp_path / "t-2").unlink()
+    created = h.replicas.prepare_partitions(topic, topic.partitions)
+    assert sorted(created) == [("t", p) for p in range(4)]
+    plog = h.logs.get("t", 3)
+    assert plog is not None and plog.settings.segment_bytes == 2048  # the new topic's configs
+    # The write that was to name them did not happen (crash, stale epoch): not hosted, so
+    # they go (discard_partitions, or the next image at start-up).
+    h.replicas.discard_partitions(created[:1])
+    assert h.logs.get("t", 0) is None and not (tmp_path / "t-0").exists()
+    h.apply(make_image(partition_info(1)))  # an image naming only t-1: t-2, t-3 go
+    assert h.logs.partitions() == [TP._replace(partition=1)]
+    assert sorted(p.name for p in tmp_path.glob("t-*")) == ["t-1"]
+    h.close()

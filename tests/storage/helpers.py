@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable, Sequence
 
@@ -108,9 +107,8 @@ def read_all(plog: Log, start: int | None = None, max_bytes: int = 1 << 30) -> b
         result = plog.read(offset, max_bytes, upper_bound=plog.log_end_offset)
         if not result.regions:  # a gap up to the end (after a mid-batch truncation)
             break
-        for region in result.regions:
-            data = os.pread(region.file.fileno(), region.size, region.position)
-            out += data
+        data = result.to_bytes()
+        out += data
         offset = last_offset_in(bytes(data)) + 1
     return bytes(out)
 

@@ -62,7 +62,7 @@ def test_appends_and_reads_while_the_cleaner_runs(
             if i % 3 == 0:
                 start = rng.randrange(plog.log_start_offset, plog.log_end_offset)
                 result = plog.read(start, rng.choice((200, 1000, 5000)),
-                                   upper_bound=plog.log_end_offset)
+                                   upper_bound=plog.log_end_offset, inline_below=0)
                 assert result.regions
                 data = _region_bytes(result.regions[0])
                 check(data, start)

@@ -46,6 +46,7 @@ def test_index_entries_and_verification(open_log: OpenLog) -> None:
         plog.append(payload(make_batch(values(2), timestamps=[NOW + i, NOW + 100 - i])),
                     leader_epoch=0)
     segment = plog.active_segment
+    plog.flush()  # index entries reach their files when the log is flushed
     entries = dump.offset_index_entries(segment.index_path)
     assert [(e.offset, e.position) for e in entries] == segment.offset_index.entries()
     times = dump.time_index_entries(segment.time_index_path)

@@ -57,6 +57,7 @@ def test_mixed_width_entries_round_trip(tmp_path: Path) -> None:
     index = MarkerIndex.create(path, BASE, 10**6)
     index.append(7, BASE + 5)
     index.append(8, BASE + 9)
+    index.flush()
     assert path.read_bytes() == struct.pack(">hqqhqq", 0, 7, BASE + 5, 0, 8, BASE + 9)
     assert len(index) == 2 and index.size_in_bytes == 36 == path.stat().st_size
     index.close()
@@ -83,6 +84,7 @@ def test_replace_entries_rewrites_file_and_memory(tmp_path: Path) -> None:
     assert index.rows() == [(1, 42, BASE + 3)]
     assert path.read_bytes() == struct.pack(">hqq", 1, 42, BASE + 3)
     index.append(43, BASE + 4)  # appends continue after the rewritten entries
+    index.flush()
     assert path.stat().st_size == 2 * MarkerIndex.ENTRY.size
     index.close()
 
@@ -180,6 +182,7 @@ def test_bytes_are_kafkas_and_survive_load_truncate_and_rebuild(
         path = Path(d) / f"i.{kind}"
         index = _open_filled(kind, path, rows)
         entries = index.entries()
+        index.flush()
         assert path.read_bytes() == _kafka_bytes(kind, rows)
         index.close()
         if kind == "index":

@@ -19,6 +19,8 @@ def test_offset_index_file_format_and_lookup(tmp_path: Path) -> None:
     index = OffsetIndex.create(path, BASE, 1024)
     for rel, pos in [(3, 100), (9, 250), (20, 600)]:
         index.append(BASE + rel, pos)
+    assert path.read_bytes() == b"" and index.pending_entries == 3  # written at flush
+    index.flush()
     assert path.read_bytes() == struct.pack(">iiiiii", 3, 100, 9, 250, 20, 600)
     assert index.lookup(BASE) == (BASE, 0)
     assert index.lookup(BASE + 2) == (BASE, 0)
@@ -78,6 +80,7 @@ def test_time_index_format_lookup_and_truncate(tmp_path: Path) -> None:
     assert not index.maybe_append(100, BASE + 5)  # timestamps must grow
     assert index.maybe_append(300, BASE + 5)
     assert index.maybe_append(500, BASE + 5)
+    index.flush()
     assert path.read_bytes() == struct.pack(">qiqiqi", 100, 1, 300, 5, 500, 5)
     assert index.lookup(99) is None
     assert index.lookup(300) == (300, BASE + 5)

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from strom.common.clock import ManualClock
@@ -15,7 +13,8 @@ from strom.common.errors import (
     UnsupportedForMessageFormatError,
 )
 from strom.protocol.records.batch import iter_batches, parse_header
-from strom.storage.log import Log
+from strom.storage.log import FileRegion, Log
+from strom.storage.segment import INLINE_READ_BYTES
 from tests.storage.conftest import OpenLog
 from tests.storage.helpers import NOW, batch_offsets, make_batch, payload, read_all, values
 
@@ -23,8 +22,8 @@ from tests.storage.helpers import NOW, batch_offsets, make_batch, payload, read_
 def region_bytes(plog: Log, offset: int, max_bytes: int, **kw: object) -> bytes:
     kw.setdefault("upper_bound", plog.log_end_offset)
     result = plog.read(offset, max_bytes, **kw)  # type: ignore[arg-type]
-    assert result.size == sum(r.size for r in result.regions)
-    return b"".join(os.pread(r.file.fileno(), r.size, r.position) for r in result.regions)
+    assert result.size == len(result.to_bytes())
+    return result.to_bytes()
 
 
 def test_append_assigns_offsets_and_patches_in_place(open_log: OpenLog) -> None:
@@ -125,7 +124,23 @@ def test_read_stays_within_one_segment(open_log: OpenLog) -> None:
         plog.append(payload(make_batch(values(2, size=40))), leader_epoch=0)
     first = plog.segments[0]
     result = plog.read(0, 1 << 20, upper_bound=plog.log_end_offset)
-    assert result.regions[0].file is first.file and result.size == first.size
+    assert result.regions == [first.read_bytes(0, first.size)] and result.size == first.size
+
+
+def test_small_reads_are_bytes_and_large_ones_file_regions(open_log: OpenLog) -> None:
+    plog = open_log(segment_bytes=1 << 20)
+    for _ in range(20):
+        plog.append(payload(make_batch(values(8, size=1000))), leader_epoch=0)
+    small = plog.read(0, 20_000, upper_bound=plog.log_end_offset)
+    assert isinstance(small.regions[0], bytes) and 8000 < small.size <= 20_000
+    large = plog.read(0, 1 << 20, upper_bound=plog.log_end_offset)
+    region = large.regions[0]
+    assert isinstance(region, FileRegion) and region.size == large.size > INLINE_READ_BYTES
+    assert region.lease is not None and region.lease.file is region.file
+    assert region.file.name == plog.active_segment.log_path
+    assert large.to_bytes().startswith(small.to_bytes())
+    forced = plog.read(0, 20_000, upper_bound=plog.log_end_offset, inline_below=0)
+    assert isinstance(forced.regions[0], FileRegion) and forced.to_bytes() == small.to_bytes()
 
 
 def test_validation_rejects_whole_payload(open_log: OpenLog) -> None:

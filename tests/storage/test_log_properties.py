@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 import threading
 from pathlib import Path
@@ -76,8 +75,7 @@ def test_random_operations_match_model(ops: list[tuple[str, float, int]]) -> Non
                     holding = [b for b in model if b[1] >= offset]
                     read = plog.read(offset, n, upper_bound=plog.log_end_offset)
                     if holding:
-                        data = os.pread(read.regions[0].file.fileno(), read.size,
-                                        read.regions[0].position)
+                        data = read.to_bytes()
                         assert batch_offsets(data)[0] == holding[0]
                     else:
                         assert read.size == 0

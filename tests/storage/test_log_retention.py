@@ -6,7 +6,7 @@ import pytest
 
 from strom.common.clock import ManualClock
 from strom.common.errors import OffsetOutOfRangeError
-from strom.storage.log import Log
+from strom.storage.log import FileRegion, Log
 from tests.storage.conftest import OpenLog
 from tests.storage.helpers import NOW, batch_offsets, make_batch, payload, read_all, values
 
@@ -65,7 +65,8 @@ def test_deleted_segments_stay_readable_until_the_delay(
 ) -> None:
     plog = open_log(segment_bytes=400, retention_ms=0, file_delete_delay_ms=1000)
     fill(plog, 10)
-    region = plog.read(0, 100, upper_bound=plog.log_end_offset).regions[0]
+    region = plog.read(0, 100, upper_bound=plog.log_end_offset, inline_below=0).regions[0]
+    assert isinstance(region, FileRegion)
     first = plog.segments[0]
     plog.apply_retention(NOW + 10)
     assert not first.log_path.exists() and not first.closed

@@ -1,8 +1,9 @@
 """Broker lifecycle: start in dependency order, serve, and shut down in reverse order.
 
-Start: lock the data directory → metadata store (and the dynamic broker configs stored in it)
-→ load logs (crash recovery) → partitions → listener → background tasks (retention,
-time-based flush, checkpoints).
+Start: raise the open-file soft limit to the hard limit (as the JVM does for Kafka) → lock
+the data directory → metadata store (and the dynamic broker configs stored in it) → load logs
+(crash recovery) → partitions → listener → background tasks (retention, time-based flush,
+checkpoints).
 Stop: stop accepting → give in-flight requests a moment → close connections → cancel background
 tasks → flush and close logs, write checkpoints and the clean-shutdown marker → unlock.
 
@@ -44,6 +45,7 @@ from strom.coordinator.writer import ReplicaPartitionWriter
 from strom.metadata.image import BrokerInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager
+from strom.storage.file_pool import raise_soft_limit
 from strom.storage.health import LogDirHealth
 from strom.storage.log_manager import LogManager, cleaner_settings
 
@@ -105,6 +107,10 @@ class BrokerServer:
         this attempt took: the listener, the logs, the lock — and the data directory when it
         was created (or found empty) by this attempt, so a failed first start leaves no
         half-initialised directory behind."""
+        old_limit, limit = raise_soft_limit()
+        if limit != old_limit:
+            log.info("raised the open-file limit from %d to %d (the hard limit)", old_limit,
+                     limit)
         host, port = parse_listener(str(self.config.get("listeners")))  # before any disk work
         created = self._make_data_dir()
         self._lock()

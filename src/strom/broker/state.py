@@ -42,7 +42,7 @@ class BrokerState:
     broker_configs: BrokerConfigAdmin = field(init=False)
 
     def __post_init__(self) -> None:
-        self.topic_admin = TopicAdmin(self.store, self.config)
+        self.topic_admin = TopicAdmin(self.store, self.config, storage=self.replicas)
         self.broker_configs = BrokerConfigAdmin(self.store, self.node_id)
 
     @property

@@ -287,6 +287,14 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.segment.delete.delay.ms", ConfigType.LONG, 60000,
               "Delay before deleting a segment file after it left the log.", at_least(0),
               dynamic=True),
+    ConfigKey("log.max.open.files", ConfigType.INT, -1,
+              "The most segment files (.log) kept open at once; the least recently used idle "
+              "ones are closed and reopened on demand, and index files hold no descriptor, so "
+              "any number of partitions fits the open-file limit. -1: half of the process's "
+              "open-file limit (RLIMIT_NOFILE soft limit, as raised to the hard limit at "
+              "start), leaving the rest for connections.",
+              lambda v: None if v is None or v == -1 or v >= 4 else "must be -1 or at least 4",
+              read_only=True),
     ConfigKey("log.cleanup.policy", ConfigType.LIST, ["delete"], "delete and/or compact.",
               one_of("delete", "compact"), dynamic=True),
     ConfigKey("log.cleaner.enable", ConfigType.BOOLEAN, True,

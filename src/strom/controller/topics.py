@@ -10,6 +10,13 @@ New partitions start as Kafka's controller starts them: leader epoch 0, ISR = th
 that are registered (live) brokers, leader = the first of those (-1 if none is live). On one
 broker this is leader = ISR = replicas = [this node], epoch 0, and nothing changes it.
 
+Creation is all or nothing on this broker: the logs of the new partitions it hosts are
+created (:class:`PartitionStorage`) *before* the metadata names them, and removed again if
+that fails or the write does not happen. A client whose CreateTopics / CreatePartitions fails
+half-way gets the storage error, and its retry starts from a clean slate (Kafka's controller
+writes the metadata first and lets a broker that cannot create a log take its log directory
+offline; one broker has no other replica to fall back on).
+
 Synchronous and single-threaded: called from the broker's event loop (the store notifies its
 subscribers before a call returns).
 """
@@ -19,8 +26,8 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, TypeVar
 
 from strom.common.config import (
     TOPIC_KEYS,
@@ -54,16 +61,39 @@ from strom.metadata.store import MetadataStore
 log = logging.getLogger("strom.controller")
 T = TypeVar("T")
 
+#: Partitions created on this broker for a write, as (topic, partition) pairs.
+Prepared = list[tuple[str, int]]
+
+
+class PartitionStorage(Protocol):
+    """The local storage of new partitions, made ready before the metadata names them
+    (implemented by the replica manager)."""
+
+    def prepare_partitions(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
+                           ) -> Prepared:
+        """Create the logs of those ``partitions`` this broker hosts, with ``topic``'s
+        configs; all or nothing (on failure nothing it created remains and a KafkaError is
+        raised). Returns what it created."""
+        ...
+
+    def discard_partitions(self, prepared: Prepared) -> None:
+        """Remove logs :meth:`prepare_partitions` created for a write that did not happen."""
+        ...
+
 
 class TopicAdmin:
     """The controller's topic operations over ``store``, with defaults from ``config``
-    (``num.partitions``, ``default.replication.factor``, ``delete.topic.enable``)."""
+    (``num.partitions``, ``default.replication.factor``, ``delete.topic.enable``); new
+    partitions get their local logs from ``storage`` before the metadata write (none: the
+    store's subscribers create them)."""
 
     def __init__(self, store: MetadataStore, config: BrokerConfig, *,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 storage: PartitionStorage | None = None) -> None:
         self._store = store
         self._config = config
         self._rng = rng or random.Random()
+        self._storage = storage
 
     def create_topic(
         self,
@@ -171,7 +201,38 @@ class TopicAdmin:
 
     # ----------------------------------------------------------------------------------------
     def _update(self, plan: Plan[T], validate_only: bool) -> T:
-        return update(self._store, plan, validate_only)
+        """:func:`update`, with the new partitions' local logs created before each write and
+        discarded unless it happened (topic creation is all or nothing)."""
+        def before_write(image: MetadataImage, changes: Sequence[MetadataChange]
+                         ) -> Callable[[], None]:
+            prepared = self._prepare(image, changes)
+            return lambda: self._discard(prepared)
+
+        return update(self._store, plan, validate_only, before_write=before_write)
+
+    def _prepare(self, image: MetadataImage, changes: Sequence[MetadataChange]) -> Prepared:
+        """Create the local storage of every partition ``changes`` add to ``image``."""
+        storage = self._storage
+        prepared: Prepared = []
+        if storage is None:
+            return prepared
+        try:
+            for change in changes:
+                if isinstance(change, PutTopic) and change.topic.name not in image.topics:
+                    prepared += storage.prepare_partitions(change.topic, change.topic.partitions)
+                elif isinstance(change, SetPartitions) and change.topic in image.topics:
+                    topic = image.topics[change.topic]
+                    new = [p for p in change.partitions if p.partition >= len(topic.partitions)]
+                    if new:
+                        prepared += storage.prepare_partitions(topic, new)
+        except BaseException:
+            self._discard(prepared)
+            raise
+        return prepared
+
+    def _discard(self, prepared: Prepared) -> None:
+        if prepared and self._storage is not None:
+            self._storage.discard_partitions(prepared)
 
     def _new_topic(
         self,

@@ -14,7 +14,6 @@ the broker's event-loop thread.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 
 from strom.common.errors import NotLeaderOrFollowerError
@@ -66,10 +65,7 @@ class ReplicaPartitionWriter:
             result = partition.read(offset, READ_CHUNK, FetchIsolation.LOG_END, min_one=True)
             if not result.regions:
                 return
-            data = b"".join(
-                os.pread(region.file.fileno(), region.size, region.position)
-                for region in result.regions
-            )
+            data = result.to_bytes()
             advanced = False
             for header, records in decode_batches(data):
                 pid, epoch, control = header.producer_id, header.producer_epoch, header.is_control

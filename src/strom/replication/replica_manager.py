@@ -4,8 +4,11 @@
 
 * applies each metadata image as leader / follower transitions of the hosted
   :class:`~strom.replication.partition.Partition` objects (creating logs for new partitions,
-  deleting the logs of deleted topics) and tells leadership listeners (the coordinator
-  runtimes) which internal partitions it now leads or stopped leading;
+  deleting the logs of partitions it no longer hosts) and tells leadership listeners (the
+  coordinator runtimes) which internal partitions it now leads or stopped leading;
+* is the topic administration's :class:`~strom.controller.topics.PartitionStorage`: the logs
+  of new partitions are created (all or nothing) before the metadata names them
+  (:meth:`ReplicaManager.prepare_partitions`), so a failure leaves no topic behind;
 * :meth:`ReplicaManager.append` is the only way records reach a log — for client produce,
   for the coordinators and for replication (:class:`AppendOrigin`). It validates (unknown
   partitions, internal topics for clients, required acks; the log checks batches, sizes,
@@ -36,13 +39,13 @@ import asyncio
 import enum
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from strom.common.clock import Clock
-from strom.common.config import TopicConfig
+from strom.common.config import TopicConfig, validate_topic_configs
 from strom.common.errors import (
     CorruptMessageError,
     InvalidRequiredAcksError,
@@ -54,7 +57,7 @@ from strom.common.errors import (
 )
 from strom.common.timer import Scheduler
 from strom.common.types import TopicPartition
-from strom.metadata.image import MetadataImage
+from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from strom.replication.delayed import (
     DelayedFetch,
     DelayedProduce,
@@ -179,8 +182,12 @@ class ReplicaManager:
                 if partition is None:
                     try:
                         partition = self._create_partition(tp, topic.topic_id, config)
-                    except OSError as exc:
-                        self.health.failure(exc, f"creating the log of {tp}")
+                    except (OSError, KafkaError) as exc:
+                        # Not hosted until a later image: the others are applied regardless.
+                        if isinstance(exc, OSError):
+                            self.health.failure(exc, f"creating the log of {tp}")
+                        else:
+                            log.error("cannot open the log of %s: %s", tp, exc)
                         self._offline.add(tp)
                         continue
                     self._offline.discard(tp)
@@ -202,9 +209,7 @@ class ReplicaManager:
             self._wake(tp)
         for name in [n for n in self._topic_configs if n not in image.topics]:
             del self._topic_configs[name]
-        hosted_topics = {tp.topic for tp in wanted}
-        for topic_name in {plog.topic for plog in self.logs.logs()} - hosted_topics:
-            self.logs.delete_topic(topic_name)
+        self.logs.delete_logs([tp for tp in self.logs.partitions() if tp not in wanted])
         for tp, epoch in resigned:
             for listener in self._listeners.get(tp.topic, ()):
                 listener.on_resign(tp.partition, epoch)
@@ -227,6 +232,38 @@ class ReplicaManager:
         """Every hosted partition re-reads its topic config (the broker defaults changed)."""
         for topic in sorted({tp.topic for tp in self._partitions}):
             self.update_configs(topic)
+
+    def prepare_partitions(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
+                           ) -> list[tuple[str, int]]:
+        """Create the logs of the ``partitions`` of ``topic`` that this broker hosts, before
+        the metadata write that adds them; all or nothing. On failure the logs created here
+        are deleted again and KAFKA_STORAGE_ERROR is raised, naming the partition and the
+        cause. Returns the partitions whose logs were created (existing ones are kept)."""
+        config = TopicConfig(self.logs.broker_config, validate_topic_configs(topic.configs))
+        created: list[tuple[str, int]] = []
+        tp = TopicPartition(topic.name, -1)
+        try:
+            for info in partitions:
+                tp = TopicPartition(topic.name, info.partition)
+                if self.node_id in info.replicas and self.logs.get(*tp) is None:
+                    self.logs.create(tp.topic, tp.partition, config)
+                    created.append(tp)
+        except (OSError, KafkaError) as exc:
+            self.discard_partitions(created)
+            if isinstance(exc, OSError):
+                self.health.failure(exc, f"creating the log of {tp}")
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            log.warning("cannot create the log of %s in %s, nothing of the topic's new "
+                        "partitions was kept: %s", tp, self.logs.data_dir, reason)
+            raise KafkaStorageError(f"cannot create the log of partition {tp}: {reason}"
+                                    ) from exc
+        return created
+
+    def discard_partitions(self, prepared: Sequence[tuple[str, int]]) -> None:
+        """Delete logs :meth:`prepare_partitions` created for a write that did not happen
+        (only those no hosted partition uses)."""
+        self.logs.delete_logs([TopicPartition(topic, partition) for topic, partition in prepared
+                               if TopicPartition(topic, partition) not in self._partitions])
 
     def update_configs(self, topic: str) -> None:
         config = self.topic_config(topic)

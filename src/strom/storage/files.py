@@ -2,7 +2,9 @@
 
 Every file that must never be seen half-written (checkpoints, snapshots) is written to
 ``<name>.tmp``, fsynced, renamed over the target and the directory fsynced, so a crash leaves
-either the old or the new content.
+either the old or the new content. Descriptors are opened through the process's file pool
+(:meth:`~strom.storage.file_pool.FilePool.open_fd`), so a process out of descriptors closes
+idle segment files before it fails.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 from pathlib import Path
 
 from strom.common.errors import StromError
+from strom.storage.file_pool import default_pool
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -54,7 +57,7 @@ def offset_from_name(name: str, suffix: str) -> int | None:
 
 def fsync_dir(directory: Path) -> None:
     """Make renames / creations / unlinks in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
+    fd = default_pool().open_fd(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -91,7 +94,7 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
 
     If writing the tmp file fails (a full disk), it is removed and ``path`` is untouched."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = default_pool().open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
             write_fully(fd, data, 0)

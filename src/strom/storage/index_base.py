@@ -8,16 +8,21 @@ transaction index ``.txnindex`` is one).
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import sys
+import threading
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
+from strom.storage.file_pool import default_pool
 from strom.storage.files import CorruptIndexError, read_fully, write_fully
+
+log = logging.getLogger("strom.storage.index")
 
 _Index = TypeVar("_Index", bound="FixedEntryIndex")
 
@@ -30,13 +35,23 @@ class FixedEntryIndex:
 
     On disk: a bare sequence of entries packed with the subclass's :attr:`ENTRY` struct
     (big-endian, ``ENTRY.size`` bytes each); no header, no preallocation, no padding, so the
-    file size is always ``ENTRY.size * len(index)``. Entry *i* is written at byte
-    ``i * ENTRY.size`` with ``pwrite``; truncation cuts the file at an entry boundary. (Kafka
-    preallocates and memory-maps ``.index`` / ``.timeindex`` and trims them on close; the bytes
-    of a trimmed Kafka file and of a strom file with the same entries are identical.)
+    file size is always ``ENTRY.size`` times the entries written. Entry *i* is at byte
+    ``i * ENTRY.size``; truncation cuts the file at an entry boundary. (Kafka preallocates and
+    memory-maps ``.index`` / ``.timeindex`` and trims them on close; the bytes of a trimmed
+    Kafka file and of a flushed strom file with the same entries are identical.)
 
     In memory: ``_columns[k]`` is an :class:`array.array` of the *k*-th field of every entry
-    (typecodes :attr:`TYPECODES`, in file order), so lookups bisect one column in C.
+    (typecodes :attr:`TYPECODES`, in file order), so lookups bisect one column in C. The
+    arrays are the index; the file is their durable copy.
+
+    **No open descriptor.** Appends only add to the arrays; the entries reach the file when
+    the index is flushed (:meth:`flush`: open, ``pwrite`` the new entries, ``fsync``, close)
+    or closed, as a memory-mapped Kafka index reaches the disk when the OS writes it back.
+    Truncation and rebuilds write at once. So an index costs no file descriptor between
+    flushes, whatever the number of segments (see :mod:`strom.storage.file_pool`). Crash
+    safety is unchanged: the loader trusts an index only for segments below the log's
+    recovery point, and the recovery point passes a segment only after :meth:`flush` wrote and
+    fsynced its index; later segments are rebuilt from the log.
 
     What a subclass declares:
 
@@ -48,27 +63,31 @@ class FixedEntryIndex:
       ``.timeindex``; a subclass storing absolute offsets overrides it);
     * its typed ``load`` (passing its sanity check to :meth:`_load`), ``append`` and queries.
 
-    Invariants kept here: the file and the arrays hold the same entries; a loaded file whose
-    size is not a multiple of the entry size, or that fails the subclass's check, raises
-    :class:`~strom.storage.files.CorruptIndexError` (the owner rebuilds the index — a bad index
-    is never trusted). ``max_entries`` (``max_index_bytes // ENTRY.size``, at least 1) is a soft
-    limit: :attr:`is_full` tells the owner to roll; appends past it are not refused.
+    Invariants kept here: the file holds the first ``_written`` entries of the arrays; a
+    loaded file whose size is not a multiple of the entry size, or that fails the subclass's
+    check, raises :class:`~strom.storage.files.CorruptIndexError` (the owner rebuilds the index
+    — a bad index is never trusted). ``max_entries`` (``max_index_bytes // ENTRY.size``, at
+    least 1) is a soft limit: :attr:`is_full` tells the owner to roll; appends past it are not
+    refused.
 
-    Lifecycle: :meth:`create` (new, empty file) or ``load`` (existing file, checked) opens the
-    descriptor; :meth:`close` releases it (idempotent).
+    Lifecycle: :meth:`create` (new, empty file) or ``load`` (existing file, checked); appends;
+    :meth:`close` writes what is pending and ends the index's file I/O (idempotent; with
+    ``write=False`` it forgets pending entries, for files that were deleted).
 
     Thread-safety: mutated (append, :meth:`_replace_entries`, :meth:`truncate_to`) and queried
-    by the one thread that appends to the log (the event loop). :meth:`flush` (fsync) may run
-    concurrently in a worker thread: it only touches the descriptor. The index of a segment
-    that is no longer active is not mutated, so other threads may query it. :meth:`close` must
-    not race :meth:`flush`; the owning log orders them under its flush lock.
+    by the one thread that appends to the log (the event loop). :meth:`flush` may run
+    concurrently in a worker thread: appends fill the columns in order, so it writes the
+    entries complete in the last column, and ``_io_lock`` orders its file I/O with
+    truncation, rebuilds and close. The index of a segment that is no longer active is not
+    mutated, so other threads may query it.
     """
 
     ENTRY: ClassVar[struct.Struct]
     TYPECODES: ClassVar[str]
     OFFSET_FIELD: ClassVar[int]
 
-    __slots__ = ("_columns", "_fd", "base_offset", "max_entries", "path")
+    __slots__ = ("_closed", "_columns", "_dirty", "_io_lock", "_written", "base_offset",
+                 "max_entries", "path")
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -85,19 +104,22 @@ class FixedEntryIndex:
         if not 0 <= cls.OFFSET_FIELD < len(cls.TYPECODES):
             raise TypeError(f"{cls.__name__}: OFFSET_FIELD {cls.OFFSET_FIELD} is not a field")
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int, fd: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.ENTRY.size)
-        self._fd = fd
         self._columns: Columns = tuple(array(code) for code in self.TYPECODES)
+        self._written = 0  # entries in the file (the first ones of the columns)
+        self._dirty = False  # the file changed since its last fsync
+        self._closed = False
+        self._io_lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
     def create(cls: type[_Index], path: Path, base_offset: int, max_index_bytes: int) -> _Index:
         """A new, empty index (an existing file at ``path`` is emptied)."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        return cls(path, base_offset, max_index_bytes, fd)
+        os.close(default_pool().open_fd(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC))
+        return cls(path, base_offset, max_index_bytes)
 
     @classmethod
     def _load(
@@ -107,12 +129,12 @@ class FixedEntryIndex:
         max_index_bytes: int,
         check: Callable[[Columns], None],
     ) -> _Index:
-        """Open an existing index, decode it and run ``check`` on its columns.
+        """Read an existing index, decode it and run ``check`` on its columns.
 
-        ``check`` raises CorruptIndexError when the entries are not sound; the descriptor is
-        closed on any error. FileNotFoundError propagates (a missing index is rebuilt too).
+        ``check`` raises CorruptIndexError when the entries are not sound. FileNotFoundError
+        propagates (a missing index is rebuilt too).
         """
-        fd = os.open(path, os.O_RDWR)
+        fd = default_pool().open_fd(path, os.O_RDONLY)
         try:
             size = os.fstat(fd).st_size
             if size % cls.ENTRY.size:
@@ -120,23 +142,53 @@ class FixedEntryIndex:
                     f"{path}: size {size} is not a multiple of {cls.ENTRY.size}"
                 )
             columns = cls.decode_columns(read_fully(fd, size, 0))
-            check(columns)
-        except BaseException:
+        finally:
             os.close(fd)
-            raise
-        index = cls(path, base_offset, max_index_bytes, fd)
+        check(columns)
+        index = cls(path, base_offset, max_index_bytes)
         index._columns = columns
+        index._written = len(columns[0])
         return index
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+    def close(self, *, write: bool = True) -> None:
+        """Write and fsync the pending entries (not with ``write=False``: the file is gone),
+        then stop file I/O; idempotent."""
+        if write:
+            try:
+                self.flush()
+            except FileNotFoundError:
+                log.warning("%s vanished before its last %d entries were written", self.path,
+                            self.pending_entries)
+        with self._io_lock:
+            self._closed = True
 
     def flush(self) -> None:
-        """fsync the file (safe from a worker thread while the owner appends)."""
-        if self._fd >= 0:
-            os.fsync(self._fd)
+        """Write the entries appended since the last flush and fsync the file if it changed
+        (safe from a worker thread while the owner appends; nothing to do once closed)."""
+        with self._io_lock:
+            if self._closed:
+                return
+            count = len(self._columns[-1])  # appends fill the columns in order
+            written = self._written
+            if count <= written and not self._dirty:
+                return
+            fd = default_pool().open_fd(self.path, os.O_WRONLY)
+            try:
+                if count > written:
+                    rows = zip(*(column[written:count] for column in self._columns), strict=True)
+                    pack = self.ENTRY.pack
+                    write_fully(fd, b"".join(pack(*row) for row in rows),
+                                written * self.ENTRY.size)
+                    self._written = count
+                os.fsync(fd)
+                self._dirty = False
+            finally:
+                os.close(fd)
+
+    @property
+    def pending_entries(self) -> int:
+        """Entries appended but not yet in the file."""
+        return len(self._columns[-1]) - self._written
 
     # -- decoding -------------------------------------------------------------------------
     @classmethod
@@ -180,30 +232,44 @@ class FixedEntryIndex:
 
     # -- mutation -------------------------------------------------------------------------
     def _append_entry(self, *values: int) -> None:
-        """Write one entry (already validated by the subclass) after the last one."""
-        write_fully(self._fd, self.ENTRY.pack(*values), len(self) * self.ENTRY.size)
+        """Add one entry (already validated by the subclass) after the last one; it reaches
+        the file at the next :meth:`flush`."""
         for column, value in zip(self._columns, values, strict=True):
             column.append(value)
 
     def _replace_entries(self, rows: Iterable[Sequence[int]]) -> None:
-        """Rewrite the whole file from stored-form rows (an index rebuild)."""
+        """Rewrite the whole file from stored-form rows now (an index rebuild)."""
         rows = list(rows)
         columns = tuple(
             array(code, [row[k] for row in rows]) for k, code in enumerate(self.TYPECODES)
         )
         data = b"".join(self.ENTRY.pack(*row) for row in rows)
-        os.ftruncate(self._fd, 0)
-        write_fully(self._fd, data, 0)
-        self._columns = columns
+        with self._io_lock:
+            fd = default_pool().open_fd(self.path, os.O_WRONLY | os.O_TRUNC)
+            try:
+                write_fully(fd, data, 0)
+            finally:
+                os.close(fd)
+            self._columns = columns
+            self._written = len(rows)
+            self._dirty = True
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry whose offset (:attr:`OFFSET_FIELD`) is >= ``offset``."""
         keep = bisect_left(self._columns[self.OFFSET_FIELD], self._stored_offset(offset))
         if keep == len(self):
             return
-        for column in self._columns:
-            del column[keep:]
-        os.ftruncate(self._fd, keep * self.ENTRY.size)
+        with self._io_lock:
+            for column in self._columns:
+                del column[keep:]
+            if keep < self._written:
+                fd = default_pool().open_fd(self.path, os.O_WRONLY)
+                try:
+                    os.ftruncate(fd, keep * self.ENTRY.size)
+                finally:
+                    os.close(fd)
+                self._written = keep
+                self._dirty = True
 
 
 def check_strictly_increasing(path: Path, what: str, values: array) -> None:

@@ -33,6 +33,7 @@ from strom.storage.files import (
     DELETED_DIR_SUFFIX,
     fsync_dir,
     parse_partition_dir,
+    read_fully,
     unlink_quietly,
 )
 from strom.storage.leader_epoch import LeaderEpochCache
@@ -56,7 +57,7 @@ from strom.storage.log_retention import (
 )
 from strom.storage.log_settings import LogSettings
 from strom.storage.producer_state import ProducerStateManager
-from strom.storage.segment import FileRegion, LogSegment
+from strom.storage.segment import INLINE_READ_BYTES, FileRegion, LogSegment
 from strom.storage.swap import SWAP_SUFFIX, discard_swap, rename_segment_files
 
 __all__ = [
@@ -65,6 +66,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("strom.storage.log")
+
+_READ_ATTEMPTS = 3
 
 
 @dataclass(slots=True)
@@ -79,10 +82,22 @@ class AppendResult:
 
 @dataclass(slots=True)
 class ReadResult:
-    regions: list[FileRegion]
+    """What :meth:`Log.read` found: ``regions`` are the parts to send, in order — the bytes
+    themselves for small reads, :class:`FileRegion` (sendfile, pinning its file until the
+    region is dropped) for larger ones (see :meth:`LogSegment.read`); ``size`` their total."""
+
+    regions: list[FileRegion | bytes]
     size: int
     log_start_offset: int
     log_end_offset: int
+
+    def to_bytes(self) -> bytes:
+        """The parts' bytes, joined (regions read with ``pread``)."""
+        return b"".join(
+            read_fully(part.file.fileno(), part.size, part.position)
+            if isinstance(part, FileRegion) else part
+            for part in self.regions
+        )
 
 
 @dataclass(slots=True, frozen=True)
@@ -147,10 +162,15 @@ class Log:
     before ``_lock``), so no descriptor is closed under the cleaner; the graveyard is not
     emptied while a pass runs for the same reason.
 
-    Segments leaving the log (retention, truncation, cleaning) are unlinked at once but their
-    descriptors are closed only after ``file.delete.delay.ms`` (the
-    :class:`~strom.storage.log_retention.Graveyard`) so concurrent fsyncs and in-flight
-    sendfiles stay valid.
+    Descriptors: each segment's ``.log`` comes from the process's
+    :mod:`~strom.storage.file_pool` (opened on use, closed when idle and least recently used,
+    pinned while in use), so the number of partitions is not bounded by the open-file limit.
+    Segments leaving the log (retention, truncation, cleaning) are detached and unlinked (or
+    renamed over) at once; a descriptor open at that moment stays open for
+    ``file.delete.delay.ms`` (the :class:`~strom.storage.log_retention.Graveyard`), and a
+    region being sent keeps its own pin, so in-flight reads and concurrent fsyncs complete. A
+    read that picked up a segment list just before a cleaner swap and finds the old segment's
+    file gone looks the offset up again in the new list.
 
     Lifecycle: :meth:`open` (recovering from a crash unless ``clean_shutdown``), use,
     :meth:`close` (producer snapshot, final index entries) or :meth:`delete`.
@@ -393,9 +413,12 @@ class Log:
         return ReadResult([], 0, self.log_start_offset, self.log_end_offset)
 
     def read(
-        self, offset: int, max_bytes: int, *, upper_bound: int, min_one: bool = True
+        self, offset: int, max_bytes: int, *, upper_bound: int, min_one: bool = True,
+        inline_below: int = INLINE_READ_BYTES,
     ) -> ReadResult:
-        """Bytes of the batches from the one holding ``offset``, as one file region.
+        """Bytes of the batches from the one holding ``offset``, as one part: the bytes
+        themselves if fewer than ``inline_below`` (or the file pool is full of pinned files),
+        else a file region (see :meth:`LogSegment.read`).
 
         Stops at ``max_bytes`` (cut at a batch boundary; the first batch is returned whole
         if it alone is larger and ``min_one``), at ``upper_bound`` (the caller's choice: high
@@ -411,37 +434,29 @@ class Log:
         upper = min(upper_bound, leo)
         if offset >= upper:
             return self._empty()
-        with self._lock:  # the cleaner replaces both lists; pick up a consistent pair
+        lock = self._lock
+        for _ in range(_READ_ATTEMPTS):
+            lock.acquire()  # the cleaner replaces both lists; pick up a consistent pair
             segments, bases = self._segments, self._bases
-        slot = max(0, bisect_right(bases, offset) - 1)
-        while slot < len(segments):
-            segment = segments[slot]
-            found = segment.translate_offset(offset)
-            if found is None:  # offset falls in a gap at the end of this segment
-                slot += 1
-                continue
-            position, header = found
-            if header.base_offset >= upper:
+            lock.release()
+            slot = max(0, bisect_right(bases, offset) - 1)
+            try:
+                while slot < len(segments):
+                    found = segments[slot].read(offset, upper, max_bytes, min_one, inline_below)
+                    if found is None:  # offset falls in a gap at the end of this segment
+                        slot += 1
+                        continue
+                    if found is False:
+                        return self._empty()
+                    size = len(found) if isinstance(found, bytes) else found.size
+                    return ReadResult([found], size, self.log_start_offset, leo)
                 return self._empty()
-            end = segment.size
-            if upper < segment.next_offset:
-                bound = segment.translate_offset(upper, position)
-                if bound is not None:
-                    end = bound[0]
-            available = end - position
-            if available <= 0:
-                return self._empty()
-            if available <= max_bytes:
-                size = available
-            elif header.size > max_bytes:
-                if not min_one:
-                    return self._empty()
-                size = min(header.size, available)
-            else:
-                size = segment.batch_boundary(position, header, position + max_bytes) - position
-            return ReadResult([segment.region(position, size)], size, self.log_start_offset,
-                              leo)
-        return self._empty()
+            except FileNotFoundError:
+                # A segment left the log (a cleaner swap) after we picked it up and its
+                # descriptor was not open: look it up again in the new list.
+                if self._segments is segments or self._closed:
+                    raise
+        raise KafkaStorageError(f"segments of {self.topic}-{self.partition} kept changing")
 
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
@@ -653,9 +668,9 @@ class Log:
                     try:
                         segment.flush()
                     except OSError:
-                        # A segment that left the log (retention, truncation) may be closed
-                        # under us; its data no longer matters.
-                        if not segment.closed and not self._closed:
+                        # A segment that left the log (retention, truncation, a cleaner swap)
+                        # may be gone or closed under us; its data no longer matters.
+                        if not (segment.closed or segment.detached or self._closed):
                             raise
             if target > self.recovery_point:
                 self.recovery_point = target
@@ -783,8 +798,9 @@ class Log:
                     or old[0].base_offset != base_offset):
                 discard_swap(self.directory, base_offset)
                 return None
+            old[0].detach()  # its files are replaced by the renames below: never reopen them
             for segment in old[1:]:
-                segment.unlink()  # the first one's files are replaced by the renames below
+                segment.unlink()
             rename_segment_files(self.directory, base_offset, SWAP_SUFFIX, "")
             # The range file stays until the caller's directory fsync (finish_swap).
             settings = self._settings

@@ -6,7 +6,8 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
 from strom.common.clock import Clock
@@ -19,11 +20,22 @@ from strom.storage.checkpoint import (
     write_offsets,
 )
 from strom.storage.cleaner import DEFAULT_BACKOFF_MS, LogCleaner
+from strom.storage.file_pool import (
+    CAPACITY_CONFIG,
+    configure_default_pool,
+    default_pool,
+    nofile_limits,
+)
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
     CorruptFileError,
     atomic_write,
+    file_name,
     fsync_dir,
+    unlink_quietly,
 )
 from strom.storage.log import Log, parse_partition_dir
 
@@ -38,6 +50,19 @@ def cleaner_settings(config: BrokerConfig) -> tuple[int, float | None]:
     default, no cap) as :meth:`LogManager.start_cleaner` takes them."""
     io_cap = float(config.get("log.cleaner.io.max.bytes.per.second"))
     return int(config.get("log.cleaner.backoff.ms")), io_cap if io_cap < 1e300 else None
+
+
+def _remove_new_log_dir(directory: Path) -> None:
+    """Remove the directory of a log whose creation failed. ``rmtree`` needs descriptors, which
+    may be what ran out: the files an empty new log can have are then removed by name."""
+    shutil.rmtree(directory, ignore_errors=True)
+    if os.path.lexists(directory):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            unlink_quietly(directory / file_name(0, suffix))
+        try:
+            directory.rmdir()
+        except OSError as exc:
+            log.warning("cannot remove %s after its log failed to open: %s", directory, exc)
 
 
 class LogManager:
@@ -69,7 +94,13 @@ class LogManager:
 
     # -- loading --------------------------------------------------------------------------
     def load(self, topic_configs: Callable[[str], TopicConfig]) -> None:
-        """Open every partition directory (recovering after a crash) and remove the marker."""
+        """Open every partition directory (recovering after a crash) and remove the marker.
+
+        Sets the process's file-pool capacity from ``log.max.open.files`` first."""
+        pool = configure_default_pool(int(self.broker_config.get(CAPACITY_CONFIG)))
+        soft, hard = nofile_limits()
+        log.info("open-file limit %s (hard %s): at most %d segment files open (%s)", soft, hard,
+                 pool.capacity, CAPACITY_CONFIG)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
@@ -91,11 +122,11 @@ class LogManager:
                 continue
             topic, partition = parse_partition_dir(entry.name)
             tp = TopicPartition(topic, partition)
-            self._logs[tp] = Log.open(
-                Path(entry.path), topic_configs(topic), clock=self.clock,
+            self._logs[tp] = pool.with_descriptors(partial(
+                Log.open, Path(entry.path), topic_configs(topic), clock=self.clock,
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_starts.get(tp, 0), clean_shutdown=clean,
-            )
+            ), entry.path)
         self.checkpoint()
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
@@ -114,26 +145,54 @@ class LogManager:
         return list(self._logs.values())
 
     def create(self, topic: str, partition: int, config: TopicConfig) -> Log:
-        """The log of a partition, created empty if it does not exist yet."""
+        """The log of a partition, created empty if it does not exist yet.
+
+        All or nothing: if the log cannot be opened, a directory this call created is
+        removed again before the error propagates."""
         tp = TopicPartition(topic, partition)
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
         directory = self.data_dir / str(tp)
-        created = not directory.exists()
-        plog = Log.open(directory, config, clock=self.clock, clean_shutdown=True)
-        if created:
-            fsync_dir(self.data_dir)
+        created = not os.path.lexists(directory)
+        try:
+            plog = default_pool().with_descriptors(
+                partial(Log.open, directory, config, clock=self.clock, clean_shutdown=True),
+                directory)
+        except BaseException:
+            if created:
+                _remove_new_log_dir(directory)
+            raise
         self._logs[tp] = plog
+        if created:
+            try:
+                fsync_dir(self.data_dir)
+            except BaseException:
+                self.delete_logs([tp])
+                raise
         return plog
 
     def delete_topic(self, topic: str) -> None:
         """Delete every partition log of ``topic`` (directories removed)."""
-        for tp in [tp for tp in self._logs if tp.topic == topic]:
-            self._logs.pop(tp).delete()  # waits for an in-flight cleaning pass to stop
+        self.delete_logs([tp for tp in self._logs if tp.topic == topic])
+
+    def delete_logs(self, partitions: Iterable[TopicPartition]) -> None:
+        """Delete the logs of ``partitions`` that exist (directories removed)."""
+        deleted = False
+        for tp in partitions:
+            plog = self._logs.pop(tp, None)
+            if plog is None:
+                continue
+            plog.delete()  # waits for an in-flight cleaning pass to stop
+            deleted = True
             if self._cleaner is not None:
                 self._cleaner.forget(tp)
-        fsync_dir(self.data_dir)
+        if deleted:
+            fsync_dir(self.data_dir)
+
+    def partitions(self) -> list[TopicPartition]:
+        """The partitions that have a log here."""
+        return list(self._logs)
 
     # -- periodic work --------------------------------------------------------------------
     def checkpoint(self) -> None:

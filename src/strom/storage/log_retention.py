@@ -6,9 +6,11 @@ leaves): by ``retention.ms`` (:func:`expired_by_time`), by ``retention.bytes``
 :meth:`strom.storage.log.Log.apply_retention` applies them in that order, each to what the
 previous one left.
 
-Departure: a segment that leaves the log (retention, truncation, a cleaner swap) is unlinked
-at once but its descriptors stay open in a :class:`Graveyard` for ``file.delete.delay.ms``,
-so concurrent fsyncs and in-flight sendfiles of it stay valid.
+Departure: a segment that leaves the log (retention, truncation, a cleaner swap) is detached
+and unlinked at once (its ``.log`` is never reopened by name); a descriptor open at that moment
+stays open in a :class:`Graveyard` for ``file.delete.delay.ms``, and regions being sent hold
+their own pins (:mod:`strom.storage.file_pool`), so concurrent fsyncs and in-flight sendfiles
+of it stay valid.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import logging
 import mmap
 import os
@@ -10,7 +9,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from strom.common.errors import CorruptMessageError
 from strom.protocol.records.batch import (
@@ -22,6 +21,7 @@ from strom.protocol.records.batch import (
     parse_header,
     scan_valid_prefix,
 )
+from strom.storage.file_pool import FileLease, FilePool, PooledFile, default_pool
 from strom.storage.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -43,18 +43,29 @@ _INT32 = struct.Struct(">i")
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _BOUNDARY_SCAN_LIMIT = 64  # headers read at most when cutting a read at a batch boundary
 
+#: Reads smaller than this are returned as bytes rather than as a :class:`FileRegion`: the
+#: network layer copies regions this small with ``pread`` anyway (sendfile is for larger
+#: ones), so copying them at read time costs nothing more and releases the descriptor at once
+#: — a fetch across thousands of partitions then pins no files. Larger reads are copied too
+#: when the file pool is full of pinned files (bounded by the fetch's own size limits).
+INLINE_READ_BYTES = 64 * 1024
+
 
 @dataclass(slots=True)
 class FileRegion:
     """``size`` bytes at ``position`` of an open segment file, sent with sendfile / pread.
 
     ``file`` is the segment's raw (unbuffered) file object; its seek position is never used
-    by storage, so senders may move it (asyncio's sendfile does).
+    by storage, so senders may move it (asyncio's sendfile does). ``lease`` pins the file in
+    the :mod:`~strom.storage.file_pool` for as long as the region lives: its descriptor is not
+    closed (by eviction, retention, truncation, a cleaner swap or a topic deletion) while a
+    sender may still use it. Drop the region once its bytes are sent.
     """
 
     file: BinaryIO
     position: int
     size: int
+    lease: FileLease | None = None
 
 
 def iter_headers(fd: int, start: int, end: int, chunk: int = SCAN_CHUNK) -> Iterator[BatchHeader]:
@@ -167,6 +178,13 @@ class LogSegment:
     * ``<base>.index`` — :class:`~strom.storage.offset_index.OffsetIndex`.
     * ``<base>.timeindex`` — :class:`~strom.storage.time_index.TimeIndex`.
 
+    Descriptors: the ``.log`` is a :class:`~strom.storage.file_pool.PooledFile`, opened when
+    first used and closed by the pool when it is the least recently used idle file (the rules
+    — who closes, when it reopens, in-flight reads — are in :mod:`strom.storage.file_pool`).
+    Every method pins it for the duration of its I/O; :meth:`read` hands its pin to the
+    returned :class:`FileRegion`. The indexes hold no descriptor between flushes. A segment
+    being appended to or read stays open because it is the most recently used.
+
     Index entries are added for a batch when more than ``index_interval_bytes`` were appended
     since the previous entry (Kafka's rule). In memory the segment tracks its size, next
     offset, the first batch's timestamp (for ``segment.ms``), the max timestamp and the last
@@ -184,17 +202,19 @@ class LogSegment:
     Readers use positions with ``pread`` / ``sendfile`` only. Cleaned segments are written
     under a ``name_suffix`` (``.cleaned``) and reopened under their final names.
     Lifecycle: :meth:`create` or :meth:`open`, appends while active, :meth:`on_inactive` when
-    a newer segment takes over, :meth:`close`; :meth:`unlink` removes the files (the
-    descriptors stay usable until :meth:`close`, so in-flight reads finish).
+    a newer segment takes over, :meth:`close`; :meth:`unlink` (or :meth:`detach` before the
+    cleaner renames files over this segment's) removes the names: an open descriptor stays
+    usable until :meth:`close`, so in-flight reads finish, and the file is never reopened
+    by name again.
     """
 
     __slots__ = (
         "_bytes_since_index",
-        "_fd",
+        "_dirty",
+        "_log",
         "base_offset",
         "created_ms",
         "directory",
-        "file",
         "first_batch_timestamp",
         "index_interval_bytes",
         "max_timestamp",
@@ -211,7 +231,7 @@ class LogSegment:
         self,
         directory: Path,
         base_offset: int,
-        file: io.FileIO,
+        log_file: PooledFile,
         offset_index: OffsetIndex,
         time_index: TimeIndex,
         *,
@@ -223,8 +243,8 @@ class LogSegment:
         self.directory = directory
         self.name_suffix = name_suffix
         self.base_offset = base_offset
-        self.file = file
-        self._fd = file.fileno()
+        self._log = log_file
+        self._dirty = True  # written since the last fsync (unknown for a file just opened)
         self.offset_index = offset_index
         self.time_index = time_index
         self.index_interval_bytes = index_interval_bytes
@@ -267,14 +287,15 @@ class LogSegment:
         now_ms: int,
         roll_jitter_ms: int = 0,
         name_suffix: str = "",
+        pool: FilePool | None = None,
     ) -> LogSegment:
         """A new empty segment (files at that base offset are replaced).
 
         ``name_suffix`` is appended to the three file names: the cleaner writes segments as
         ``<base>.log.cleaned`` etc. (see :mod:`strom.storage.swap`) and reopens them under
-        their final names once renamed."""
+        their final names once renamed. ``pool`` defaults to the process's file pool."""
         log_path = directory / (file_name(base_offset, LOG_SUFFIX) + name_suffix)
-        file = open(log_path, "w+b", buffering=0)  # noqa: SIM115
+        file = PooledFile.create(pool or default_pool(), log_path)
         try:
             oi = OffsetIndex.create(directory / (file_name(base_offset, INDEX_SUFFIX)
                                                  + name_suffix), base_offset, max_index_bytes)
@@ -297,16 +318,23 @@ class LogSegment:
         now_ms: int,
         recover: bool = False,
         roll_jitter_ms: int = 0,
+        pool: FilePool | None = None,
     ) -> tuple[LogSegment, RecoveryResult | None]:
         """Open an existing segment.
 
         With ``recover`` the whole file is validated (CRC) and the indexes rebuilt. Otherwise
         the indexes are loaded and sanity-checked and the batches after the last index entry
         are scanned; any problem falls back to recovery. The second value is the recovery
-        result when recovery ran.
+        result when recovery ran (the ``.log`` is then left open in the pool, the most recently
+        used file).
         """
-        file = open(cls.log_path_for(directory, base_offset), "r+b", buffering=0)  # noqa: SIM115
-        size = os.fstat(file.fileno()).st_size
+        file = PooledFile(pool or default_pool(), cls.log_path_for(directory, base_offset))
+        try:
+            size = os.fstat(file.acquire().fileno()).st_size
+        except BaseException:
+            file.close()
+            raise
+        file.release()
         oi_path = directory / file_name(base_offset, INDEX_SUFFIX)
         ti_path = directory / file_name(base_offset, TIME_INDEX_SUFFIX)
         oi: OffsetIndex | None = None
@@ -327,14 +355,14 @@ class LogSegment:
                                                                                base_offset), exc)
                     for index in (oi, ti):
                         if index is not None:
-                            index.close()
+                            index.close(write=False)
             oi = OffsetIndex.create(oi_path, base_offset, max_index_bytes)
             ti = TimeIndex.create(ti_path, base_offset, max_index_bytes)
         except BaseException:
             file.close()
             for index in (oi, ti):
                 if index is not None:
-                    index.close()
+                    index.close(write=False)
             raise
         segment = cls(directory, base_offset, file, oi, ti,
                       index_interval_bytes=index_interval_bytes, created_ms=now_ms,
@@ -343,32 +371,66 @@ class LogSegment:
         return segment, segment.recover()
 
     def close(self) -> None:
-        """Close the files (idempotent). Indexes are fsynced first so a clean close is durable."""
-        if self.file.closed:
+        """Close the files (idempotent). Indexes are written and fsynced first so a clean
+        close is durable (not for a detached segment: its files are gone or replaced). A
+        descriptor pinned by a :class:`FileRegion` closes when the region is dropped."""
+        log_file = self._log
+        if log_file.closed:
             return
-        for index in (self.offset_index, self.time_index):
-            try:
-                index.flush()
-            finally:
-                index.close()
-        self.file.close()
+        write = not log_file.detached
+        try:
+            for index in (self.offset_index, self.time_index):
+                index.close(write=write)
+        finally:
+            log_file.close()
+
+    def detach(self) -> None:
+        """The segment's names are about to be unlinked or renamed over: from now on its
+        ``.log`` is never reopened by name (an open descriptor stays until :meth:`close`)."""
+        self._log.detach()
 
     def unlink(self) -> None:
-        """Remove the segment's files; open descriptors keep working until :meth:`close`."""
+        """Detach and remove the segment's files (see :meth:`detach`)."""
+        self._log.detach()
         for path in (self.log_path, self.index_path, self.time_index_path):
             unlink_quietly(path)
 
     def flush(self) -> None:
-        """fsync the log and both indexes (no-op once closed)."""
-        if self.file.closed:
+        """fsync the log (if written since the last fsync) and both indexes (writing their
+        pending entries); no-op once closed or detached."""
+        log_file = self._log
+        if log_file.closed or log_file.detached:
             return
-        os.fsync(self._fd)
+        if self._dirty:
+            self._dirty = False  # cleared first: an append racing this fsync sets it again
+            file = log_file.acquire()
+            try:
+                os.fsync(file.fileno())
+            except BaseException:
+                self._dirty = True
+                raise
+            finally:
+                log_file.release()
         self.offset_index.flush()
         self.time_index.flush()
 
     @property
     def closed(self) -> bool:
-        return self.file.closed
+        return self._log.closed
+
+    @property
+    def detached(self) -> bool:
+        """The segment left the log and its names are gone (see :meth:`detach`)."""
+        return self._log.detached
+
+    @property
+    def log_file(self) -> PooledFile:
+        """The pooled ``.log`` file (its descriptor comes and goes; see the class docstring)."""
+        return self._log
+
+    def _fd(self) -> int:
+        """Pin the ``.log`` and return its descriptor; pair with ``self._log.release()``."""
+        return self._log.acquire().fileno()
 
     # -- state loading and recovery -------------------------------------------------------
     def _load_tail_state(self) -> None:
@@ -381,7 +443,7 @@ class LogSegment:
         self._bytes_since_index = 0
         expected = self.base_offset
         first = True
-        for header in iter_headers(self._fd, position, self.size):
+        for header in self.headers(position):
             if first and len(self.offset_index) and header.last_offset != last_indexed:
                 raise CorruptIndexError(
                     f"{self.index_path}: last entry ({last_indexed}, {position}) does not match "
@@ -404,17 +466,24 @@ class LogSegment:
             raise CorruptIndexError(f"{self.time_index_path}: entry beyond the segment's data")
         self.first_batch_timestamp = -1
         if self.size >= HEADER_SIZE:
-            head = parse_header(read_fully(self._fd, HEADER_SIZE, 0))
+            head = parse_header(self.read_bytes(0, HEADER_SIZE))
             self.first_batch_timestamp = head.max_timestamp
 
     def recover(self) -> RecoveryResult:
         """Validate every batch (CRC, offsets), cut the file after the valid prefix, rebuild
         both indexes and the in-memory state."""
-        size = os.fstat(self._fd).st_size
+        fd = self._fd()
+        try:
+            return self._recover(fd)
+        finally:
+            self._log.release()
+
+    def _recover(self, fd: int) -> RecoveryResult:
+        size = os.fstat(fd).st_size
         headers: list[BatchHeader] = []
         valid = 0
         if size:
-            with mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) as mapped:
+            with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped:
                 view = memoryview(mapped)
                 try:
                     headers, valid = scan_valid_prefix(view)
@@ -433,7 +502,8 @@ class LogSegment:
         if truncated:
             log.warning("%s: truncating %d invalid bytes at position %d", self.log_path,
                         truncated, valid)
-            os.ftruncate(self._fd, valid)
+            os.ftruncate(fd, valid)
+            self._dirty = True
         self.size = valid
         self.next_offset = expected
         self.max_timestamp = self.offset_of_max_timestamp = -1
@@ -473,11 +543,15 @@ class LogSegment:
         timestamps as written). Nothing is visible (``size``) until every byte is written.
         """
         position = self.size
+        fd = self._fd()
         try:
-            write_fully(self._fd, buf, position)
+            write_fully(fd, buf, position)
         except BaseException:
-            os.ftruncate(self._fd, position)  # no torn batch left behind on ENOSPC / EIO
+            os.ftruncate(fd, position)  # no torn batch left behind on ENOSPC / EIO
             raise
+        finally:
+            self._log.release()
+        self._dirty = True
         if position == 0:
             self.first_batch_timestamp = headers[0].max_timestamp
         last = self.time_index.last_entry()
@@ -516,6 +590,70 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     # -- reads ----------------------------------------------------------------------------
+    def read(
+        self, offset: int, upper: int, max_bytes: int, min_one: bool,
+        inline_below: int = INLINE_READ_BYTES,
+    ) -> FileRegion | bytes | Literal[False] | None:
+        """What to serve for a fetch from ``offset``: the batches from the one holding it,
+        stopping before ``upper`` (the first offset not to serve), after ``max_bytes`` (cut at
+        a batch boundary; the first batch whole if it alone is larger and ``min_one``) and at
+        the segment's end.
+
+        ``None`` if no batch here holds ``offset`` or a later one (the caller tries the next
+        segment); ``False`` if there is nothing to serve. The bytes themselves below
+        ``inline_below`` (:data:`INLINE_READ_BYTES`) or when the file pool has no room (more
+        pinned files than its capacity); otherwise a region that keeps the pin taken for the
+        lookups, so its descriptor stays open until the region is dropped.
+        """
+        log_file = self._log
+        file = log_file.acquire()
+        lease: FileLease | None = None
+        try:
+            fd = file.fileno()
+            found = self._find_region(fd, offset, upper, max_bytes, min_one)
+            if found is None or found is False:
+                return found
+            position, size = found
+            pool = log_file.pool
+            if size < inline_below or pool.pinned_files > pool.capacity:
+                return read_fully(fd, size, position)
+            lease = FileLease(log_file, file)  # takes this pin over
+        finally:
+            if lease is None:
+                log_file.release()
+        return FileRegion(file, position, size, lease)
+
+    def _find_region(
+        self, fd: int, offset: int, upper: int, max_bytes: int, min_one: bool
+    ) -> tuple[int, int] | Literal[False] | None:
+        """(position, size) for :meth:`read`, or its ``None`` / ``False``."""
+        _, position = self.offset_index.lookup(offset)
+        header = _find_batch(fd, position, self.size, offset)
+        if header is None:
+            return None
+        position = header.position
+        if header.base_offset >= upper:
+            return False
+        end = self.size
+        if upper < self.next_offset:
+            _, indexed = self.offset_index.lookup(upper)
+            bound = _find_batch(fd, max(indexed, position), self.size, upper)
+            if bound is not None:
+                end = bound.position
+        available = end - position
+        if available <= 0:
+            return False
+        if available <= max_bytes:
+            return position, available
+        if header.size > max_bytes:
+            return (position, min(header.size, available)) if min_one else False
+        limit = position + max_bytes
+        best = position + header.size  # the first batch fits: cut at the last one that does
+        if best < limit:
+            best = max(best, self.offset_index.floor_position(limit))
+            best = _last_batch_end(fd, best, self.size, limit, _BOUNDARY_SCAN_LIMIT)
+        return position, best - position
+
     def translate_offset(
         self, offset: int, start_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
@@ -524,37 +662,38 @@ class LogSegment:
         Index lookup, then a header scan with ``pread``. None if no such batch is here.
         """
         _, position = self.offset_index.lookup(offset)
-        header = _find_batch(self._fd, max(position, start_position), self.size, offset)
+        fd = self._fd()
+        try:
+            header = _find_batch(fd, max(position, start_position), self.size, offset)
+        finally:
+            self._log.release()
         return None if header is None else (header.position, header)
 
-    def batch_boundary(self, start: int, first: BatchHeader, limit: int) -> int:
-        """The largest batch end in ``[start + first.size, limit]`` (assumes the first fits).
-
-        Uses the offset index to jump close to ``limit``, then reads a few headers.
-        """
-        best = start + first.size
-        if best >= limit:
-            return best
-        indexed = self.offset_index.floor_position(limit)
-        if indexed > best:
-            best = indexed
-        return _last_batch_end(self._fd, best, self.size, limit, _BOUNDARY_SCAN_LIMIT)
-
-    def region(self, position: int, size: int) -> FileRegion:
-        return FileRegion(self.file, position, size)
-
     def read_bytes(self, position: int, size: int) -> bytes:
-        return read_fully(self._fd, size, position)
+        fd = self._fd()
+        try:
+            return read_fully(fd, size, position)
+        finally:
+            self._log.release()
 
     def headers(self, start_position: int = 0) -> Iterator[BatchHeader]:
-        """Headers of the batches from ``start_position`` to the end (structure-checked)."""
-        return iter_headers(self._fd, start_position, self.size)
+        """Headers of the batches from ``start_position`` to the end (structure-checked); the
+        file stays pinned until the iterator is exhausted or closed."""
+        fd = self._fd()
+        try:
+            yield from iter_headers(fd, start_position, self.size)
+        finally:
+            self._log.release()
 
     def largest_timestamp(self) -> int:
         """For retention: the max record timestamp, else the file's modification time."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        fd = self._fd()
+        try:
+            return os.fstat(fd).st_mtime_ns // 1_000_000
+        finally:
+            self._log.release()
 
     # -- truncation -----------------------------------------------------------------------
     def truncate_to(self, offset: int) -> int:
@@ -568,7 +707,12 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        os.ftruncate(self._fd, position)
+        fd = self._fd()
+        try:
+            os.ftruncate(fd, position)
+        finally:
+            self._log.release()
+        self._dirty = True
         self.size = position
         self._load_tail_state()
         return removed

@@ -3,11 +3,13 @@
 The broker runs in a child process (so a test can kill -9 it, and the test's own event loop
 and GIL stay free), with a temporary data directory unless one is given. ``bootstrap`` is the
 address clients connect to. ``restart()`` keeps the data directory and the port.
+``open_file_limit`` runs the broker as under ``ulimit -n N`` (soft and hard RLIMIT_NOFILE).
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -15,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -30,8 +32,10 @@ class EmbeddedBroker:
         port: int = 0,
         host: str = "127.0.0.1",
         log_level: str = "WARNING",
+        open_file_limit: int | None = None,
     ) -> None:
         self.config = dict(config or {})
+        self.open_file_limit = open_file_limit
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="strom-"))
         self.host = host
@@ -56,6 +60,7 @@ class EmbeddedBroker:
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.process = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            preexec_fn=self._limit_open_files(),
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         assert self.process.stdout is not None
@@ -78,6 +83,16 @@ class EmbeddedBroker:
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
         return self
+
+    def _limit_open_files(self) -> Callable[[], None] | None:
+        limit = self.open_file_limit
+        if limit is None:
+            return None
+
+        def apply() -> None:  # in the child, before exec: as `ulimit -n limit`
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        return apply
 
     def _drain(self) -> None:
         process = self.process

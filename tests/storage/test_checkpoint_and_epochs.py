@@ -5,9 +5,12 @@ from pathlib import Path
 import pytest
 
 from strom.common.types import TopicPartition
+from strom.storage import leader_epoch
 from strom.storage.checkpoint import read_checkpoint, read_offsets, write_offsets
 from strom.storage.files import CorruptFileError
 from strom.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from tests.storage.conftest import OpenLog
+from tests.storage.helpers import make_batch
 
 
 def test_offset_checkpoint_format_and_round_trip(tmp_path: Path) -> None:
@@ -68,3 +71,26 @@ def test_leader_epoch_cache(tmp_path: Path) -> None:
 def test_corrupt_epoch_checkpoint_is_ignored(tmp_path: Path) -> None:
     (tmp_path / LEADER_EPOCH_CHECKPOINT).write_text("0\n1\nnot numbers\n")
     assert LeaderEpochCache(tmp_path).entries() == []
+
+
+def test_a_failed_epoch_checkpoint_is_rewritten_before_the_next_append(
+        tmp_path: Path, open_log: OpenLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk when leadership starts: the epoch stays in memory, marked dirty, and the
+    log's next append writes the file first (refused while the disk is full), so no batch is
+    ever appended ahead of the checkpoint."""
+    plog = open_log()
+
+    def full(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(leader_epoch, "write_checkpoint", full)
+    with pytest.raises(OSError):
+        plog.leader_epochs.assign(3, 0)
+    assert plog.leader_epochs.dirty and plog.leader_epochs.latest_epoch == 3
+    with pytest.raises(OSError):
+        plog.append(memoryview(make_batch([b"a"])), leader_epoch=3)
+    assert plog.log_end_offset == 0
+    monkeypatch.undo()
+    plog.append(memoryview(make_batch([b"a"])), leader_epoch=3)
+    assert not plog.leader_epochs.dirty
+    assert read_checkpoint(tmp_path / "topic-0" / LEADER_EPOCH_CHECKPOINT, 2) == [["3", "0"]]

@@ -31,6 +31,7 @@ Owned by the broker's event-loop thread (the :class:`ReplicaManager`); not threa
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ from strom.common.types import (
     TopicPartition,
 )
 from strom.storage.log import AppendResult, Log, ReadResult
+
+log = logging.getLogger("strom.replication.partition")
 
 
 class Role(enum.Enum):
@@ -207,7 +210,11 @@ class Partition:
         epoch cache, as in Kafka."""
         changed = self.role is not Role.LEADER or leader_epoch != self.leader_epoch
         if changed and leader_epoch >= 0 and leader_epoch > self.log.latest_epoch:
-            self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset)
+            try:
+                self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset)
+            except OSError as exc:  # kept in memory; written before the next append
+                log.warning("%s: cannot write the leader epoch checkpoint (%s); it is "
+                            "written before the next append", self.tp, exc)
         if changed:
             now = self.clock.now_ms()
             self.remote = {r: ReplicaState(r, last_caught_up_ms=now)

@@ -23,7 +23,10 @@ class LeaderEpochCache:
     format (see :mod:`strom.storage.checkpoint`) with ``<epoch> <start offset>`` lines; it is
     rewritten atomically (tmp + fsync + rename) whenever the entries change — rare, once per
     leader change — and before the batch that opened the epoch is appended, so after a crash
-    the file may only be ahead of the log; :meth:`truncate_from_end` at load trims it.
+    the file may only be ahead of the log; :meth:`truncate_from_end` at load trims it. A
+    rewrite that fails (a full disk) leaves the entries changed in memory and :attr:`dirty`
+    set: the log rewrites the file before its next append (which fails while the disk is
+    full), so no batch is appended ahead of the file.
 
     Thread-safety: owned by the thread that appends to the log.
     """
@@ -32,6 +35,8 @@ class LeaderEpochCache:
         self.path = directory / LEADER_EPOCH_CHECKPOINT
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        #: The entries changed since the file was last written (its rewrite failed).
+        self.dirty = False
         try:
             entries = read_checkpoint(self.path, 2)
             pairs = [(int(e), int(o)) for e, o in entries]
@@ -49,7 +54,10 @@ class LeaderEpochCache:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     def flush(self) -> None:
+        """Rewrite the file; on failure (``OSError``) :attr:`dirty` stays set."""
+        self.dirty = True
         write_checkpoint(self.path, self.entries())
+        self.dirty = False
 
     def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.

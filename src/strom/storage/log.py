@@ -334,6 +334,8 @@ class Log:
                 header.max_timestamp = now
         if leader_epoch >= 0 and leader_epoch != self.leader_epochs.latest_epoch:
             self.leader_epochs.assign(leader_epoch, base_offset)
+        elif self.leader_epochs.dirty:
+            self.leader_epochs.flush()
         segment.append(buf, headers)
         if pending is not None:
             state.commit(pending, next_offset)

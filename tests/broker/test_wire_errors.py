@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from strom.common.errors import ErrorCode
-from strom.protocol import api
+from strom.protocol import api, strict
 from strom.protocol.versions import ApiKey
 from strom.testing import EmbeddedBroker
 from tests.broker.raw import RawClient
@@ -164,3 +165,23 @@ def test_malformed_bodies_close_the_connection_without_an_error(
     time.sleep(0.1)  # the broker's log lines reach the reader thread
     assert not [line for line in broker.output if "Traceback" in line]
 
+
+@pytest.mark.parametrize("version", [10, 11])
+@pytest.mark.parametrize("by_id", [False, True])
+def test_metadata_v10_v11_by_topic_id_is_invalid_request(
+    broker: EmbeddedBroker, version: int, by_id: bool
+) -> None:
+    # These versions carry a topic id but cannot look topics up by it, and their response
+    # has no null topic name: Kafka answers INVALID_REQUEST per topic, the name as "".
+    client = RawClient(broker.bootstrap)
+    topics = [{"name": "errs", "topic_id": None},
+              {"name": None if not by_id else "errs", "topic_id": uuid.uuid4() if by_id else None}]
+    body = api.request(ApiKey.METADATA, version, {"topics": topics,
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False})
+    raw = client.call_raw(ApiKey.METADATA, version, body)
+    client.close()
+    strict.check_response(ApiKey.METADATA, version, raw)
+    resp = api.decode_response(ApiKey.METADATA, version, raw)
+    assert [(t.name, t.error_code) for t in resp.topics] == [
+        ("errs", ErrorCode.INVALID_REQUEST), ("errs" if by_id else "", ErrorCode.INVALID_REQUEST)]  # type: ignore[attr-defined]

@@ -262,3 +262,21 @@ def test_internal_topics_cannot_be_deleted_grown_or_truncated(broker: EmbeddedBr
         "require_stable": False})
     assert fetched.topics[0].partitions[0].committed_offset == 42
     client.close()
+
+
+def test_no_null_where_kafka_sends_a_value(broker: EmbeddedBroker) -> None:
+    # Kafka leaves these at their schema defaults ("" and an empty list), or sets them.
+    client = RawClient(broker.bootstrap)
+    failed = create(client, "nn-bad", configs={"cleanup.policy": "shred"})
+    assert failed.error_code == ErrorCode.INVALID_CONFIG  # type: ignore[attr-defined]
+    assert failed.configs == []  # type: ignore[attr-defined]
+    described = client.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": BROKER, "resource_name": "", "configuration_keys": ["num.partitions"]}],
+        "include_synonyms": False, "include_documentation": False}).results[0]
+    assert (described.error_code, described.error_message) == (0, "")
+    old = client.call(ApiKey.FIND_COORDINATOR, 3, {"key": "nn-group", "key_type": 0})
+    assert (old.error_code, old.error_message) == (0, "NONE")  # Errors.NONE.message()
+    new = client.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0,
+                                                   "coordinator_keys": ["nn-group"]})
+    assert [(c.error_code, c.error_message) for c in new.coordinators] == [(0, "")]
+    client.close()

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from strom.common.errors import ErrorCode
+from strom.protocol import api, strict
 from strom.protocol.versions import ApiKey
 from strom.testing import EmbeddedBroker
 from tests.broker.raw import RawClient
@@ -121,3 +125,63 @@ def test_oversized_frame_closes_connection(broker: EmbeddedBroker) -> None:
     other = RawClient(broker.bootstrap)
     assert other.call(ApiKey.API_VERSIONS, 0, {}).error_code == 0
     other.close()
+
+
+def _null_in(api_key: int, version: int, fields: dict[str, Any]) -> tuple[int, int, bytes]:
+    return api_key, version, api.request(api_key, version, fields)  # kafka-python writes nulls
+
+
+# Found by fuzzing mutated real-client requests: each raised an unhandled exception (logged
+# with a traceback), and the Metadata request auto-created a topic named "ab".
+FOUND_BY_FUZZING = [
+    _null_in(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": None}),
+    _null_in(ApiKey.OFFSET_COMMIT, 2, {"group_id": "g", "generation_id_or_member_epoch": 1,
+                                       "member_id": "m", "retention_time_ms": -1,
+                                       "topics": None}),
+    _null_in(ApiKey.JOIN_GROUP, 5, {"group_id": "g", "session_timeout_ms": 10000,
+                                    "rebalance_timeout_ms": 10000, "member_id": "",
+                                    "group_instance_id": None, "protocol_type": "consumer",
+                                    "protocols": [{"name": "range", "metadata": None}]}),
+    (ApiKey.METADATA, 1, struct.pack(">ih", 1, 32767) + b"ab"),  # name runs past the frame
+]
+
+
+@pytest.mark.parametrize(("api_key", "version", "body"), FOUND_BY_FUZZING,
+                         ids=["list-offsets", "offset-commit", "join-group", "metadata"])
+def test_malformed_bodies_close_the_connection_without_an_error(
+    broker: EmbeddedBroker, api_key: int, version: int, body: bytes
+) -> None:
+    bad = RawClient(broker.bootstrap)
+    bad.send_frame(bad.header(api_key, version) + body)
+    with pytest.raises((ConnectionError, socket.timeout)):
+        bad.read_frame()
+    bad.close()
+    bystander = RawClient(broker.bootstrap)
+    resp = bystander.call(ApiKey.METADATA, 12, {"topics": None,
+                                                "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False})
+    bystander.close()
+    assert "ab" not in {t.name for t in resp.topics}
+    time.sleep(0.1)  # the broker's log lines reach the reader thread
+    assert not [line for line in broker.output if "Traceback" in line]
+
+
+@pytest.mark.parametrize("version", [10, 11])
+@pytest.mark.parametrize("by_id", [False, True])
+def test_metadata_v10_v11_by_topic_id_is_invalid_request(
+    broker: EmbeddedBroker, version: int, by_id: bool
+) -> None:
+    # These versions carry a topic id but cannot look topics up by it, and their response
+    # has no null topic name: Kafka answers INVALID_REQUEST per topic, the name as "".
+    client = RawClient(broker.bootstrap)
+    topics = [{"name": "errs", "topic_id": None},
+              {"name": None if not by_id else "errs", "topic_id": uuid.uuid4() if by_id else None}]
+    body = api.request(ApiKey.METADATA, version, {"topics": topics,
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False})
+    raw = client.call_raw(ApiKey.METADATA, version, body)
+    client.close()
+    strict.check_response(ApiKey.METADATA, version, raw)
+    resp = api.decode_response(ApiKey.METADATA, version, raw)
+    assert [(t.name, t.error_code) for t in resp.topics] == [
+        ("errs", ErrorCode.INVALID_REQUEST), ("errs" if by_id else "", ErrorCode.INVALID_REQUEST)]  # type: ignore[attr-defined]

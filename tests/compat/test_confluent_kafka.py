@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -24,7 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from strom.testing import EmbeddedBroker
-from tests.compat.helpers import consume_all, produce_all
+from tests.compat.helpers import consume_all, create_topic, produce_all
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -141,4 +142,105 @@ def test_offsets_for_times_and_delete_records(broker: EmbeddedBroker,
         f.result(10)
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     assert (low, high) == (40, 100)
+    consumer.close()
+
+
+# -- fetch errors: the consumer recovers (auto.offset.reset) or reports the error, never hangs.
+# A Fetch partition with an error once carried null records; librdkafka rejects the whole
+# response for that ("invalid MessageSetSize -1"), never saw the error and fetched forever.
+
+
+def poll_until(consumer: Consumer, stop: Callable[[list[Any]], bool],
+               timeout: float = 30.0) -> list[Any]:
+    """Messages and errors polled until ``stop(seen)`` holds (or the timeout passes)."""
+    seen: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while not stop(seen) and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None:
+            seen.append(message)
+    return seen
+
+
+def values(seen: list[Any]) -> list[bytes]:
+    return [m.value() for m in seen if not m.error()]
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest", "error"])
+def test_seek_past_the_end_applies_auto_offset_reset(
+    broker: EmbeddedBroker, new_topic: Callable[..., str], reset: str
+) -> None:
+    topic = new_topic()
+    produce_all(broker.bootstrap, topic, [(None, b"old-%d" % i) for i in range(3)])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic,
+                         "auto.offset.reset": reset, "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 100)])  # past the end (3)
+    if reset == "earliest":
+        seen = poll_until(consumer, lambda s: len(values(s)) >= 3)
+        assert values(seen) == [b"old-0", b"old-1", b"old-2"]
+    elif reset == "latest":
+        # Reset to the end (reported as end of partition at 3), then only what is produced
+        # afterwards arrives.
+        seen = poll_until(consumer, lambda s: any(m.error() for m in s))
+        eof = [m for m in seen if m.error()]
+        assert eof and eof[0].error().code() == KafkaError._PARTITION_EOF
+        assert eof[0].offset() == 3
+        produce_all(broker.bootstrap, topic, [(None, b"new")])
+        seen = poll_until(consumer, lambda s: len(values(s)) >= 1)
+        assert values(seen) == [b"new"]
+    else:
+        seen = poll_until(consumer, lambda s: any(m.error() for m in s))
+        errors = [m.error() for m in seen if m.error()]
+        assert errors and errors[0].code() == KafkaError._AUTO_OFFSET_RESET
+        assert "Offset out of range" in errors[0].str()
+        assert not values(seen)
+    consumer.close()
+
+
+def test_fetch_below_the_log_start_after_delete_records(
+    broker: EmbeddedBroker, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic()
+    produce_all(broker.bootstrap, topic, [(None, b"v%d" % i) for i in range(10)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 6)]).values():
+        future.result(10)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 2)])  # deleted: below the log start (6)
+    seen = poll_until(consumer, lambda s: len(values(s)) >= 4)
+    assert values(seen) == [b"v6", b"v7", b"v8", b"v9"]
+    assert [m.offset() for m in seen if not m.error()] == [6, 7, 8, 9]
+    consumer.close()
+
+
+@pytest.mark.parametrize("mode", ["subscribe", "assign"])
+def test_topic_deleted_and_recreated_under_a_consumer(
+    broker: EmbeddedBroker, new_topic: Callable[..., str], mode: str
+) -> None:
+    topic = new_topic()
+    produce_all(broker.bootstrap, topic, [(None, b"old-%d" % i) for i in range(5)])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "topic.metadata.refresh.interval.ms": 1000})
+    if mode == "subscribe":
+        consumer.subscribe([topic])
+    else:  # the consumer keeps fetching its position from the topic that goes away
+        consumer.assign([TopicPartition(topic, 0, 0)])
+    assert values(poll_until(consumer, lambda s: len(values(s)) >= 5)) == [
+        b"old-%d" % i for i in range(5)]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_topics([topic], operation_timeout=10).values():
+        future.result(10)
+    gone = poll_until(consumer, lambda s: any(m.error() for m in s),
+                      timeout=15 if mode == "subscribe" else 2)
+    if mode == "subscribe":  # a subscriber is told the topic is gone
+        assert [m.error().code() for m in gone if m.error()][:1] == [
+            KafkaError.UNKNOWN_TOPIC_OR_PART]
+    # Re-created with fewer records than the consumer's position (5): it is reset and reads.
+    create_topic(broker.bootstrap, topic)
+    produce_all(broker.bootstrap, topic, [(None, b"new-%d" % i) for i in range(2)])
+    seen = poll_until(consumer, lambda s: b"new-1" in values(s))
+    assert values(seen) == [b"new-0", b"new-1"]
     consumer.close()

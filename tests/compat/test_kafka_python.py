@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import OffsetOutOfRangeError, TopicAlreadyExistsError
 
 from strom.testing import EmbeddedBroker
 
@@ -59,3 +59,31 @@ def test_admin(broker: EmbeddedBroker) -> None:
     assert "segment.ms" in text and "60000" in text
     admin.delete_topics(["kp-admin"])
     admin.close()
+
+
+@pytest.mark.parametrize("reset", ["earliest", "none"])
+def test_seek_past_the_end_applies_auto_offset_reset(
+    broker: EmbeddedBroker, new_topic: Callable[..., str], reset: str
+) -> None:
+    topic = new_topic()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    for i in range(3):
+        producer.send(topic, value=b"v%d" % i)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                             auto_offset_reset=reset)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek(tp, 100)  # past the end: the fetch answers OFFSET_OUT_OF_RANGE
+    if reset == "none":
+        with pytest.raises(OffsetOutOfRangeError):
+            consumer.poll(timeout_ms=10_000)
+    else:
+        got: list[bytes] = []
+        for _ in range(20):
+            got += [r.value for r in consumer.poll(timeout_ms=500).get(tp, [])]
+            if len(got) >= 3:
+                break
+        assert got == [b"v0", b"v1", b"v2"]
+    consumer.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+import uuid
 from collections.abc import Callable
 
 import pytest
@@ -38,3 +40,33 @@ def test_auto_create_on_produce(broker: EmbeddedBroker) -> None:
     kcat("-b", broker.bootstrap, "-P", "-t", "kcat-auto", stdin="one\ntwo\n")
     out = kcat("-b", broker.bootstrap, "-C", "-t", "kcat-auto", "-o", "beginning", "-e", "-q")
     assert out.splitlines() == ["one", "two"]
+
+
+def strom_cli(broker: EmbeddedBroker, *args: str, stdin: str | None = None) -> None:
+    result = subprocess.run([sys.executable, "-m", "strom", *args, "--bootstrap-server",
+                             broker.bootstrap], input=stdin, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("reset", "out", "status"), [
+    (None, "", 0),  # kcat's default, latest: reset to the end, nothing to print, exit
+    ("earliest", "x\n", 0),
+    ("error", "", 1),  # the error is reported: "Broker: Offset out of range"
+])
+def test_consume_from_an_offset_past_the_end_exits(
+    broker: EmbeddedBroker, reset: str | None, out: str, status: int
+) -> None:
+    # The reproduction: an OFFSET_OUT_OF_RANGE partition once carried null records,
+    # librdkafka rejected the response ("invalid MessageSetSize -1") and kcat never exited.
+    topic = f"kcat-range-{reset}-{uuid.uuid4().hex[:8]}"
+    strom_cli(broker, "topics", "create", topic)
+    strom_cli(broker, "produce", topic, stdin="x\n")
+    extra = ["-X", f"auto.offset.reset={reset}"] if reset else []
+    result = subprocess.run(["kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-o", "100",
+                             "-e", *extra], capture_output=True, text=True, timeout=30)
+    assert (result.returncode, result.stdout) == (status, out), result.stderr
+    if reset == "error":
+        assert "Offset out of range" in result.stderr
+    else:
+        assert "offset reset" in result.stderr and "MessageSetSize" not in result.stderr

@@ -11,6 +11,7 @@ import datetime
 import io
 import itertools
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,7 @@ class FakeRegion:
         self.size = len(self.data)
 
 
-def join(parts: list[Any]) -> bytes:
+def join(parts: Sequence[Any]) -> bytes:
     return b"".join(p.data if isinstance(p, FakeRegion) else bytes(p) for p in parts)
 
 
@@ -433,7 +434,7 @@ fetch_results = st.lists(
                     st.none(), st.lists(st.tuples(int64s, int64s), max_size=3)
                 ),
                 preferred_read_replica=int32s,
-                records=st.one_of(st.none(), record_parts),
+                records=record_parts,
                 diverging_epoch=st.one_of(st.none(), st.tuples(int32s, int64s)),
                 current_leader=st.one_of(st.none(), st.tuples(int32s, int32s)),
             ),
@@ -455,8 +456,8 @@ def kafka_fetch_response(
     tr = KFetchResponse.FetchableTopicResponse
     pd = tr.PartitionData
 
-    def records(parts: fast.RecordParts | None) -> bytes | None:
-        return None if parts is None else join(parts)
+    def records(parts: Sequence[fast.ResponsePart]) -> bytes:
+        return join(parts)
 
     return KFetchResponse(
         version=version,
@@ -574,8 +575,7 @@ def test_fetch_response_matches_kafka_python(
                 )
             if version >= 11:
                 assert tp.preferred_read_replica == op.preferred_read_replica
-            expected = None if op.records is None else join(op.records)
-            assert (None if tp.records is None else bytes(tp.records)) == expected
+            assert tp.records is not None and bytes(tp.records) == join(op.records)
             if version >= 12 and op.diverging_epoch not in (None, (-1, -1)):
                 assert (tp.diverging_epoch.epoch, tp.diverging_epoch.end_offset) == (
                     op.diverging_epoch
@@ -605,7 +605,7 @@ def test_fetch_response_regions_pass_through_untouched() -> None:
                 fast.FetchPartitionResult(0, records=[region_a, b"tail", region_b]),
                 fast.FetchPartitionResult(1, records=[memoryview(b"mv")]),
                 fast.FetchPartitionResult(2, records=[]),
-                fast.FetchPartitionResult(3, records=None),
+                fast.FetchPartitionResult(3, error_code=1),
             ],
         )
     ]
@@ -633,6 +633,18 @@ def test_fetch_response_tags_only_when_set() -> None:
     tagged = partition_tail(fast.FetchPartitionResult(0, records=[], current_leader=(2, 5)))
     current_leader = bytes.fromhex("01" "01" "09" "00000002" "00000005" "00")  # 1 tag: 1, 9 B
     assert tagged.endswith(b"\x01" + current_leader + b"\x00\x00")
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_fetch_error_partition_has_empty_records(version: int) -> None:
+    # librdkafka rejects a whole response whose records are null ("invalid MessageSetSize
+    # -1"), so an error partition carries zero-length records, as Kafka's broker sends.
+    error = fast.FetchPartitionResult(0, error_code=1)  # OFFSET_OUT_OF_RANGE, nothing else set
+    data = join(fast.encode_fetch_response(version, [fast.FetchTopicResult("t", None, [error])]))
+    decoded = KFetchResponse.decode(data, version=version).responses[0].partitions[0]
+    assert decoded.error_code == 1
+    assert decoded.records is not None and bytes(decoded.records) == b""
+    assert decoded.aborted_transactions is None
 
 
 def test_fetch_session_error_response() -> None:

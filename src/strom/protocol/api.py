@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from strom.common.errors import InvalidRequestError, UnsupportedVersionError
+from strom.protocol.strict import check_request
 
 Message = Any  # a kafka.protocol ApiMessage instance (untyped library)
 
@@ -50,8 +51,13 @@ def response_class(api_key: int) -> Any:
 
 
 def decode_request(api_key: int, version: int, body: memoryview) -> Message:
-    """Decode a request body; InvalidRequestError for anything malformed."""
+    """Decode a request body; InvalidRequestError for anything malformed.
+
+    The body is first checked against its schema (:mod:`strom.protocol.strict`): the library
+    alone would accept a field running past the frame or a null the schema forbids.
+    """
     cls = request_class(api_key)
+    check_request(api_key, version, body)
     try:
         return cls.decode(body, version=version)
     except UnsupportedVersionError:

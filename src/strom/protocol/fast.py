@@ -55,7 +55,6 @@ _FETCH_FLEXIBLE = 12
 _FETCH_TOPIC_IDS = 13
 _FETCH_REPLICA_STATE = 15
 
-_NULL_COMPACT = b"\x00"
 
 _I16_I32 = struct.Struct(">hi")
 _I32_I32 = struct.Struct(">ii")
@@ -617,7 +616,12 @@ ResponsePart = bytes | memoryview | Region
 class FetchPartitionResult:
     """One partition of a Fetch response.
 
-    ``records`` None is sent as null; an empty list as zero-length records. ``diverging_epoch``
+    ``records`` is never null on the wire: Kafka's broker sends zero-length records for a
+    partition with an error or no data, and librdkafka rejects the whole response when one
+    partition's records are null (``invalid MessageSetSize -1``), so it never sees the error
+    code and never applies ``auto.offset.reset``. Leave ``records`` empty for such partitions.
+    ``aborted_transactions`` None is sent as null (Kafka's answer to read_uncommitted fetches
+    and to partitions with an error); an empty list as an empty array. ``diverging_epoch``
     (epoch, end_offset) and ``current_leader`` (leader_id, leader_epoch) are tagged fields
     (v12+) written only when set; ``preferred_read_replica`` exists from v11.
     """
@@ -629,7 +633,7 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
-    records: RecordParts | None = None
+    records: Sequence[ResponsePart] = ()
     diverging_epoch: tuple[int, int] | None = None
     current_leader: tuple[int, int] | None = None
 
@@ -712,28 +716,24 @@ def _flexible_fetch_partitions(
             append(_aborted(aborted, True))
             append(INT32.pack(p.preferred_read_replica))
         records = p.records
-        if records is None:
-            append(_NULL_COMPACT)
-        else:
-            size = 0
-            for part in records:
-                size += len(part) if isinstance(part, buffers) else part.size
-            size += 1  # compact length: N+1
-            if 0x80 <= size < 0x200000:  # the 2-3 byte forms, inlined (records of 127 B-2 MiB)
-                if size < 0x4000:
-                    append(bytes(((size & 0x7F) | 0x80, size >> 7)))
-                else:
-                    append(bytes(((size & 0x7F) | 0x80, ((size >> 7) & 0x7F) | 0x80, size >> 14)))
+        size = 1  # compact length: N+1 (never 0, null)
+        for part in records:
+            size += len(part) if isinstance(part, buffers) else part.size
+        if 0x80 <= size < 0x200000:  # the 2-3 byte forms, inlined (records of 127 B-2 MiB)
+            if size < 0x4000:
+                append(bytes(((size & 0x7F) | 0x80, size >> 7)))
             else:
-                append(write_uvarint(size))
-            for part in records:
-                if isinstance(part, buffers):
-                    append(part)
-                else:
-                    if pieces:
-                        parts.append(b"".join(pieces))
-                        pieces.clear()
-                    parts.append(part)
+                append(bytes(((size & 0x7F) | 0x80, ((size >> 7) & 0x7F) | 0x80, size >> 14)))
+        else:
+            append(write_uvarint(size))
+        for part in records:
+            if isinstance(part, buffers):
+                append(part)
+            else:
+                if pieces:
+                    parts.append(b"".join(pieces))
+                    pieces.clear()
+                parts.append(part)
         if p.diverging_epoch is None and p.current_leader is None:
             append(EMPTY_TAGGED_FIELDS)
         else:
@@ -753,11 +753,9 @@ def _legacy_fetch_partitions(
     v11 = version >= 11
     for p in partitions:
         records = p.records
-        size = -1
-        if records is not None:
-            size = 0
-            for part in records:
-                size += len(part) if isinstance(part, buffers) else part.size
+        size = 0
+        for part in records:
+            size += len(part) if isinstance(part, buffers) else part.size
         aborted = p.aborted_transactions
         if not aborted:
             count = -1 if aborted is None else 0
@@ -857,7 +855,8 @@ def encode_fetch_response(
                 aborted_transactions [] nullable: producer_id int64, first_offset int64
                                         (+ <tags> in v12+)
                 preferred_read_replica  int32   v11+
-                records                 nullable bytes (compact in v12+)
+                records                 bytes (compact in v12+); nullable in the schema,
+                                        never null from a broker (empty on an error)
                 <tags>                  v12+: 0 = diverging_epoch, 1 = current_leader
                                         (each only when set)
             <tags>              v12+

@@ -27,7 +27,7 @@ class CreateTopicsHandler:
         for topic in body.topics:
             entry: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None,
                                      "num_partitions": -1, "replication_factor": -1,
-                                     "configs": None}
+                                     "configs": []}  # v5+: empty, not null, on an error
             try:
                 if names.count(topic.name) > 1:
                     raise InvalidRequestError(

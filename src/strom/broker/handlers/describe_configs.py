@@ -40,7 +40,8 @@ class DescribeConfigsHandler:
         results = []
         for res in body.resources:
             out: dict[str, Any] = {
-                "error_code": 0, "error_message": None, "resource_type": res.resource_type,
+                # Kafka leaves the message at its default on success: "", not null.
+                "error_code": 0, "error_message": "", "resource_type": res.resource_type,
                 "resource_name": res.resource_name, "configs": [],
             }
             try:

@@ -5,7 +5,8 @@ v4+ batches keys (``coordinator_keys``). Key type 0 is a group, key type 1 a tra
 id (its coordinator leads its partition of ``__transaction_state``; an empty id is
 INVALID_REQUEST); other types are INVALID_REQUEST. The first lookup of each kind creates
 the internal topic (as in Kafka); when that fails on a full disk the answer is
-COORDINATOR_NOT_AVAILABLE, and the client retries.
+COORDINATOR_NOT_AVAILABLE, and the client retries. The error message is never null: on
+success Kafka sends "NONE" (v1-3) or "" (v4+).
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ class FindCoordinatorHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def _answer(self, key: str, key_type: int) -> dict[str, Any]:
+    def _answer(self, key: str, key_type: int, success_message: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
-                                 "error_code": 0, "error_message": None}
+                                 "error_code": 0, "error_message": success_message}
         if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) or key is None:
             entry["error_code"] = error_class("INVALID_REQUEST").code
             entry["error_message"] = (f"unknown coordinator key type {key_type}" if key is not None
@@ -77,10 +78,10 @@ class FindCoordinatorHandler:
         body = api.decode_request(API_KEY, version, request.body)
         key_type = int(body.key_type) if version >= 1 else GROUP_KEY_TYPE
         if version >= 4:
-            coordinators = [self._answer(k, key_type) for k in body.coordinator_keys]
+            coordinators = [self._answer(k, key_type, "") for k in body.coordinator_keys]
             return [api.response(API_KEY, version,
                                  {"throttle_time_ms": 0, "coordinators": coordinators})]
-        entry = self._answer(body.key, key_type)
+        entry = self._answer(body.key, key_type, "NONE")
         del entry["key"]
         entry["throttle_time_ms"] = 0
         if version == 0:

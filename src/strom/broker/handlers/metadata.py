@@ -1,10 +1,11 @@
 """Metadata (3), v0-12: brokers, cluster id, controller, topics with ids and partitions.
 
 Auto-creates requested topics when ``auto.create.topics.enable`` is on and the client allows
-it (always before v4); a topic that cannot be created is answered with the reason's error code
-(INVALID_TOPIC_EXCEPTION for a name colliding with an existing one after '.' → '_', …), as
-Kafka's ZooKeeper-mode broker answered, not UNKNOWN_TOPIC_OR_PARTITION. A null topic list
-(v1+) or an empty one in v0 means all topics.
+        if not everything and 10 <= version <= 11 and any(
+            t.name is None or t.topic_id not in (None, ZERO_UUID) for t in requested
+        ):
+            return [self._invalid(version, requested)]
+        refused: dict[str, dict[str, Any]] = {}
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from typing import Any
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.authorized_ops import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
 from strom.broker.state import BrokerState
-from strom.common.errors import KafkaError, UnknownTopicIdError, UnknownTopicOrPartitionError
+from strom.common.errors import (
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
 from strom.common.names import validate_topic_name
 from strom.metadata.image import TopicInfo
 from strom.protocol import api
@@ -90,6 +96,10 @@ class MetadataHandler:
         allow_auto = bool(body.allow_auto_topic_creation) if version >= 4 else True
         requested = body.topics
         everything = requested is None or (version == 0 and not requested)
+        if not everything and 10 <= version <= 11 and any(
+            t.name is None or t.topic_id not in (None, ZERO_UUID) for t in requested
+        ):
+            return [self._invalid(version, requested)]
         refused: dict[str, dict[str, Any]] = {}
         if not everything and allow_auto:
             topics = self._state.store.image.topics
@@ -114,6 +124,14 @@ class MetadataHandler:
             if len(self._cache) < MAX_CACHED_RESPONSES:
                 self._cache[key] = encoded
         return [encoded]
+
+    @staticmethod
+    def _invalid(version: int, requested: Any) -> bytes:
+        """v10-11 cannot look topics up by id, and their response has no null name: Kafka
+        answers INVALID_REQUEST for every requested topic, a null name sent as ""."""
+        error = InvalidRequestError()
+        return api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": [
+            error_entry(t.name or "", error, t.topic_id or ZERO_UUID) for t in requested]})
 
     def _encode(self, version: int, requested: Any, everything: bool, include_ops: bool,
                 include_cluster_ops: bool,

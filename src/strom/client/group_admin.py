@@ -14,7 +14,6 @@ and an empty member id, which the coordinator accepts only while the group has n
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -26,7 +25,7 @@ from strom.client.admin_types import (
     MemberDescription,
     OffsetAndMetadata,
 )
-from strom.client.cluster import RETRY_BACKOFF_S, Cluster, retrying
+from strom.client.cluster import Cluster, retrying
 from strom.client.conn import Connection
 from strom.client.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -35,6 +34,12 @@ from strom.client.consumer_protocol import (
     ConsumerSubscription,
     decode_assignment,
     decode_subscription,
+)
+from strom.client.coordinators import (
+    GROUP_KEY_TYPE,
+    MOVED_CODES,
+    CoordinatorFinder,
+    CoordinatorLoadInProgressError,
 )
 from strom.client.metadata import BrokerNode
 from strom.common.errors import (
@@ -49,16 +54,9 @@ from strom.protocol.versions import ApiKey
 
 T = TypeVar("T")
 
-GROUP_KEY_TYPE = 0  # FindCoordinator key type: 0 group, 1 transaction, 2 share
-NotCoordinatorError = error_class("NOT_COORDINATOR")
-CoordinatorNotAvailableError = error_class("COORDINATOR_NOT_AVAILABLE")
-CoordinatorLoadInProgressError = error_class("COORDINATOR_LOAD_IN_PROGRESS")
 GroupIdNotFoundError = error_class("GROUP_ID_NOT_FOUND")
 NonEmptyGroupError = error_class("NON_EMPTY_GROUP")
 UnknownMemberIdError = error_class("UNKNOWN_MEMBER_ID")
-
-# Errors after which the cached coordinator is stale.
-_MOVED = (NotCoordinatorError.code, CoordinatorNotAvailableError.code)
 
 # Extra words for errors users meet when administering groups.
 _HINTS = {
@@ -88,7 +86,7 @@ class GroupAdmin:
     def __init__(self, cluster: Cluster, request_timeout_s: float) -> None:
         self.cluster = cluster
         self.request_timeout_s = request_timeout_s
-        self._coordinators: dict[str, BrokerNode] = {}
+        self.finder = CoordinatorFinder(cluster, GROUP_KEY_TYPE, request_timeout_s, group_error)
 
     # -- coordinators ------------------------------------------------------------------------
     async def find_coordinators(
@@ -96,89 +94,19 @@ class GroupAdmin:
     ) -> dict[str, BrokerNode]:
         """The coordinator of each group, retrying COORDINATOR_NOT_AVAILABLE (a coordinator
         still loading its partition of ``__consumer_offsets``) until the request timeout."""
-        wanted = list(dict.fromkeys(group_ids))
-        found = {g: self._coordinators[g] for g in wanted
-                 if use_cache and g in self._coordinators}
-        pending = [g for g in wanted if g not in found]
-        deadline = time.monotonic() + self.request_timeout_s
-        backoff = RETRY_BACKOFF_S
-        while pending:
-            conn = await self.cluster.any_connection()
-            try:
-                answers = await self._lookup(conn, pending)
-            except NetworkError as exc:
-                answers = dict.fromkeys(pending, exc)
-            retry: list[str] = []
-            for group_id in pending:
-                answer = answers.get(group_id) or CoordinatorNotAvailableError(
-                    f"FindCoordinator answered nothing for group {group_id!r}")
-                if isinstance(answer, BrokerNode):
-                    found[group_id] = self._coordinators[group_id] = answer
-                elif answer.retriable and time.monotonic() + backoff < deadline:
-                    retry.append(group_id)
-                else:
-                    raise answer
-            pending = retry
-            if pending:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-        return {g: found[g] for g in wanted}
+        return await self.finder.find_many(group_ids, use_cache=use_cache)
 
     async def find_coordinator(self, group_id: str) -> BrokerNode:
         """The coordinator of one group (see :meth:`find_coordinators`)."""
-        return (await self.find_coordinators([group_id]))[group_id]
-
-    async def _lookup(
-        self, conn: Connection, group_ids: list[str]
-    ) -> dict[str, BrokerNode | KafkaError]:
-        if ApiKey.FIND_COORDINATOR not in conn.broker_versions:
-            raise UnsupportedVersionError(
-                    f"broker {conn.address} does not support consumer groups "
-                    "(it does not offer FindCoordinator)")
-        version = conn.version(ApiKey.FIND_COORDINATOR)
-        out: dict[str, BrokerNode | KafkaError] = {}
-        if version >= 4:
-            response = await conn.request(ApiKey.FIND_COORDINATOR, {
-                "key_type": GROUP_KEY_TYPE, "coordinator_keys": group_ids})
-            for c in response.coordinators:
-                out[c.key] = (group_error(c.error_code, c.key, c.error_message)
-                              if c.error_code else BrokerNode(c.node_id, c.host, c.port))
-            return out
-
-        async def one(group_id: str) -> BrokerNode | KafkaError:
-            fields: dict[str, Any] = {"key": group_id}
-            if version >= 1:
-                fields["key_type"] = GROUP_KEY_TYPE
-            r = await conn.request(ApiKey.FIND_COORDINATOR, fields, version=version)
-            if r.error_code:
-                return group_error(r.error_code, group_id, getattr(r, "error_message", None))
-            return BrokerNode(r.node_id, r.host, r.port)
-
-        answers = await asyncio.gather(*(one(g) for g in group_ids))
-        return dict(zip(group_ids, answers, strict=True))
+        return await self.finder.find(group_id)
 
     async def _connect(self, node: BrokerNode) -> Connection:
-        """A connection to a coordinator (refreshing metadata if the node is new to us)."""
-        return await self.cluster.connection(node.node_id)
+        return await self.finder.connect(node)
 
     async def _on_coordinator(
         self, group_id: str, call: Callable[[Connection, BrokerNode], Awaitable[T]]
     ) -> T:
-        """Run ``call`` against the group's coordinator. ``call`` raises the group-level
-        :class:`KafkaError`; coordinator errors and lost connections are retried."""
-        deadline = time.monotonic() + self.request_timeout_s
-        backoff = RETRY_BACKOFF_S
-        while True:
-            try:
-                node = await self.find_coordinator(group_id)
-                return await call(await self._connect(node), node)
-            except KafkaError as exc:
-                if exc.code in _MOVED or isinstance(exc, NetworkError):
-                    self._coordinators.pop(group_id, None)
-                if not exc.retriable or time.monotonic() + backoff >= deadline:
-                    raise
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+        return await self.finder.on_coordinator(group_id, call)
 
     # -- listing and describing --------------------------------------------------------------
     async def list_groups(
@@ -239,7 +167,7 @@ class GroupAdmin:
                 if isinstance(answer, GroupDescription):
                     out[group_id] = answer
                 elif answer.retriable:
-                    self._coordinators.pop(group_id, None)
+                    self.finder.forget(group_id)
                     retry.append(group_id)
                 else:
                     raise answer
@@ -389,7 +317,7 @@ class GroupAdmin:
                 for r in response.results:
                     if r.group_id == group_id and r.error_code:
                         raise group_error(r.error_code, group_id)
-                self._coordinators.pop(group_id, None)
+                self.finder.forget(group_id)
 
             try:
                 await self._on_coordinator(group_id, call)
@@ -424,7 +352,7 @@ def _raise_partition_errors(topics: Sequence[Any], group_id: str, what: str) -> 
         for p in t.partitions:
             if not p.error_code:
                 continue
-            if p.error_code in _HINTS or p.error_code in _MOVED or \
+            if p.error_code in _HINTS or p.error_code in MOVED_CODES or \
                     p.error_code == CoordinatorLoadInProgressError.code:
                 raise group_error(p.error_code, group_id)
             tp = TopicPartition(t.name, p.partition_index)

@@ -9,8 +9,10 @@ Record batches are decoded with :func:`strom.protocol.records.reader.decode_batc
 decompresses and stops at a partial trailing batch (the broker cuts responses at
 ``max_partition_bytes``); the next fetch starts at the first offset not yet returned. Batches
 that begin before the position (a fetch returns whole batches) have their earlier records
-skipped; control batches (transaction markers) are skipped. With ``isolation_level=1``
-(read committed) records of aborted transactions are dropped.
+skipped; control batches (transaction markers) never reach the application. With
+``isolation_level="read_committed"`` (or 1) fetches stop at the last stable offset and the
+records of aborted transactions are dropped by Kafka's rule
+(:mod:`strom.client.read_committed`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from strom.client.admin_types import OffsetSpec
 from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster
 from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.offsets import READ_COMMITTED, READ_UNCOMMITTED, list_offsets
+from strom.client.read_committed import AbortedTransactions, aborted_of
 from strom.client.records import ClientConfigError, ConsumerRecord
 from strom.common.errors import (
     KafkaError,
@@ -75,7 +78,7 @@ class Fetcher:
         min_bytes: int = 1,
         max_bytes: int = 52428800,
         max_partition_bytes: int = 1048576,
-        isolation_level: int = READ_UNCOMMITTED,
+        isolation_level: int | str = READ_UNCOMMITTED,
         auto_offset_reset: str = "latest",
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
     ) -> None:
@@ -84,8 +87,7 @@ class Fetcher:
                 f"auto_offset_reset must be one of {', '.join(RESET_POLICIES)}, "
                 f"got {auto_offset_reset!r}"
             )
-        if isolation_level not in (READ_UNCOMMITTED, READ_COMMITTED):
-            raise ClientConfigError("isolation_level must be 0 (uncommitted) or 1 (committed)")
+        isolation_level = _isolation(isolation_level)
         self.cluster = Cluster(bootstrap, client_id=client_id,
                                request_timeout_s=request_timeout_s)
         self.max_wait_ms = max_wait_ms
@@ -293,22 +295,14 @@ class Fetcher:
 
     def _decode(self, tp: TopicPartition, state: PartitionState, p: Any) -> list[ConsumerRecord]:
         position = state.position if state.position is not None else 0
-        aborted = _aborted_ranges(p) if self.isolation_level == READ_COMMITTED else {}
-        aborting: set[int] = set()
+        aborted = AbortedTransactions(
+            aborted_of(p) if self.isolation_level == READ_COMMITTED else ())
         out: list[ConsumerRecord] = []
         advanced = False
         for header, batch_records in decode_batches(p.records):
             advanced = True
             next_offset = header.base_offset + header.last_offset_delta + 1
-            if header.is_control:
-                aborting.discard(header.producer_id)
-                position = max(position, next_offset)
-                continue
-            if header.is_transactional and any(
-                first <= header.base_offset for first in aborted.get(header.producer_id, ())
-            ):
-                aborting.add(header.producer_id)
-            if header.producer_id in aborting:
+            if aborted.drops(header, batch_records):
                 position = max(position, next_offset)
                 continue
             timestamp_type = 1 if header.is_log_append_time else 0
@@ -331,9 +325,13 @@ class Fetcher:
         return out
 
 
-def _aborted_ranges(p: Any) -> dict[int, list[int]]:
-    """Aborted transactions of a fetched partition, as producer id → first offsets."""
-    out: dict[int, list[int]] = defaultdict(list)
-    for txn in getattr(p, "aborted_transactions", None) or ():
-        out[txn.producer_id].append(txn.first_offset)
-    return out
+_ISOLATION_NAMES = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+
+
+def _isolation(level: int | str) -> int:
+    """``0`` / ``1`` or Kafka's names ``read_uncommitted`` / ``read_committed``."""
+    value = _ISOLATION_NAMES.get(level.strip().lower(), -1) if isinstance(level, str) else level
+    if value not in (READ_UNCOMMITTED, READ_COMMITTED):
+        raise ClientConfigError("isolation_level must be 'read_uncommitted' (0) or "
+                                f"'read_committed' (1), got {level!r}")
+    return value

@@ -30,8 +30,18 @@ from strom.client.fetcher import Fetcher
 from strom.client.producer import Producer
 from strom.client.records import ConsumerRecord, RecordMetadata
 from strom.client.sync import SyncAdminClient, SyncFetcher, SyncProducer
+from strom.client.transactions import ConsumerGroupMetadata
+from strom.client.txn_errors import (
+    AbortableTransactionError,
+    FatalTransactionError,
+    FencedProducerError,
+    TransactionAbortedError,
+    TransactionError,
+    TransactionStateError,
+)
 
 __all__ = [
+    "AbortableTransactionError",
     "AdminClient",
     "AlterConfigOp",
     "AlterConfigOpType",
@@ -40,8 +50,11 @@ __all__ = [
     "ConfigResource",
     "Connection",
     "ConsumerAssignment",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "ConsumerSubscription",
+    "FatalTransactionError",
+    "FencedProducerError",
     "Fetcher",
     "GroupDescription",
     "GroupListing",
@@ -56,4 +69,7 @@ __all__ = [
     "SyncAdminClient",
     "SyncFetcher",
     "SyncProducer",
+    "TransactionAbortedError",
+    "TransactionError",
+    "TransactionStateError",
 ]

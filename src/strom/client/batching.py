@@ -31,13 +31,16 @@ def build_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
 ) -> bytes:
-    """One v2 record batch (base offset 0) holding ``records`` (timestamp, key, value, headers)."""
+    """One v2 record batch (base offset 0) holding ``records`` (timestamp, key, value, headers);
+    ``transactional`` sets the batch's transactional attribute (bit 4)."""
     builder = BatchBuilder(
         compression=codec,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
+        transactional=transactional,
     )
     for timestamp, key, value, headers in records:
         builder.append(timestamp, key, value, list(headers))

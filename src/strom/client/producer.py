@@ -14,6 +14,11 @@ their original order. With ``idempotent=True`` the producer gets a producer id f
 InitProducerId and numbers each partition's batches (:mod:`strom.client.sequencing`), so the
 broker drops duplicates from retries and keeps order; idempotence needs ``acks=-1``.
 
+With ``transactional_id`` the producer is transactional (and idempotent): records are sent
+between ``begin_transaction()`` and ``commit_transaction()`` / ``abort_transaction()``; the
+state machine and the coordinator requests live in :mod:`strom.client.transactions`, which
+the sender consults for which partitions may be sent and which unsent batches to drop.
+
 Backpressure: at most ``buffer_memory`` bytes of records wait unsent; ``send`` waits for room.
 """
 
@@ -25,16 +30,19 @@ import itertools
 import logging
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.client.admin_types import OffsetAndMetadata
 from strom.client.batching import build_batch, estimate_record_size
 from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster
 from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.partitioner import DefaultPartitioner, Partitioner
 from strom.client.records import ClientConfigError, Header, RecordMetadata, codec_id
 from strom.client.sequencing import MAX_IN_FLIGHT, Sequencer
+from strom.client.transactions import ConsumerGroupMetadata, TransactionManager
+from strom.client.txn_errors import TransactionStateError
 from strom.common.errors import (
     DuplicateSequenceNumberError,
     KafkaError,
@@ -127,9 +135,15 @@ class Producer:
         partitioner: Partitioner | None = None,
         client_id: str = "strom-producer",
         allow_auto_create_topics: bool = True,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
     ) -> None:
         self.acks = _parse_acks(acks)
         self.codec = codec_id(compression)
+        if transactional_id is not None:
+            if self.acks != -1:
+                raise ClientConfigError("a transactional producer needs acks=all (-1)")
+            idempotent = True
         if idempotent and self.acks != -1:
             raise ClientConfigError("an idempotent producer needs acks=all (-1)")
         if batch_size < 1 or max_request_size < 1 or max_in_flight < 1:
@@ -163,11 +177,15 @@ class Producer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._refreshing: asyncio.Task[Any] | None = None
         self._connecting: dict[int, asyncio.Task[None]] = {}
+        self.transactional_id = transactional_id
+        self.transaction = None if transactional_id is None else TransactionManager(
+            self, self.cluster, transactional_id, transaction_timeout_ms=transaction_timeout_ms,
+            request_timeout_s=request_timeout_s, delivery_timeout_s=delivery_timeout_s)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> Producer:
         await self.cluster.start()
-        if self.idempotent:
+        if self.idempotent and self.transaction is None:
             await self._init_producer_id()
         self._sender = asyncio.create_task(self._send_loop(), name="strom-producer-sender")
         return self
@@ -183,6 +201,8 @@ class Producer:
         if self._closed:
             return
         try:
+            if self.transaction is not None and self._sender is not None:
+                await self.transaction.close(timeout_s)  # aborts an open transaction
             if self._sender is not None:
                 await asyncio.wait_for(self.flush(), timeout_s)
         finally:
@@ -266,6 +286,8 @@ class Producer:
             raise ProducerClosedError("the producer is not running (call start() first)")
         if self._sender.done():
             self._sender.result()  # re-raise what stopped the sender
+        if self.transaction is not None:
+            self.transaction.check_send()
 
     def _record_size(self, key: bytes | None, value: bytes | None,
                      headers: tuple[Header, ...]) -> int:
@@ -323,6 +345,8 @@ class Producer:
         if batch is None:
             now = time.monotonic()
             batch = _Batch(tp, now, next(self._order), deadline=now + self.delivery_timeout_s)
+            if self.transaction is not None:
+                self.transaction.add_partition(tp)
             self._open[tp] = batch
             self._incomplete[batch] = asyncio.get_running_loop().create_future()
             self._wakeup.set()  # the sender starts the linger timer
@@ -374,6 +398,8 @@ class Producer:
     async def _send_loop(self) -> None:
         while True:
             self._wakeup.clear()
+            if self.transaction is not None:
+                self._transaction_round(self.transaction)
             next_wake = self._close_lingered(time.monotonic())
             while True:
                 started, retry_at = self._dispatch_ready(time.monotonic())
@@ -414,6 +440,8 @@ class Producer:
         for tp, queue in self._ready.items():
             if not queue or self._in_flight[tp] >= self.max_in_flight:
                 continue
+            if self.transaction is not None and not self.transaction.may_send(tp):
+                continue  # waiting for AddPartitionsToTxn
             batch = queue[0]
             if batch.retry_at > now:
                 if next_retry is None or batch.retry_at < next_retry:
@@ -482,8 +510,72 @@ class Producer:
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=batch.base_sequence,
+            transactional=self.transaction is not None,
         )
         return batch.payload
+
+    # -- transactions (see strom.client.transactions) ----------------------------------------
+    def _transactions(self) -> TransactionManager:
+        if self.transaction is None:
+            raise TransactionStateError("transactional call on a producer without "
+                                        "transactional_id")
+        return self.transaction
+
+    async def init_transactions(self, timeout_s: float | None = None) -> None:
+        """Register ``transactional_id`` with its coordinator: get the producer id and epoch
+        (fencing older producers with the same id and aborting what they left open). Call
+        once, after ``start()``; on RequestTimedOutError call again to keep waiting."""
+        self._ensure_started()
+        await self._transactions().init(timeout_s)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent until commit / abort belong to it."""
+        self._transactions().begin()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata | str, timeout_s: float | None = None,
+    ) -> None:
+        """Commit a consumer group's ``offsets`` (the next offsets to read) as part of the
+        transaction: they become the group's committed offsets only if it commits."""
+        await self._transactions().send_offsets(offsets, group_metadata, timeout_s)
+
+    async def commit_transaction(self, timeout_s: float | None = None) -> None:
+        """Deliver every record of the transaction, then commit it (EndTxn). Raises
+        AbortableTransactionError when a record failed (abort then) and
+        FatalTransactionError / FencedProducerError when the producer must close."""
+        await self._transactions().commit(timeout_s)
+
+    async def abort_transaction(self, timeout_s: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail with TransactionAbortedError,
+        those sent are discarded by read_committed consumers."""
+        await self._transactions().abort(timeout_s)
+
+    def _ensure_started(self) -> None:
+        if self._closed or self._sender is None:
+            raise ProducerClosedError("the producer is not running (call start() first)")
+
+    def _transaction_round(self, txn: TransactionManager) -> None:
+        """Per sender round: fail unsent batches the transaction no longer wants, and add
+        the partitions new to it (one AddPartitionsToTxn for all of them)."""
+        error = txn.unsent_error()
+        if error is not None:
+            unsent = list(self._open.values())
+            for queue in self._ready.values():
+                unsent.extend(queue)
+                queue.clear()
+            for batch in unsent:
+                self._open.pop(batch.tp, None)
+                self._fail_for_good(batch, error)
+        txn.maybe_add_partitions()
+
+    # SenderHooks of the transaction manager
+    def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self._sequencer = Sequencer()
+
+    def wake(self) -> None:
+        self._wakeup.set()
 
     def _refresh_soon(self, tp: TopicPartition) -> None:
         if self._refreshing is not None and not self._refreshing.done():
@@ -559,7 +651,7 @@ class Producer:
                 {"index": batch.tp.partition, "records": self._payload(batch)}
             )
         fields = {
-            "transactional_id": None,
+            "transactional_id": self.transactional_id,
             "acks": self.acks,
             "timeout_ms": int(self.request_timeout_s * 1000),
             "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()],
@@ -609,7 +701,9 @@ class Producer:
             return
         self._fail_for_good(batch, error)
 
-    def _fail_for_good(self, batch: _Batch, error: KafkaError) -> None:
+    def _fail_for_good(self, batch: _Batch, error: BaseException) -> None:
+        if self.transaction is not None:
+            self.transaction.batch_failed(batch.tp, error, batch.base_sequence != NO_SEQUENCE)
         self._fail(batch, error)
         if self.idempotent and batch.base_sequence != NO_SEQUENCE:
             # Its sequences were sent, so later ones will never be accepted (a batch that

@@ -98,6 +98,8 @@ PRODUCER: dict[str, tuple[str | None, Parser]] = {
     "enable.idempotence": ("idempotent", _boolean),
     "max.in.flight.requests.per.connection": ("max_in_flight", _integer(1)),
     "delivery.timeout.ms": ("delivery_timeout_s", _seconds(1)),
+    "transactional.id": ("transactional_id", _text),
+    "transaction.timeout.ms": ("transaction_timeout_ms", _integer(1)),
 }
 
 CONSUMER: dict[str, tuple[str | None, Parser]] = {
@@ -139,6 +141,11 @@ def client_options(kind: str, properties: Mapping[str, str]) -> dict[str, Any]:
             out[keyword] = value
     if out.get("idempotent") and out.get("acks", -1) != -1:
         raise ClientConfigError("enable.idempotence=true needs acks=all (-1)")
+    if out.get("transactional_id") is not None:
+        if out.get("idempotent") is False:
+            raise ClientConfigError("transactional.id needs enable.idempotence=true")
+        if out.get("acks", -1) != -1:
+            raise ClientConfigError("transactional.id needs acks=all (-1)")
     return out
 
 

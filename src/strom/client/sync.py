@@ -37,6 +37,7 @@ from strom.client.fetcher import Fetcher
 from strom.client.metadata import BrokerNode
 from strom.client.producer import BulkRecord, Producer
 from strom.client.records import ConsumerRecord, Header, RecordMetadata
+from strom.client.transactions import ConsumerGroupMetadata
 from strom.common.errors import KafkaError
 from strom.common.types import TopicPartition
 
@@ -260,7 +261,10 @@ class SyncProducer(_Facade):
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
              headers: Iterable[Header] | None = None, partition: int | None = None,
              timestamp: int | None = None) -> concurrent.futures.Future[RecordMetadata]:
-        """Queue a record; the future resolves to its (partition, offset) or raises."""
+        """Queue a record; the future resolves to its (partition, offset) or raises. A
+        transactional producer raises at once when no transaction is open (or it failed)."""
+        if self.producer.transaction is not None:
+            self.producer.transaction.check_send()
         future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
         args = (topic, value, key, list(headers) if headers else None, partition, timestamp)
         with self._lock:
@@ -321,6 +325,41 @@ class SyncProducer(_Facade):
     def flush(self, timeout_s: float | None = None) -> None:
         """Wait until every record sent so far is acknowledged or failed."""
         self._run(self._flush(), timeout_s)
+
+    # -- transactions (see Producer; timeouts are the producer's, so a call that timed out
+    # can be made again to keep waiting) --------------------------------------------------
+    def init_transactions(self, timeout_s: float | None = None) -> None:
+        self._run(self.producer.init_transactions(timeout_s))
+
+    def begin_transaction(self) -> None:
+        async def go() -> None:
+            self.producer.begin_transaction()
+
+        self._run(go())
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata | str, timeout_s: float | None = None,
+    ) -> None:
+        async def go() -> None:
+            await self._flush_queue()
+            await self.producer.send_offsets_to_transaction(offsets, group_metadata, timeout_s)
+
+        self._run(go())
+
+    def commit_transaction(self, timeout_s: float | None = None) -> None:
+        async def go() -> None:
+            await self._flush_queue()  # records sent before this call belong to it
+            await self.producer.commit_transaction(timeout_s)
+
+        self._run(go())
+
+    def abort_transaction(self, timeout_s: float | None = None) -> None:
+        async def go() -> None:
+            await self._flush_queue()
+            await self.producer.abort_transaction(timeout_s)
+
+        self._run(go())
 
     def close(self) -> None:
         """Deliver what was sent (records still queued here included), then close."""

@@ -1,0 +1,282 @@
+"""strom.client's transactional producer against real brokers: strom, and Tansu where Tansu
+implements the call (it offers InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
+TxnOffsetCommit, but no read_committed filtering of aborted data)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from strom.client import (
+    AbortableTransactionError,
+    AdminClient,
+    ConsumerGroupMetadata,
+    FatalTransactionError,
+    FencedProducerError,
+    Producer,
+    SyncProducer,
+    TransactionAbortedError,
+    TransactionStateError,
+)
+from strom.common.errors import error_class
+from strom.common.types import TopicPartition
+from strom.testing import EmbeddedBroker
+from tests.client.txn_helpers import (
+    BROKER_DROPS_ABORTED,
+    new_topic,
+    read,
+    txn_producer,
+    unique,
+)
+
+BROKER_CONFIG = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}
+FENCED_CODES = {error_class("PRODUCER_FENCED").code, error_class("INVALID_PRODUCER_EPOCH").code}
+
+
+@pytest.fixture(scope="module")
+def txn_broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(BROKER_CONFIG) as broker:
+        yield broker
+
+
+@pytest.fixture(params=["strom", "tansu"])
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    """A strom broker, then Tansu."""
+    if request.param == "tansu":
+        return str(request.getfixturevalue("tansu_bootstrap"))
+    return str(request.getfixturevalue("txn_broker").bootstrap)
+
+
+def broker_of(request: pytest.FixtureRequest) -> str:
+    return str(request.node.callspec.params.get("bootstrap", "strom"))
+
+
+def drops_aborted(request: pytest.FixtureRequest) -> bool:
+    """Whether the test's broker hides aborted records from read_committed fetches (Tansu
+    does not: it returns no aborted transactions)."""
+    return broker_of(request) == "strom" and BROKER_DROPS_ABORTED
+
+
+def test_commit_and_abort(bootstrap: str, request: pytest.FixtureRequest) -> None:
+    async def test() -> None:
+        topic = await new_topic(bootstrap)
+        producer = await txn_producer(bootstrap, unique("ca"))
+        try:
+            producer.begin_transaction()
+            sent = [await producer.send(topic, f"c{i}".encode(), partition=i % 2)
+                    for i in range(6)]
+            await producer.commit_transaction(30)
+            assert all(f.done() and f.result().offset >= 0 for f in sent)
+            producer.begin_transaction()
+            for i in range(4):
+                await producer.send(topic, f"a{i}".encode(), partition=i % 2)
+            await producer.flush()  # the aborted records reach the log
+            await producer.abort_transaction(30)
+            producer.begin_transaction()
+            await producer.send(topic, b"last", partition=0)
+            await producer.commit_transaction(30)
+        finally:
+            await producer.close()
+        committed = sorted([f"c{i}".encode() for i in range(6)] + [b"last"])
+        assert await read(bootstrap, topic) == sorted(committed + [f"a{i}".encode()
+                                                                   for i in range(4)])
+        async with AdminClient(bootstrap) as admin:
+            ends = await admin.list_offsets({TopicPartition(topic, p): -1 for p in (0, 1)})
+        # data and a marker per transaction and partition: p0 3+2+1 records, 3 markers
+        assert [ends[TopicPartition(topic, p)].offset for p in (0, 1)] == [9, 7]
+        if drops_aborted(request):
+            assert await read(bootstrap, topic, isolation="read_committed") == committed
+
+    asyncio.run(test())
+
+
+def test_records_not_sent_when_aborted_fail_and_never_reach_the_log(bootstrap: str) -> None:
+    async def test() -> None:
+        topic = await new_topic(bootstrap, 1)
+        producer = await txn_producer(bootstrap, unique("unsent"), linger_ms=60_000)
+        try:
+            producer.begin_transaction()
+            futures = [await producer.send(topic, b"never", partition=0) for _ in range(3)]
+            await producer.abort_transaction(30)
+            for future in futures:
+                with pytest.raises(TransactionAbortedError):
+                    await future
+            with pytest.raises(TransactionStateError):
+                await producer.send(topic, b"outside a transaction")
+        finally:
+            await producer.close()
+        assert await read(bootstrap, topic, 1) == []
+
+    asyncio.run(test())
+
+
+def test_a_new_incarnation_fences_the_zombie(bootstrap: str,
+                                            request: pytest.FixtureRequest) -> None:
+    if broker_of(request) == "tansu":
+        pytest.skip("Tansu closes the connection on an EndTxn with a fenced epoch instead of "
+                    "answering PRODUCER_FENCED; the client retries it as a lost connection "
+                    "until the call times out, as Kafka's client does")
+
+    async def test() -> None:
+        topic = await new_topic(bootstrap)
+        tid = unique("zombie")
+        zombie = await txn_producer(bootstrap, tid)
+        successor: Producer | None = None
+        try:
+            zombie.begin_transaction()
+            await zombie.send(topic, b"from the zombie", partition=0)
+            await zombie.flush()
+            successor = await txn_producer(bootstrap, tid)  # aborts the zombie's transaction
+            assert successor.producer_id == zombie.producer_id
+            assert successor.producer_epoch > zombie.producer_epoch
+            successor.begin_transaction()
+            await successor.send(topic, b"from the successor", partition=1)
+            await successor.commit_transaction(30)
+            with pytest.raises(FencedProducerError) as fenced:
+                await zombie.commit_transaction(30)
+            assert fenced.value.fatal and not fenced.value.abortable
+            assert fenced.value.code in FENCED_CODES
+            # Fatal: every later call raises it again, abort included.
+            with pytest.raises(FencedProducerError):
+                zombie.begin_transaction()
+            with pytest.raises(FencedProducerError):
+                await zombie.abort_transaction(30)
+        finally:
+            await zombie.close()
+            if successor is not None:
+                await successor.close()
+        assert b"from the successor" in await read(bootstrap, topic)
+
+    asyncio.run(test())
+
+
+def test_send_offsets_are_committed_only_with_the_transaction(bootstrap: str) -> None:
+    async def test() -> None:
+        source, sink = await new_topic(bootstrap, 1), await new_topic(bootstrap, 1)
+        group = unique("group")
+        tp = TopicPartition(source, 0)
+        producer = await txn_producer(bootstrap, unique("offsets"))
+        try:
+            async with AdminClient(bootstrap) as admin:
+                producer.begin_transaction()
+                await producer.send(sink, b"aborted", partition=0)
+                await producer.send_offsets_to_transaction({tp: 5}, ConsumerGroupMetadata(group))
+                await producer.abort_transaction(30)
+                assert tp not in await admin.list_consumer_group_offsets(group, [tp]) or (
+                    (await admin.list_consumer_group_offsets(group, [tp]))[tp].offset == -1)
+                producer.begin_transaction()
+                await producer.send(sink, b"committed", partition=0)
+                await producer.send_offsets_to_transaction({tp: 7}, group)
+                await producer.commit_transaction(30)
+                deadline = time.monotonic() + 10
+                while (committed := (await admin.list_consumer_group_offsets(
+                        group, [tp])).get(tp)) is None or committed.offset != 7:
+                    assert time.monotonic() < deadline, f"offset not committed: {committed}"
+                    await asyncio.sleep(0.05)
+        finally:
+            await producer.close()
+
+    asyncio.run(test())
+
+
+def test_offsets_of_a_fenced_group_member_make_the_transaction_abortable(
+        txn_broker: EmbeddedBroker) -> None:
+    bootstrap = txn_broker.bootstrap
+
+    async def test() -> None:
+        source = await new_topic(bootstrap, 1)
+        producer = await txn_producer(bootstrap, unique("member"))
+        try:
+            producer.begin_transaction()
+            stale = ConsumerGroupMetadata(unique("nogroup"), generation_id=3,
+                                          member_id="gone-member")
+            with pytest.raises(AbortableTransactionError) as failure:
+                await producer.send_offsets_to_transaction(
+                    {TopicPartition(source, 0): 1}, stale, 30)
+            assert failure.value.abortable and not failure.value.fatal
+            assert failure.value.code in {error_class("ILLEGAL_GENERATION").code,
+                                          error_class("UNKNOWN_MEMBER_ID").code}
+            with pytest.raises(AbortableTransactionError):
+                await producer.commit_transaction(30)
+            await producer.abort_transaction(30)  # the producer stays usable
+            producer.begin_transaction()
+            await producer.send(source, b"after the abort", partition=0)
+            await producer.commit_transaction(30)
+        finally:
+            await producer.close()
+        assert await read(bootstrap, source, 1) == [b"after the abort"]
+
+    asyncio.run(test())
+
+
+def test_the_coordinator_aborts_a_timed_out_transaction(txn_broker: EmbeddedBroker) -> None:
+    bootstrap = txn_broker.bootstrap
+
+    async def test() -> None:
+        topic = await new_topic(bootstrap, 1)
+        producer = await txn_producer(bootstrap, unique("slow"), transaction_timeout_ms=1000)
+        try:
+            producer.begin_transaction()
+            await producer.send(topic, b"too late", partition=0)
+            await producer.flush()
+            await asyncio.sleep(2.5)  # past transaction.timeout.ms: fenced and aborted
+            with pytest.raises(FatalTransactionError) as failure:
+                await producer.commit_transaction(30)
+            assert failure.value.code in FENCED_CODES
+        finally:
+            await producer.close()
+        if BROKER_DROPS_ABORTED:
+            assert await read(bootstrap, topic, 1, "read_committed") == []
+
+    asyncio.run(test())
+
+
+def test_calls_in_the_wrong_state(txn_broker: EmbeddedBroker) -> None:
+    bootstrap = txn_broker.bootstrap
+
+    async def test() -> None:
+        async with Producer(bootstrap, idempotent=True) as plain:
+            with pytest.raises(TransactionStateError):
+                plain.begin_transaction()
+        producer = await Producer(bootstrap, transactional_id=unique("state")).start()
+        try:
+            with pytest.raises(TransactionStateError, match="init_transactions"):
+                producer.begin_transaction()
+            await producer.init_transactions(30)
+            with pytest.raises(TransactionStateError):
+                await producer.init_transactions(30)
+            with pytest.raises(TransactionStateError, match="begin_transaction"):
+                await producer.send("any", b"x")
+            with pytest.raises(TransactionStateError):
+                await producer.commit_transaction(30)
+            producer.begin_transaction()
+            with pytest.raises(TransactionStateError):
+                producer.begin_transaction()
+            await producer.commit_transaction(30)  # nothing sent: no EndTxn needed
+        finally:
+            await producer.close()
+
+    asyncio.run(test())
+
+
+def test_sync_producer_transactions(bootstrap: str) -> None:
+    topic = asyncio.run(new_topic(bootstrap, 1))
+    producer = SyncProducer(bootstrap, transactional_id=unique("sync"))
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        sent = producer.send(topic, b"committed", partition=0)
+        producer.commit_transaction(30)
+        assert sent.result(10).offset == 0
+        producer.begin_transaction()
+        producer.send(topic, b"aborted", partition=0)
+        producer.flush(30)
+        producer.abort_transaction(30)
+        with pytest.raises(TransactionStateError):
+            producer.send(topic, b"outside", partition=0)
+    finally:
+        producer.close()
+    assert asyncio.run(read(bootstrap, topic, 1)) == [b"aborted", b"committed"]

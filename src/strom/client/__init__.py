@@ -5,11 +5,21 @@
     async with Producer("127.0.0.1:9092") as producer:
         metadata = await producer.send_and_wait("events", b"hello", key=b"k")
 
+    async with Producer("127.0.0.1:9092", transactional_id="orders-1") as producer:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        await producer.send("events", b"all or nothing")
+        await producer.commit_transaction()    # FatalTransactionError: close the producer;
+                                               # AbortableTransactionError: abort_transaction()
+
+    Fetcher("127.0.0.1:9092", isolation_level="read_committed")  # committed records only
+
 Imports only :mod:`strom.common` and :mod:`strom.protocol` (DESIGN.md layers).
 """
 
 from strom.client.admin import AdminClient
 from strom.client.admin_types import (
+    AbortTransactionSpec,
     AlterConfigOp,
     AlterConfigOpType,
     ConfigEntry,
@@ -21,7 +31,11 @@ from strom.client.admin_types import (
     NewTopic,
     OffsetAndMetadata,
     OffsetSpec,
+    ProducerState,
     ResourceType,
+    TransactionDescription,
+    TransactionListing,
+    TransactionState,
 )
 from strom.client.cluster import Cluster
 from strom.client.conn import Connection
@@ -41,6 +55,7 @@ from strom.client.txn_errors import (
 )
 
 __all__ = [
+    "AbortTransactionSpec",
     "AbortableTransactionError",
     "AdminClient",
     "AlterConfigOp",
@@ -64,12 +79,16 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetSpec",
     "Producer",
+    "ProducerState",
     "RecordMetadata",
     "ResourceType",
     "SyncAdminClient",
     "SyncFetcher",
     "SyncProducer",
     "TransactionAbortedError",
+    "TransactionDescription",
     "TransactionError",
+    "TransactionListing",
+    "TransactionState",
     "TransactionStateError",
 ]

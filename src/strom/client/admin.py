@@ -5,7 +5,8 @@ Every call returns plain data (:mod:`strom.client.admin_types`) or raises the
 broker's message when it sent one. Topic changes go to the controller (any broker when it is
 unknown); partition-scoped calls go to each partition's leader; retriable errors are retried
 until the request timeout. Consumer-group calls go to each group's coordinator
-(:mod:`strom.client.group_admin`).
+(:mod:`strom.client.group_admin`); transaction introspection and aborting a hanging
+transaction (KIP-664) to leaders and transaction coordinators (:mod:`strom.client.txn_admin`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 from strom.client.admin_types import (
+    AbortTransactionSpec,
     AlterConfigOp,
     BrokerApiVersions,
     ClusterDescription,
@@ -28,15 +30,19 @@ from strom.client.admin_types import (
     NewTopic,
     OffsetAndMetadata,
     OffsetAndTimestamp,
+    ProducerState,
     ReplicaInfo,
     ResourceType,
     TopicDescription,
+    TransactionDescription,
+    TransactionListing,
 )
 from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster, retrying, topic_error
 from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.group_admin import GroupAdmin
 from strom.client.metadata import BrokerNode, uuid_text
 from strom.client.offsets import READ_UNCOMMITTED, list_offsets
+from strom.client.txn_admin import TransactionAdmin
 from strom.common.errors import (
     InvalidRequestError,
     KafkaError,
@@ -73,6 +79,7 @@ class AdminClient:
                                request_timeout_s=request_timeout_s)
         self.request_timeout_s = request_timeout_s
         self.groups = GroupAdmin(self.cluster, request_timeout_s)
+        self.transactions = TransactionAdmin(self.cluster, request_timeout_s)
 
     async def start(self) -> AdminClient:
         await self.cluster.start()
@@ -485,6 +492,48 @@ class AdminClient:
     ) -> None:
         """Delete a group's committed offsets of partitions it is not subscribed to."""
         await self.groups.delete_offsets(group_id, partitions)
+
+    # -- transactions (KIP-664) --------------------------------------------------------------
+    @overload
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition], *, broker_id: int | None = ...,
+        partial: Literal[False] = ...,
+    ) -> dict[TopicPartition, list[ProducerState]]: ...
+
+    @overload
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition], *, broker_id: int | None = ...,
+        partial: bool,
+    ) -> dict[TopicPartition, list[ProducerState] | KafkaError]: ...
+
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition], *, broker_id: int | None = None,
+        partial: bool = False,
+    ) -> Mapping[TopicPartition, list[ProducerState] | KafkaError]:
+        """The active producers of each partition, from its leader (or from ``broker_id``);
+        with ``partial`` a failed partition's error is its value instead of being raised."""
+        return await self.transactions.describe_producers(partitions, broker_id=broker_id,
+                                                          partial=partial)
+
+    async def list_transactions(
+        self, states: Iterable[str] | None = None, producer_ids: Iterable[int] | None = None,
+        duration_ms: int | None = None,
+    ) -> list[TransactionListing]:
+        """Transactional ids of the whole cluster with their coordinator, filtered by state
+        (:class:`~strom.client.admin_types.TransactionState` names), producer id and how
+        long an Ongoing transaction has run."""
+        return await self.transactions.list_transactions(states, producer_ids, duration_ms)
+
+    async def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> dict[str, TransactionDescription]:
+        """State, producer, timeout, start time and partitions of each transactional id."""
+        return await self.transactions.describe_transactions(transactional_ids)
+
+    async def abort_transaction(self, spec: AbortTransactionSpec) -> None:
+        """Abort a hanging transaction: write an ABORT marker for ``spec``'s producer to its
+        partition (WriteTxnMarkers to the leader, as Kafka's Admin.abortTransaction)."""
+        await self.transactions.abort_transaction(spec)
 
 
 def _config_entry(c: Any) -> ConfigEntry:

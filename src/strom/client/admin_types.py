@@ -244,3 +244,70 @@ class OffsetAndMetadata(NamedTuple):
     offset: int
     metadata: str | None = ""
     leader_epoch: int = -1
+
+
+# -- transactions (KIP-664) ---------------------------------------------------------------------
+class TransactionState:
+    """Transaction state names as DescribeTransactions / ListTransactions carry them."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    DEAD = "Dead"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+    ALL = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT,
+           DEAD, PREPARE_EPOCH_FENCE)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """An active producer of one partition (DescribeProducers). ``coordinator_epoch`` is
+    None before the producer's first marker; ``current_transaction_start_offset`` is the
+    first offset of its open transaction on this partition, None when none is open."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int | None
+    current_transaction_start_offset: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    """One transactional id as ListTransactions lists it, with the broker coordinating it."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """A transactional id's state at its coordinator (DescribeTransactions);
+    ``transaction_start_time_ms`` is None when no transaction is open."""
+
+    coordinator_id: int
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int | None
+    topic_partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class AbortTransactionSpec:
+    """Which transaction ``abort_transaction`` ends: an ABORT marker for ``producer_id`` /
+    ``producer_epoch`` written to ``partition`` with ``coordinator_epoch`` (Kafka's
+    AbortTransactionSpec)."""
+
+    partition: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int

@@ -19,6 +19,7 @@ from typing import Any, Literal, Self, TypeVar, overload
 
 from strom.client.admin import AdminClient
 from strom.client.admin_types import (
+    AbortTransactionSpec,
     AlterConfigOp,
     BrokerApiVersions,
     ClusterDescription,
@@ -31,7 +32,10 @@ from strom.client.admin_types import (
     NewTopic,
     OffsetAndMetadata,
     OffsetAndTimestamp,
+    ProducerState,
     TopicDescription,
+    TransactionDescription,
+    TransactionListing,
 )
 from strom.client.fetcher import Fetcher
 from strom.client.metadata import BrokerNode
@@ -236,6 +240,24 @@ class SyncAdminClient(_Facade):
     def delete_consumer_group_offsets(self, group_id: str,
                                       partitions: Iterable[TopicPartition]) -> None:
         self._run(self.admin.delete_consumer_group_offsets(group_id, partitions))
+
+    def describe_producers(self, partitions: Iterable[TopicPartition], *,
+                           broker_id: int | None = None, partial: bool = False,
+                           ) -> Mapping[TopicPartition, list[ProducerState] | KafkaError]:
+        return self._run(self.admin.describe_producers(partitions, broker_id=broker_id,
+                                                       partial=partial))
+
+    def list_transactions(self, states: Iterable[str] | None = None,
+                          producer_ids: Iterable[int] | None = None,
+                          duration_ms: int | None = None) -> list[TransactionListing]:
+        return self._run(self.admin.list_transactions(states, producer_ids, duration_ms))
+
+    def describe_transactions(self, transactional_ids: Iterable[str]
+                              ) -> dict[str, TransactionDescription]:
+        return self._run(self.admin.describe_transactions(transactional_ids))
+
+    def abort_transaction(self, spec: AbortTransactionSpec) -> None:
+        self._run(self.admin.abort_transaction(spec))
 
 
 class SyncProducer(_Facade):

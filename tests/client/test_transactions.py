@@ -153,6 +153,38 @@ def test_a_new_incarnation_fences_the_zombie(bootstrap: str,
     asyncio.run(test())
 
 
+def test_a_zombie_writing_after_being_fenced(txn_broker: EmbeddedBroker) -> None:
+    """Kafka's classification (KIP-588): the zombie's Produce fails INVALID_PRODUCER_EPOCH,
+    which only makes the transaction abortable; the abort then meets PRODUCER_FENCED at the
+    coordinator, which is fatal."""
+    bootstrap = txn_broker.bootstrap
+
+    async def test() -> None:
+        topic = await new_topic(bootstrap, 1)
+        tid = unique("late-zombie")
+        zombie = await txn_producer(bootstrap, tid)
+        successor = None
+        try:
+            zombie.begin_transaction()
+            await zombie.send(topic, b"first", partition=0)
+            await zombie.flush()
+            successor = await txn_producer(bootstrap, tid)
+            late = await zombie.send(topic, b"after the fence", partition=0)
+            with pytest.raises(AbortableTransactionError) as abortable:
+                await zombie.commit_transaction(30)
+            assert abortable.value.code == error_class("INVALID_PRODUCER_EPOCH").code
+            assert late.done() and late.exception() is not None
+            with pytest.raises(FencedProducerError) as fenced:
+                await zombie.abort_transaction(30)
+            assert fenced.value.code == error_class("PRODUCER_FENCED").code
+        finally:
+            await zombie.close()
+            if successor is not None:
+                await successor.close()
+
+    asyncio.run(test())
+
+
 def test_send_offsets_are_committed_only_with_the_transaction(bootstrap: str) -> None:
     async def test() -> None:
         source, sink = await new_topic(bootstrap, 1), await new_topic(bootstrap, 1)

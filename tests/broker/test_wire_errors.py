@@ -14,6 +14,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from strom.common.errors import ErrorCode
 from strom.protocol import api, strict
+from strom.protocol.records.builder import build_control_batch
+from strom.protocol.records.control import ControlType
 from strom.protocol.versions import ApiKey
 from strom.testing import EmbeddedBroker
 from tests.broker.raw import RawClient
@@ -185,3 +187,35 @@ def test_metadata_v10_v11_by_topic_id_is_invalid_request(
     resp = api.decode_response(ApiKey.METADATA, version, raw)
     assert [(t.name, t.error_code) for t in resp.topics] == [
         ("errs", ErrorCode.INVALID_REQUEST), ("errs" if by_id else "", ErrorCode.INVALID_REQUEST)]  # type: ignore[attr-defined]
+
+
+def test_clients_cannot_produce_control_batches(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    before = end_offset(client)
+    marker = build_control_batch(ControlType.ABORT, producer_id=4242, producer_epoch=0,
+                                 coordinator_epoch=0, timestamp=0)
+    assert produce(client, marker) == ErrorCode.INVALID_RECORD  # type: ignore[attr-defined]
+    assert end_offset(client) == before
+    client.close()
+
+
+def write_marker(client: RawClient, producer_epoch: int, coordinator_epoch: int) -> int:
+    """WriteTxnMarkers v1 (an abort of producer 4343 in errs-0); the partition's error code."""
+    resp = client.call(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
+        "producer_id": 4343, "producer_epoch": producer_epoch, "transaction_result": False,
+        "topics": [{"name": "errs", "partition_indexes": [0]}],
+        "coordinator_epoch": coordinator_epoch}]})
+    return int(resp.markers[0].topics[0].partitions[0].error_code)
+
+
+def test_markers_are_fenced_by_producer_and_coordinator_epoch(broker: EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap)
+    assert write_marker(client, producer_epoch=3, coordinator_epoch=5) == 0
+    before = end_offset(client)
+    assert write_marker(client, producer_epoch=3, coordinator_epoch=4) == (
+        ErrorCode.TRANSACTION_COORDINATOR_FENCED)  # type: ignore[attr-defined]
+    assert write_marker(client, producer_epoch=2, coordinator_epoch=5) == (
+        ErrorCode.INVALID_PRODUCER_EPOCH)  # type: ignore[attr-defined]
+    assert end_offset(client) == before
+    assert write_marker(client, producer_epoch=3, coordinator_epoch=6) == 0
+    client.close()

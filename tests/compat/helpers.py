@@ -60,10 +60,11 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int,
 
 
 
-def consume_to_end(bootstrap: str, topic: str, partitions: int) -> list[object]:
+def consume_to_end(bootstrap: str, topic: str, partitions: int, **config: object
+                   ) -> list[object]:
     """Everything currently in the partitions, stopping at each partition's end."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compat",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+                         "enable.auto.commit": False, "enable.partition.eof": True, **config})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     messages: list[object] = []
     at_end: set[int] = set()

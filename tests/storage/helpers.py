@@ -8,7 +8,9 @@ from collections.abc import Callable, Sequence
 import cramjam
 
 from strom.common.config import BrokerConfig, TopicConfig, validate_topic_configs
-from strom.protocol.records.batch import crc32c
+from strom.protocol.records.batch import TRANSACTIONAL_MASK, crc32c
+from strom.protocol.records.builder import build_control_batch
+from strom.protocol.records.control import ControlType
 from strom.storage.log import Log
 
 NOW = 1_700_000_000_000
@@ -129,3 +131,18 @@ def batch_offsets(data: bytes) -> list[tuple[int, int]]:
 
 def last_offset_in(data: bytes) -> int:
     return batch_offsets(data)[-1][1]
+
+
+def txn_batch(pid: int, seq: int, count: int = 2, *, epoch: int = 0,
+              keys: Sequence[bytes | None] | None = None, prefix: str = "v") -> bytearray:
+    """A transactional data batch of producer ``pid``."""
+    return make_batch(values(count, prefix=prefix), producer_id=pid, producer_epoch=epoch,
+                      base_sequence=seq, attributes=TRANSACTIONAL_MASK, keys=keys)
+
+
+def marker_batch(pid: int, *, commit: bool, epoch: int = 0, coordinator_epoch: int = 0,
+                 timestamp: int = NOW) -> bytes:
+    """A commit / abort marker (control batch) of ``pid``, as WriteTxnMarkers writes it."""
+    return build_control_batch(ControlType.COMMIT if commit else ControlType.ABORT,
+                               producer_id=pid, producer_epoch=epoch,
+                               coordinator_epoch=coordinator_epoch, timestamp=timestamp)

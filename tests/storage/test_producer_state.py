@@ -13,10 +13,9 @@ from strom.common.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
 )
 from strom.protocol.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, crc32c, parse_header
-from strom.protocol.records.builder import build_control_batch
-from strom.protocol.records.control import ControlType
 from strom.storage.files import CorruptFileError
 from strom.storage.log import Log
 from strom.storage.producer_state import (
@@ -31,6 +30,7 @@ from tests.storage.helpers import (
     NOW,
     batch_offsets,
     make_batch,
+    marker_batch,
     payload,
     read_all,
     topic_config,
@@ -241,12 +241,11 @@ def txn_send(plog: Log, seq: int, count: int = 2, *, pid: int = PID, epoch: int 
     return plog.append(payload(batch), leader_epoch=0).base_offset
 
 
-def marker(plog: Log, *, pid: int = PID, epoch: int = 0, commit: bool = True) -> int:
+def marker(plog: Log, *, pid: int = PID, epoch: int = 0, commit: bool = True,
+           coordinator_epoch: int = 3) -> int:
     """A commit / abort marker (control batch) of ``pid``; returns its offset."""
-    batch = build_control_batch(ControlType.COMMIT if commit else ControlType.ABORT,
-                                producer_id=pid, producer_epoch=epoch, coordinator_epoch=3,
-                                timestamp=NOW)
-    return plog.append(payload(batch), leader_epoch=0).base_offset
+    batch = marker_batch(pid, commit=commit, epoch=epoch, coordinator_epoch=coordinator_epoch)
+    return plog.append(payload(batch), leader_epoch=0, allow_control=True).base_offset
 
 
 def test_transactional_batches_open_and_markers_close_a_transaction(open_log: OpenLog) -> None:
@@ -299,6 +298,34 @@ def test_marker_without_transaction_ends_nothing_and_needs_no_sequence(
     with pytest.raises(InvalidProducerEpochError):
         marker(plog, epoch=0)  # fenced
     assert send(plog, 0, epoch=1)[2] is False
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_markers_are_fenced_by_producer_and_coordinator_epochs(
+    open_log: OpenLog, clean: bool
+) -> None:
+    plog = open_log()
+    state = plog.producer_state
+    txn_send(plog, 0, epoch=1)
+    marker(plog, epoch=1, coordinator_epoch=4)
+    assert state.producers[PID].coordinator_epoch == 4
+    first = txn_send(plog, 2, epoch=1)
+    end = plog.log_end_offset
+    with pytest.raises(TransactionCoordinatorFencedError):
+        marker(plog, epoch=1, coordinator_epoch=3)  # a zombie coordinator
+    with pytest.raises(InvalidProducerEpochError):
+        marker(plog, epoch=0, coordinator_epoch=9)  # the producer epoch is checked first
+    assert plog.log_end_offset == end and state.ongoing_transactions() == {PID: first}
+    if clean:
+        plog.close()  # the snapshot keeps the coordinator epoch; without it, replay finds it
+    plog = open_log(clean_shutdown=clean)
+    assert plog.producer_state.producers[PID].coordinator_epoch == 4
+    with pytest.raises(TransactionCoordinatorFencedError):
+        marker(plog, epoch=1, coordinator_epoch=3)
+    marker(plog, epoch=1, coordinator_epoch=4)  # the same coordinator again: fine
+    marker(plog, epoch=1, coordinator_epoch=5)  # a newer one takes over
+    assert plog.producer_state.producers[PID].coordinator_epoch == 5
+    assert plog.producer_state.ongoing_transactions() == {}
 
 
 def test_non_transactional_batch_during_a_transaction_is_refused(open_log: OpenLog) -> None:

@@ -225,6 +225,7 @@ OutOfOrderSequenceNumberError: type[KafkaError] = _BY_NAME["OUT_OF_ORDER_SEQUENC
 DuplicateSequenceNumberError: type[KafkaError] = _BY_NAME["DUPLICATE_SEQUENCE_NUMBER"]
 InvalidProducerEpochError: type[KafkaError] = _BY_NAME["INVALID_PRODUCER_EPOCH"]
 InvalidTxnStateError: type[KafkaError] = _BY_NAME["INVALID_TXN_STATE"]
+TransactionCoordinatorFencedError: type[KafkaError] = _BY_NAME["TRANSACTION_COORDINATOR_FENCED"]
 InvalidProducerIdMappingError: type[KafkaError] = _BY_NAME["INVALID_PRODUCER_ID_MAPPING"]
 KafkaStorageError: type[KafkaError] = _BY_NAME["KAFKA_STORAGE_ERROR"]
 UnknownProducerIdError: type[KafkaError] = _BY_NAME["UNKNOWN_PRODUCER_ID"]

@@ -22,8 +22,9 @@ The ISR is an immutable :class:`IsrState` value, replaced whole (Kafka's sealed
 applies ISR changes). Followers' log ends are reported by their fetches
 (:meth:`Partition.update_follower_fetch_state`).
 
-Consumers read up to the high watermark (or the last stable offset with read_committed);
-followers read up to the leader's log end.
+Consumers read up to the high watermark (or, with read_committed, the last stable offset,
+with the aborted transactions overlapping the data read); followers read up to the leader's
+log end.
 
 Owned by the broker's event-loop thread (the :class:`ReplicaManager`); not thread-safe.
 """
@@ -249,10 +250,13 @@ class Partition:
     # appends
     # ------------------------------------------------------------------------------------
     def append_as_leader(self, records: memoryview, required_acks: int, *,
-                         from_client: bool = True) -> AppendResult:
+                         from_client: bool = True, allow_control: bool = False
+                         ) -> AppendResult:
         """Validate and append a produce payload (a client's, or with ``from_client`` False a
         coordinator's: no producer-sequence checks); may move the high watermark.
 
+        ``allow_control``: the payload comes from the transaction coordinator, which alone
+        may write control batches (clients' are refused with INVALID_RECORD).
         Raises NotLeaderOrFollower when not the leader, NotEnoughReplicas for acks=-1 with too
         small an ISR (nothing appended), and whatever the log refuses."""
         if self.role is not Role.LEADER:
@@ -263,7 +267,8 @@ class Partition:
                 f"the in-sync replicas of {self.tp} ({len(self.isr_state.isr)}) are fewer "
                 f"than min.insync.replicas ({self.min_insync_replicas})")
         result = self.log.append(records, leader_epoch=self.leader_epoch,
-                                 now_ms=self.clock.now_ms(), from_client=from_client)
+                                 now_ms=self.clock.now_ms(), from_client=from_client,
+                                 allow_control=allow_control)
         if not result.duplicate:
             self.maybe_increment_high_watermark()
         return result
@@ -352,11 +357,13 @@ class Partition:
         self, offset: int, max_bytes: int, isolation: FetchIsolation, *, min_one: bool = True
     ) -> ReadResult:
         """Read from ``offset`` up to what ``isolation`` allows. Consumers read from the
-        leader only (NOT_LEADER_OR_FOLLOWER otherwise)."""
+        leader only (NOT_LEADER_OR_FOLLOWER otherwise). read_committed reads stop at the last
+        stable offset and carry the aborted transactions overlapping what they return."""
         if isolation is not FetchIsolation.LOG_END and self.role is not Role.LEADER:
             raise NotLeaderOrFollowerError(f"this broker is not the leader of {self.tp}")
         return self.log.read(offset, max_bytes, upper_bound=self.upper_bound(isolation),
-                             min_one=min_one)
+                             min_one=min_one,
+                             aborted_transactions=isolation is FetchIsolation.TXN_COMMITTED)
 
     def list_offset(self, timestamp: int, isolation: FetchIsolation
                     ) -> tuple[int, int, int] | None:

@@ -327,7 +327,8 @@ class ReplicaManager:
                 appended = partition.append_as_follower(records)
             else:
                 appended = partition.append_as_leader(
-                    records, required_acks, from_client=origin is AppendOrigin.CLIENT)
+                    records, required_acks, from_client=origin is AppendOrigin.CLIENT,
+                    allow_control=origin is AppendOrigin.COORDINATOR)
         except OSError as exc:
             result.error = self.health.failure(exc, f"appending to {partition.tp}")
             return None

@@ -19,6 +19,7 @@ from strom.storage.file_pool import default_pool
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 SNAPSHOT_SUFFIX = ".snapshot"
 TMP_SUFFIX = ".tmp"
 DELETED_DIR_SUFFIX = "-delete"

@@ -16,6 +16,7 @@ import shutil
 import threading
 import uuid
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +24,13 @@ from strom.common.clock import Clock
 from strom.common.config import TopicConfig
 from strom.common.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
 from strom.protocol.records.batch import (
+    BatchHeader,
     iter_batches,
     patch_base_offset,
     patch_leader_epoch,
     set_log_append_time,
 )
+from strom.protocol.records.control import EndTxnMarker, read_end_txn_marker
 from strom.storage import log_timestamps
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
@@ -40,6 +43,7 @@ from strom.storage.leader_epoch import LeaderEpochCache
 from strom.storage.log_append import (
     check_client_batches,
     check_replicated_batches,
+    refuse_control_batches,
     require_keys,
 )
 from strom.storage.log_loader import (
@@ -59,10 +63,11 @@ from strom.storage.log_settings import LogSettings
 from strom.storage.producer_state import ProducerStateManager
 from strom.storage.segment import INLINE_READ_BYTES, FileRegion, LogSegment
 from strom.storage.swap import SWAP_SUFFIX, discard_swap, rename_segment_files
+from strom.storage.txn_index import AbortedTxn
 
 __all__ = [
-    "AppendResult", "CleanerView", "FileRegion", "Log", "LogSettings", "ReadResult",
-    "parse_partition_dir",
+    "AbortedTxn", "AppendResult", "CleanerView", "FileRegion", "Log", "LogSettings",
+    "ReadResult", "parse_partition_dir",
 ]
 
 log = logging.getLogger("strom.storage.log")
@@ -84,12 +89,16 @@ class AppendResult:
 class ReadResult:
     """What :meth:`Log.read` found: ``regions`` are the parts to send, in order — the bytes
     themselves for small reads, :class:`FileRegion` (sendfile, pinning its file until the
-    region is dropped) for larger ones (see :meth:`LogSegment.read`); ``size`` their total."""
+    region is dropped) for larger ones (see :meth:`LogSegment.read`); ``size`` their total.
+    ``aborted_transactions`` is None unless asked for (read_committed): then the (producer
+    id, first offset) of every aborted transaction overlapping the returned batches, for the
+    consumer to drop their records."""
 
     regions: list[FileRegion | bytes]
     size: int
     log_start_offset: int
     log_end_offset: int
+    aborted_transactions: list[tuple[int, int]] | None = None
 
     def to_bytes(self) -> bytes:
         """The parts' bytes, joined (regions read with ``pread``)."""
@@ -106,7 +115,9 @@ class CleanerView:
 
     ``segments`` are the inactive segments, oldest first (the active one is never cleaned);
     ``producer_last_offsets`` maps each live idempotent producer to the last offset of its
-    last data batch (that batch is kept, possibly emptied, so producer state survives).
+    last data batch (that batch is kept, possibly emptied, so producer state survives);
+    ``marker_only_producers`` maps each live producer without a data batch (its epoch was
+    bumped by a marker) to its epoch: its markers of that epoch are kept (fencing survives).
     ``truncated_to`` is the lowest offset the log was truncated to since the previous pass
     (the cleaner moves its checkpoint back to it), or None.
     """
@@ -118,12 +129,14 @@ class CleanerView:
     last_stable_offset: int
     producer_last_offsets: dict[int, int]
     truncated_to: int | None
+    marker_only_producers: dict[int, int]
 
 
 class Log:
     """A partition's log: an ordered list of :class:`LogSegment` in ``<data-dir>/<topic>-<n>/``.
 
-    Directory contents: ``<base>.log/.index/.timeindex`` per segment,
+    Directory contents: ``<base>.log/.index/.timeindex`` per segment (and ``.txnindex`` for
+    segments holding abort markers of transactions with data here),
     ``leader-epoch-checkpoint`` (:class:`LeaderEpochCache`) and ``<offset>.snapshot`` producer
     state (:class:`ProducerStateManager`). The last segment is the active one; appends go
     there, rolling to a new segment by ``segment.bytes`` / ``segment.ms`` / a full index.
@@ -137,6 +150,10 @@ class Log:
 
     Two appends: :meth:`append` (leader: assigns offsets, validates producer sequences) and
     :meth:`append_as_follower` (replication: keeps the leader's offsets and leader epochs).
+    Transaction markers (control batches, written only by the transaction coordinator) are
+    decoded on both paths: producer state ends the transaction, and an abort adds an entry
+    to the active segment's transaction index, which :meth:`read` consults for read_committed
+    fetches (:meth:`aborted_transactions`) and crash recovery rebuilds.
 
     Appends are all-or-nothing: the whole produce payload is validated (header, CRC, record
     count, sizes, timestamps, producer sequences) before a byte is written; records are never
@@ -247,7 +264,7 @@ class Log:
             segment.on_inactive()
         reconcile_leader_epochs(self.leader_epochs, loaded.recovered, self.log_start_offset,
                                 self.log_end_offset)
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(loaded.recovered_bases)
         if clean_shutdown:
             self.recovery_point = self.log_end_offset
         else:
@@ -255,9 +272,10 @@ class Log:
             self._dir_dirty = True
             self.flush()  # what was recovered is now durable: the next crash starts from here
 
-    def _rebuild_producer_state(self) -> None:
+    def _rebuild_producer_state(self, rebuild_txn_indexes: list[int] | None = None) -> None:
         rebuild_producer_state(self.producer_state, self._segments, self._bases,
-                               self.log_start_offset, self.log_end_offset)
+                               self.log_start_offset, self.log_end_offset,
+                               rebuild_txn_indexes or ())
 
     def _add_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         segment = LogSegment.create(
@@ -276,6 +294,7 @@ class Log:
     def append(
         self, buf: memoryview, *, leader_epoch: int, now_ms: int | None = None,
         from_client: bool = True,
+        allow_control: bool = False,
     ) -> AppendResult:
         """Validate, assign offsets to and append a produce payload (one or more batches).
 
@@ -283,6 +302,10 @@ class Log:
         partition leader epoch are patched in place (a read-only buffer is copied first).
         ``from_client`` False for a coordinator's own batches (transactional offset commits,
         markers): producer sequences are not checked for them, as in Kafka.
+        Control batches (transaction markers) are refused unless ``allow_control`` (the
+        transaction coordinator's writes); a marker is checked against the producer's epoch
+        and its coordinator's epoch, ends the producer's transaction and, for an abort,
+        adds the transaction to the transaction index.
         """
         if self._closed:
             raise KafkaStorageError(f"log {self.directory.name} is closed")
@@ -293,6 +316,8 @@ class Log:
             raise InvalidRecordError("produce payload holds no record batch")
         total = len(buf)
         record_count, has_producer = check_client_batches(headers, total, settings, now)
+        if not allow_control:
+            refuse_control_batches(headers, f"{self.topic}-{self.partition}")
         if settings.compact_policy:
             require_keys(buf, headers, f"{self.topic}-{self.partition}")
 
@@ -317,8 +342,8 @@ class Log:
             header.base_offset = next_offset
             header.partition_leader_epoch = leader_epoch
             next_offset += header.last_offset_delta + 1
-        pending = (state.validate(headers, check_sequences=from_client) if has_producer
-                   else None)
+        pending = (state.validate(headers, _marker_reader(buf), check_sequences=from_client)
+                   if has_producer else None)
 
         segment = self._segments[-1]
         if segment.should_roll(total, next_offset - 1, now, settings.segment_bytes,
@@ -338,7 +363,8 @@ class Log:
             self.leader_epochs.flush()
         segment.append(buf, headers)
         if pending is not None:
-            state.commit(pending, next_offset)
+            for aborted in state.commit(pending, next_offset):
+                segment.txn_index.append(aborted)
         else:
             state.map_end_offset = next_offset
         self.log_end_offset = next_offset
@@ -375,7 +401,10 @@ class Log:
         state = self.producer_state
         for header in headers:
             if header.producer_id >= 0:
-                state.replay(header)
+                marker = read_end_txn_marker(buf, header) if header.is_control else None
+                aborted = state.replay(header, marker)
+                if aborted is not None:
+                    segment.txn_index.append(aborted)
         state.map_end_offset = expected
         first = headers[0].base_offset
         self.log_end_offset = expected
@@ -411,12 +440,14 @@ class Log:
     # ------------------------------------------------------------------------------------
     # reads
     # ------------------------------------------------------------------------------------
-    def _empty(self) -> ReadResult:
-        return ReadResult([], 0, self.log_start_offset, self.log_end_offset)
+    def _empty(self, aborted: bool = False) -> ReadResult:
+        return ReadResult([], 0, self.log_start_offset, self.log_end_offset,
+                          [] if aborted else None)
 
     def read(
         self, offset: int, max_bytes: int, *, upper_bound: int, min_one: bool = True,
         inline_below: int = INLINE_READ_BYTES,
+        aborted_transactions: bool = False,
     ) -> ReadResult:
         """Bytes of the batches from the one holding ``offset``, as one part: the bytes
         themselves if fewer than ``inline_below`` (or the file pool is full of pinned files),
@@ -426,6 +457,8 @@ class Log:
         if it alone is larger and ``min_one``), at ``upper_bound`` (the caller's choice: high
         watermark, last stable offset or log end) and at the end of the segment.
         OffsetOutOfRangeError if ``offset`` is below the log start or above the LEO.
+        With ``aborted_transactions`` (read_committed) the result lists the aborted
+        transactions overlapping ``[offset, end of the returned batches)``.
         """
         leo = self.log_end_offset
         if offset < self.log_start_offset or offset > leo:
@@ -435,7 +468,7 @@ class Log:
             )
         upper = min(upper_bound, leo)
         if offset >= upper:
-            return self._empty()
+            return self._empty(aborted_transactions)
         lock = self._lock
         for _ in range(_READ_ATTEMPTS):
             lock.acquire()  # the cleaner replaces both lists; pick up a consistent pair
@@ -449,16 +482,47 @@ class Log:
                         slot += 1
                         continue
                     if found is False:
-                        return self._empty()
+                        return self._empty(aborted_transactions)
                     size = len(found) if isinstance(found, bytes) else found.size
-                    return ReadResult([found], size, self.log_start_offset, leo)
-                return self._empty()
+                    result = ReadResult([found], size, self.log_start_offset, leo)
+                    if aborted_transactions:
+                        result.aborted_transactions = self._aborted_in_read(
+                            segments, slot, offset, found, upper)
+                    return result
+                return self._empty(aborted_transactions)
             except FileNotFoundError:
                 # A segment left the log (a cleaner swap) after we picked it up and its
                 # descriptor was not open: look it up again in the new list.
                 if self._segments is segments or self._closed:
                     raise
         raise KafkaStorageError(f"segments of {self.topic}-{self.partition} kept changing")
+
+    def _aborted_in_read(self, segments: list[LogSegment], slot: int, offset: int,
+                         found: FileRegion | bytes, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping the read
+        ``found`` of ``segments[slot]`` from ``offset`` (whole batches)."""
+        if not any(len(s.txn_index) for s in segments[slot:]):
+            return []  # the usual case: no abort marker from here on
+        segment = segments[slot]
+        if isinstance(found, bytes):
+            end = min(iter_batches(found, verify_crc=False)[-1].next_offset, upper)
+        elif found.position + found.size < segment.size:
+            # the base offset of the first batch not returned: the exact end of the read
+            end = min(segment.base_offset_at(found.position + found.size), upper)
+        else:
+            end = min(segment.next_offset, upper)
+        return [(t.producer_id, t.first_offset)
+                for t in _collect_aborted(segments, slot, offset, end)]
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound)`` — marker at or
+        after the start, first offset below the bound — from the transaction indexes of the
+        segment holding ``start_offset`` onwards (Kafka's ``collectAbortedTransactions``).
+        Safe from the cleaner's thread."""
+        with self._lock:
+            segments, bases = self._segments, self._bases
+        slot = max(0, bisect_right(bases, start_offset) - 1)
+        return _collect_aborted(segments, slot, start_offset, upper_bound)
 
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
@@ -748,17 +812,21 @@ class Log:
                     self._cleaning.release()
                     return None
                 producers: dict[int, int] = {}
+                marker_only: dict[int, int] = {}
                 # list() of a dict's items runs in C under the GIL: safe against appends.
                 for pid, entry in list(self.producer_state.producers.items()):
                     batches = entry.batches
                     if batches:
                         producers[pid] = batches[-1].last_offset
+                    else:
+                        marker_only[pid] = entry.epoch
                 view = CleanerView(
                     segments=self._segments[:-1], generation=self._generation,
                     log_start_offset=self.log_start_offset,
                     active_base_offset=self._bases[-1],
                     last_stable_offset=self.stable_end,
                     producer_last_offsets=producers, truncated_to=self._truncated_to,
+                    marker_only_producers=marker_only,
                 )
                 self._truncated_to = None
                 return view
@@ -826,3 +894,23 @@ class Log:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self._segments)})")
 
+
+
+def _marker_reader(buf: memoryview) -> Callable[[BatchHeader], EndTxnMarker | None]:
+    """Decodes the markers of the control batches in ``buf`` (headers relative to it)."""
+    return lambda header: read_end_txn_marker(buf, header)
+
+
+def _collect_aborted(segments: list[LogSegment], slot: int, start_offset: int,
+                     upper_bound: int) -> list[AbortedTxn]:
+    """Aborted transactions overlapping ``[start_offset, upper_bound)`` from the transaction
+    indexes of ``segments[slot:]``, until one index says the search is complete."""
+    found: list[AbortedTxn] = []
+    for segment in segments[slot:]:
+        if not len(segment.txn_index):
+            continue
+        txns, complete = segment.txn_index.collect(start_offset, upper_bound)
+        found.extend(txns)
+        if complete:
+            break
+    return found

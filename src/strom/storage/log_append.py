@@ -1,7 +1,8 @@
 """Checks a payload passes before a log appends it (all before a byte is written).
 
 Pure functions over the parsed batch headers (and, for compacted topics, the record keys):
-the leader's checks (:func:`check_client_batches`, :func:`require_keys`) and the follower's
+the leader's checks (:func:`check_client_batches`, :func:`refuse_control_batches`,
+:func:`require_keys`) and the follower's
 (:func:`check_replicated_batches`). The producer-sequence checks live in
 :mod:`strom.storage.producer_state`; offsets are assigned by :meth:`strom.storage.log.Log.append`.
 """
@@ -64,6 +65,18 @@ def check_client_batches(
         if header.producer_id >= 0:
             has_producer = True
     return record_count, has_producer
+
+
+def refuse_control_batches(headers: list[BatchHeader], partition_name: str) -> None:
+    """Only the transaction coordinator writes control batches (commit / abort markers); a
+    client's produce holding one is refused with INVALID_RECORD, as Kafka's validator does
+    for ``AppendOrigin.CLIENT``."""
+    for header in headers:
+        if header.is_control:
+            raise InvalidRecordError(
+                f"Clients are not allowed to write control records in topic partition "
+                f"{partition_name}."
+            )
 
 
 def require_keys(buf: memoryview, headers: list[BatchHeader], partition_name: str) -> None:

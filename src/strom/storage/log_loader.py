@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_right
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from strom.storage.files import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
-    file_name,
+    TXN_INDEX_SUFFIX,
     offset_from_name,
     unlink_quietly,
 )
@@ -38,11 +39,13 @@ log = logging.getLogger("strom.storage.log")
 @dataclass(slots=True)
 class LoadedSegments:
     """What :func:`open_segments` found: the segments kept, oldest first, their base offsets,
-    and the headers of every batch recovery validated (in offset order)."""
+    the headers of every batch recovery validated (in offset order) and the base offsets of
+    the recovered segments (their transaction indexes are empty until rebuilt)."""
 
     segments: list[LogSegment] = field(default_factory=list)
     bases: list[int] = field(default_factory=list)
     recovered: list[BatchHeader] = field(default_factory=list)
+    recovered_bases: list[int] = field(default_factory=list)
 
 
 def scan_directory(directory: Path) -> list[int]:
@@ -62,7 +65,7 @@ def scan_directory(directory: Path) -> list[int]:
     bases.sort()
     present = set(bases)
     for name in os.listdir(directory):  # indexes without a log file are orphans
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             base = offset_from_name(name, suffix)
             if base is not None and base not in present:
                 unlink_quietly(directory / name)
@@ -93,8 +96,7 @@ def open_segments(
         for base in bases:
             if truncated_at is not None:  # after a torn segment: the rest is not trustworthy
                 log.warning("%s: deleting segment %d after a truncated one", directory, base)
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    unlink_quietly(directory / file_name(base, suffix))
+                remove_segment_files(directory, base)
                 continue
             needs_recovery = recover_from is not None and base >= recover_from
             segment, result = LogSegment.open(
@@ -112,6 +114,7 @@ def open_segments(
             loaded.bases.append(base)
             if result is not None:
                 loaded.recovered.extend(result.headers)
+                loaded.recovered_bases.append(base)
                 if result.truncated_bytes and needs_recovery:
                     truncated_at = base
     except BaseException:
@@ -140,10 +143,18 @@ def reconcile_leader_epochs(
 
 def rebuild_producer_state(
     state: ProducerStateManager, segments: list[LogSegment], bases: list[int],
-    log_start_offset: int, log_end_offset: int,
+    log_start_offset: int, log_end_offset: int, rebuild_txn_indexes: Collection[int] = (),
 ) -> None:
-    """Newest snapshot <= the log end, then replay the batch headers after it."""
-    start = state.load(log_end_offset)
+    """Newest snapshot <= the log end, then replay the batch headers after it (markers
+    decoded from their batches).
+
+    ``rebuild_txn_indexes``: base offsets of segments whose (emptied) transaction index must
+    be rebuilt, as Kafka's segment recovery does: the replay then starts from a snapshot at
+    or below the first of them, and every transaction aborted by a marker in one of them is
+    appended to its index with the last stable offset producer state computes then.
+    """
+    rebuild = set(rebuild_txn_indexes)
+    start = state.load(log_end_offset, min(rebuild) if rebuild else None)
     if start < 0:
         start = bases[0]
         state.clear(start)
@@ -155,8 +166,12 @@ def rebuild_producer_state(
         found = segment.translate_offset(start)
         if found is None:
             continue
+        index = segment.txn_index if segment.base_offset in rebuild else None
         for header in segment.headers(found[0]):
             if header.base_offset >= start:
-                state.replay(header)
+                marker = segment.read_marker(header) if header.is_control else None
+                aborted = state.replay(header, marker)
+                if aborted is not None and index is not None:
+                    index.append(aborted)
     state.map_end_offset = log_end_offset
     state.evict_before(log_start_offset)

@@ -1,5 +1,5 @@
-"""Producer state of one partition: epochs, recent sequences, duplicate detection, and the
-first offsets of ongoing transactions."""
+"""Producer state of one partition: epochs, recent sequences, duplicate detection, the first
+offsets of ongoing transactions, and the transactions markers end (commit or abort)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,8 +15,10 @@ from strom.common.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
 )
 from strom.protocol.records.batch import BatchHeader, crc32c
+from strom.protocol.records.control import ControlType, EndTxnMarker
 from strom.storage.files import (
     SNAPSHOT_SUFFIX,
     CorruptFileError,
@@ -25,6 +27,7 @@ from strom.storage.files import (
     offset_from_name,
     unlink_quietly,
 )
+from strom.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("strom.storage.producer_state")
 
@@ -53,6 +56,11 @@ class BatchMetadata:
     timestamp: int
 
 
+#: Decodes the commit / abort marker of a control batch (None: an emptied batch, or not a
+#: marker); supplied by the log, which holds the batch's bytes.
+MarkerReader = Callable[[BatchHeader], EndTxnMarker | None]
+
+
 @dataclass(slots=True, frozen=True)
 class CompletedTxn:
     """A transaction ended by a control batch (commit or abort marker) of its producer."""
@@ -60,6 +68,7 @@ class CompletedTxn:
     producer_id: int
     first_offset: int  # of its first transactional batch (raised to the log start if cut)
     last_offset: int  # of the marker
+    aborted: bool = False
 
 
 @dataclass(slots=True)
@@ -68,8 +77,8 @@ class ProducerStateEntry:
 
     ``txn_first_offset`` is the first offset of the producer's ongoing transaction (its first
     transactional batch since its last marker), or None. ``coordinator_epoch`` is the epoch of
-    the transaction coordinator that wrote the producer's last marker, -1 while unknown
-    (markers are not decoded yet; the field is stored so fencing them needs no format change).
+    the transaction coordinator that wrote the producer's last marker, -1 while unknown: a
+    marker from an older coordinator is fenced (TRANSACTION_COORDINATOR_FENCED).
     """
 
     producer_id: int
@@ -108,22 +117,28 @@ class ProducerStateEntry:
             del self.batches[0]
         self.last_timestamp = meta.timestamp
 
-    def apply(self, header: BatchHeader) -> CompletedTxn | None:
+    def apply(self, header: BatchHeader, marker: EndTxnMarker | None = None
+              ) -> CompletedTxn | None:
         """Take ``header``'s batch (already validated) into this state; returns the transaction
-        it ends, if it is a marker of an ongoing one.
+        it ends, if it is a marker (``marker``, decoded by the caller) of an ongoing one.
 
-        A transactional data batch starts a transaction unless one is ongoing; a control
-        batch ends the ongoing one. A control batch without records (its marker was removed
-        by compaction) ends nothing, as in Kafka.
+        A transactional data batch starts a transaction unless one is ongoing; a commit or
+        abort marker ends the ongoing one and records its coordinator's epoch. A control
+        batch without a marker (its record was removed by compaction) ends nothing, as in
+        Kafka.
         """
         if header.is_control:
             self.set_epoch(header.producer_epoch)
             self.last_timestamp = header.max_timestamp
-            first = self.txn_first_offset
-            if first is None or header.records_count == 0:
+            if marker is None:
                 return None
+            self.coordinator_epoch = marker.coordinator_epoch
+            first = self.txn_first_offset
+            if first is None:
+                return None  # a marker of a transaction without data here: nothing to end
             self.txn_first_offset = None
-            return CompletedTxn(self.producer_id, first, header.base_offset)
+            return CompletedTxn(self.producer_id, first, header.base_offset,
+                                marker.control_type is ControlType.ABORT)
         self.add_batch(header.producer_epoch, _metadata(header))
         if header.is_transactional and self.txn_first_offset is None:
             self.txn_first_offset = header.base_offset
@@ -161,7 +176,10 @@ class ProducerStateManager:
       else OutOfOrderSequenceNumberError;
     * a producer without state (new, or its state expired / was deleted with the log) is
       accepted at any sequence;
-    * control batches (transaction markers, base sequence -1) have no sequence to check;
+    * control batches (transaction markers, base sequence -1) have no sequence to check; a
+      marker whose coordinator epoch is older than the one of the producer's last marker:
+      TransactionCoordinatorFencedError (Kafka's ``appendEndTxnMarker``: producer epoch
+      first, then coordinator epoch);
     * a non-transactional data batch from a producer with an ongoing transaction:
       InvalidTxnStateError.
 
@@ -173,6 +191,12 @@ class ProducerStateManager:
     (:meth:`on_high_watermark`): until then the decision could still be lost with this replica.
     :meth:`first_unstable_offset` is the smallest first offset of an ongoing or unstable
     transaction; the last stable offset is ``min(high watermark, first_unstable_offset())``.
+    A transaction ended by an *abort* marker is returned as an
+    :class:`~strom.storage.txn_index.AbortedTxn` by :meth:`commit` / :meth:`replay`, for the
+    log's transaction index, with the last stable offset Kafka records there: the first
+    offset of the oldest transaction of another producer still open, else the marker's
+    offset + 1 (Kafka's ``lastStableOffset(completedTxn)``). Markers are decoded by the
+    caller (a :data:`MarkerReader`): producer state only sees batch headers.
     When the log start passes a transaction's first offset the transaction stays open and its
     first offset becomes the log start (what is left of it); a producer with an open
     transaction never expires and is not evicted with its batches (its marker is still due).
@@ -263,11 +287,13 @@ class ProducerStateManager:
         return entry.find_duplicate(header.producer_epoch, header.base_sequence,
                                     header.last_sequence)
 
-    def validate(self, headers: Iterable[BatchHeader], *, check_sequences: bool = True
+    def validate(self, headers: Iterable[BatchHeader], read_marker: MarkerReader | None = None,
+                 *, check_sequences: bool = True
                  ) -> PendingUpdate:
         """Check every idempotent batch in order; returns the pending updates for :meth:`commit`.
 
         Batch offsets in ``headers`` must already be the ones that will be written.
+        ``read_marker`` decodes control batches (without it they end nothing).
         ``check_sequences`` False for a coordinator's batches (Kafka checks sequences for
         client appends only; epochs are checked for every origin).
         """
@@ -292,15 +318,23 @@ class ProducerStateManager:
                 raise InvalidProducerEpochError(
                     f"producer {pid} epoch {epoch} is older than the current epoch {updated.epoch}"
                 )
-            if not header.is_control:
-                if check_sequences:
-                    self._check_sequence(header, current, updated)
+            marker = None
+            if header.is_control:
+                marker = read_marker(header) if read_marker is not None else None
+                if marker is not None and marker.coordinator_epoch < updated.coordinator_epoch:
+                    raise TransactionCoordinatorFencedError(
+                        f"marker of producer {pid} at offset {header.base_offset} comes from "
+                        f"coordinator epoch {marker.coordinator_epoch}, older than "
+                        f"{updated.coordinator_epoch}"
+                    )
+            elif check_sequences:
+                self._check_sequence(header, current, updated)
                 if updated.txn_first_offset is not None and not header.is_transactional:
                     raise InvalidTxnStateError(
                         f"producer {pid} sent a non-transactional batch at offset "
                         f"{header.base_offset} during its transaction"
                     )
-            completed = updated.apply(header)
+            completed = updated.apply(header, marker)
             if completed is not None:
                 pending.completed.append(completed)
         return pending
@@ -330,8 +364,9 @@ class ProducerStateManager:
             )
 
     # -- state changes --------------------------------------------------------------------
-    def commit(self, pending: PendingUpdate, end_offset: int) -> None:
-        """Apply :meth:`validate`'s result once the batches are in the log."""
+    def commit(self, pending: PendingUpdate, end_offset: int) -> list[AbortedTxn]:
+        """Apply :meth:`validate`'s result once the batches are in the log; returns the
+        transactions it aborted, for the transaction index."""
         for pid, update in pending.entries.items():
             entry = self.producers.get(pid)
             if entry is None:
@@ -344,21 +379,42 @@ class ProducerStateManager:
                 entry.txn_first_offset = update.txn_first_offset
                 entry.coordinator_epoch = update.coordinator_epoch
             self._track(entry)
-        self._unstable.extend(pending.completed)
+        completed = pending.completed
+        self._unstable.extend(completed)
         self.map_end_offset = end_offset
+        if not completed:
+            return []
+        return [self._aborted(txn, completed[i + 1:]) for i, txn in enumerate(completed)
+                if txn.aborted]
 
-    def replay(self, header: BatchHeader) -> None:
+    def replay(self, header: BatchHeader, marker: EndTxnMarker | None = None
+               ) -> AbortedTxn | None:
         """Apply a batch read back from the log, or appended as a follower (no validation:
-        it was valid when the leader wrote it)."""
+        it was valid when the leader wrote it; ``marker`` is a control batch's decoded
+        marker). Returns the transaction it aborted, for the transaction index."""
+        aborted = None
         if header.producer_id >= 0:
             entry = self.producers.get(header.producer_id)
             if entry is None:
                 entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
-            completed = entry.apply(header)
+            completed = entry.apply(header, marker)
+            self._track(entry)
             if completed is not None:
                 self._unstable.append(completed)
-            self._track(entry)
+                if completed.aborted:
+                    aborted = self._aborted(completed)
         self.map_end_offset = header.next_offset
+        return aborted
+
+    def _aborted(self, txn: CompletedTxn, still_open: Iterable[CompletedTxn] = ()
+                 ) -> AbortedTxn:
+        """``txn`` as a transaction-index entry; ``still_open``: transactions ended later in
+        the same append (still ongoing when ``txn``'s marker was written)."""
+        pid = txn.producer_id
+        firsts = [first for other, first in self._ongoing.items() if other != pid]
+        firsts.extend(t.first_offset for t in still_open if t.producer_id != pid)
+        return AbortedTxn(pid, txn.first_offset, txn.last_offset,
+                          min(firsts, default=txn.last_offset + 1))
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for ``expiration_ms`` (``producer.id.expiration.ms``), except
@@ -383,7 +439,8 @@ class ProducerStateManager:
                 entry.txn_first_offset = log_start_offset
                 self._ongoing[entry.producer_id] = log_start_offset
         self._unstable = deque(
-            CompletedTxn(t.producer_id, max(t.first_offset, log_start_offset), t.last_offset)
+            CompletedTxn(t.producer_id, max(t.first_offset, log_start_offset), t.last_offset,
+                         t.aborted)
             for t in self._unstable if t.last_offset >= log_start_offset
         )
 
@@ -411,19 +468,23 @@ class ProducerStateManager:
         atomic_write(path, encode_snapshot(self.producers.values()), sync=sync)
         return path
 
-    def load(self, log_end_offset: int) -> int:
-        """Load the newest good snapshot at or below ``log_end_offset``; returns its offset
-        (the point to replay the log from), or -1 if there is none (state is then empty).
+    def load(self, log_end_offset: int, at_or_below: int | None = None) -> int:
+        """Load the newest good snapshot at or below ``log_end_offset`` (and ``at_or_below``,
+        when the replay must start there or earlier); returns its offset (the point to replay
+        the log from), or -1 if there is none (state is then empty).
 
         Snapshots above ``log_end_offset`` describe data that is gone and are deleted.
         Ongoing transactions come back with their producers; none is unstable after a load.
         """
         self.producers = {}
         self._reset_transactions()
+        limit = log_end_offset if at_or_below is None else min(log_end_offset, at_or_below)
         for offset in reversed(self.snapshot_offsets()):
             path = self.snapshot_path(offset)
             if offset > log_end_offset:
                 unlink_quietly(path)
+                continue
+            if offset > limit:
                 continue
             try:
                 self.producers = {e.producer_id: e for e in decode_snapshot(path.read_bytes())}

@@ -7,11 +7,11 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from strom.common.errors import CorruptMessageError
+from strom.common.errors import CorruptMessageError, KafkaError
 from strom.protocol.records.batch import (
     CURRENT_MAGIC,
     HEADER_SIZE,
@@ -21,11 +21,13 @@ from strom.protocol.records.batch import (
     parse_header,
     scan_valid_prefix,
 )
+from strom.protocol.records.control import EndTxnMarker, read_end_txn_marker
 from strom.storage.file_pool import FileLease, FilePool, PooledFile, default_pool
 from strom.storage.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     CorruptIndexError,
     file_name,
     read_fully,
@@ -34,12 +36,14 @@ from strom.storage.files import (
 )
 from strom.storage.offset_index import OffsetIndex
 from strom.storage.time_index import TimeIndex
+from strom.storage.txn_index import TransactionIndex
 
 log = logging.getLogger("strom.storage.segment")
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 SCAN_CHUNK = 8192
 _INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _BOUNDARY_SCAN_LIMIT = 64  # headers read at most when cutting a read at a batch boundary
 
@@ -177,6 +181,10 @@ class LogSegment:
       serves :class:`FileRegion` reads and asyncio's sendfile moves its file offset.
     * ``<base>.index`` — :class:`~strom.storage.offset_index.OffsetIndex`.
     * ``<base>.timeindex`` — :class:`~strom.storage.time_index.TimeIndex`.
+    * ``<base>.txnindex`` — :class:`~strom.storage.txn_index.TransactionIndex`, the aborted
+      transactions whose abort marker is in this segment (only present once it has one). The
+      segment keeps it in step on truncation, close, flush and unlink; the log appends to it
+      (it needs producer state) and rebuilds it after :meth:`recover` emptied it.
 
     Descriptors: the ``.log`` is a :class:`~strom.storage.file_pool.PooledFile`, opened when
     first used and closed by the pool when it is the least recently used idle file (the rules
@@ -225,6 +233,7 @@ class LogSegment:
         "roll_jitter_ms",
         "size",
         "time_index",
+        "txn_index",
     )
 
     def __init__(
@@ -234,6 +243,7 @@ class LogSegment:
         log_file: PooledFile,
         offset_index: OffsetIndex,
         time_index: TimeIndex,
+        txn_index: TransactionIndex,
         *,
         index_interval_bytes: int,
         created_ms: int,
@@ -247,6 +257,7 @@ class LogSegment:
         self._dirty = True  # written since the last fsync (unknown for a file just opened)
         self.offset_index = offset_index
         self.time_index = time_index
+        self.txn_index = txn_index
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
@@ -275,6 +286,10 @@ class LogSegment:
         return self.directory / (file_name(self.base_offset, TIME_INDEX_SUFFIX)
                                  + self.name_suffix)
 
+    @property
+    def txn_index_path(self) -> Path:
+        return self.txn_index.path
+
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
     def create(
@@ -291,7 +306,7 @@ class LogSegment:
     ) -> LogSegment:
         """A new empty segment (files at that base offset are replaced).
 
-        ``name_suffix`` is appended to the three file names: the cleaner writes segments as
+        ``name_suffix`` is appended to the file names: the cleaner writes segments as
         ``<base>.log.cleaned`` etc. (see :mod:`strom.storage.swap`) and reopens them under
         their final names once renamed. ``pool`` defaults to the process's file pool."""
         log_path = directory / (file_name(base_offset, LOG_SUFFIX) + name_suffix)
@@ -304,8 +319,11 @@ class LogSegment:
         except BaseException:
             file.close()
             raise
-        return cls(directory, base_offset, file, oi, ti, index_interval_bytes=index_interval_bytes,
-                   created_ms=now_ms, roll_jitter_ms=roll_jitter_ms, name_suffix=name_suffix)
+        txn = TransactionIndex.create(
+            directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + name_suffix), base_offset)
+        return cls(directory, base_offset, file, oi, ti, txn,
+                   index_interval_bytes=index_interval_bytes, created_ms=now_ms,
+                   roll_jitter_ms=roll_jitter_ms, name_suffix=name_suffix)
 
     @classmethod
     def open(
@@ -322,11 +340,11 @@ class LogSegment:
     ) -> tuple[LogSegment, RecoveryResult | None]:
         """Open an existing segment.
 
-        With ``recover`` the whole file is validated (CRC) and the indexes rebuilt. Otherwise
-        the indexes are loaded and sanity-checked and the batches after the last index entry
-        are scanned; any problem falls back to recovery. The second value is the recovery
-        result when recovery ran (the ``.log`` is then left open in the pool, the most recently
-        used file).
+        With ``recover`` the whole file is validated (CRC), the offset and time indexes rebuilt
+        and the transaction index emptied (the log rebuilds it). Otherwise the indexes are
+        loaded and sanity-checked and the batches after the last index entry are scanned; any
+        problem falls back to recovery. The second value is the recovery result when recovery
+        ran (the ``.log`` is then left open in the pool, the most recently used file).
         """
         file = PooledFile(pool or default_pool(), cls.log_path_for(directory, base_offset))
         try:
@@ -337,14 +355,17 @@ class LogSegment:
         file.release()
         oi_path = directory / file_name(base_offset, INDEX_SUFFIX)
         ti_path = directory / file_name(base_offset, TIME_INDEX_SUFFIX)
+        txn_path = directory / file_name(base_offset, TXN_INDEX_SUFFIX)
         oi: OffsetIndex | None = None
         ti: TimeIndex | None = None
+        txn: TransactionIndex | None = None
         try:
             if not recover:
                 try:
                     oi = OffsetIndex.load(oi_path, base_offset, max_index_bytes, size)
                     ti = TimeIndex.load(ti_path, base_offset, max_index_bytes)
-                    segment = cls(directory, base_offset, file, oi, ti,
+                    txn = TransactionIndex.load(txn_path, base_offset)
+                    segment = cls(directory, base_offset, file, oi, ti, txn,
                                   index_interval_bytes=index_interval_bytes, created_ms=now_ms,
                                   roll_jitter_ms=roll_jitter_ms)
                     segment.size = size
@@ -353,18 +374,19 @@ class LogSegment:
                 except (FileNotFoundError, CorruptIndexError, CorruptMessageError) as exc:
                     log.warning("rebuilding segment %s: %s", cls.log_path_for(directory,
                                                                                base_offset), exc)
-                    for index in (oi, ti):
+                    for index in (oi, ti, txn):
                         if index is not None:
                             index.close(write=False)
             oi = OffsetIndex.create(oi_path, base_offset, max_index_bytes)
             ti = TimeIndex.create(ti_path, base_offset, max_index_bytes)
+            txn = TransactionIndex.create(txn_path, base_offset)
         except BaseException:
             file.close()
-            for index in (oi, ti):
+            for index in (oi, ti, txn):
                 if index is not None:
                     index.close(write=False)
             raise
-        segment = cls(directory, base_offset, file, oi, ti,
+        segment = cls(directory, base_offset, file, oi, ti, txn,
                       index_interval_bytes=index_interval_bytes, created_ms=now_ms,
                       roll_jitter_ms=roll_jitter_ms)
         segment.size = size
@@ -379,7 +401,7 @@ class LogSegment:
             return
         write = not log_file.detached
         try:
-            for index in (self.offset_index, self.time_index):
+            for index in (self.offset_index, self.time_index, self.txn_index):
                 index.close(write=write)
         finally:
             log_file.close()
@@ -392,11 +414,11 @@ class LogSegment:
     def unlink(self) -> None:
         """Detach and remove the segment's files (see :meth:`detach`)."""
         self._log.detach()
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        for path in (self.log_path, self.index_path, self.time_index_path, self.txn_index_path):
             unlink_quietly(path)
 
     def flush(self) -> None:
-        """fsync the log (if written since the last fsync) and both indexes (writing their
+        """fsync the log (if written since the last fsync) and its indexes (writing their
         pending entries); no-op once closed or detached."""
         log_file = self._log
         if log_file.closed or log_file.detached:
@@ -413,6 +435,7 @@ class LogSegment:
                 log_file.release()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     @property
     def closed(self) -> bool:
@@ -471,7 +494,8 @@ class LogSegment:
 
     def recover(self) -> RecoveryResult:
         """Validate every batch (CRC, offsets), cut the file after the valid prefix, rebuild
-        both indexes and the in-memory state."""
+        the offset and time indexes and the in-memory state; empty the transaction index
+        (rebuilding it needs producer state: the log does it from the returned headers)."""
         fd = self._fd()
         try:
             return self._recover(fd)
@@ -512,6 +536,7 @@ class LogSegment:
         index_entries, time_entries = self._track(headers, 0, -1)
         self.offset_index.replace_all(index_entries)
         self.time_index.replace_all(time_entries)
+        self.txn_index.replace_all([])
         return RecoveryResult(headers, truncated)
 
     def _track(
@@ -676,6 +701,21 @@ class LogSegment:
         finally:
             self._log.release()
 
+    def base_offset_at(self, position: int) -> int:
+        """The base offset of the batch starting at ``position`` (a batch boundary)."""
+        return int(_INT64.unpack(self.read_bytes(position, _INT64.size))[0])
+
+    def read_marker(self, header: BatchHeader) -> EndTxnMarker | None:
+        """The commit / abort marker of the control batch ``header`` (a header of this
+        segment); None for an emptied control batch or an unreadable marker (logged)."""
+        data = self.read_bytes(header.position, header.size)
+        try:
+            return read_end_txn_marker(data, replace(header, position=0))
+        except KafkaError as exc:
+            log.warning("%s: unreadable transaction marker at offset %d: %s", self.log_path,
+                        header.base_offset, exc)
+            return None
+
     def headers(self, start_position: int = 0) -> Iterator[BatchHeader]:
         """Headers of the batches from ``start_position`` to the end (structure-checked); the
         file stays pinned until the iterator is exhausted or closed."""
@@ -707,6 +747,7 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         fd = self._fd()
         try:
             os.ftruncate(fd, position)

@@ -3,13 +3,20 @@
 A cleaning pass replaces a run of segments ``S1 … Sk`` (base offsets ``b1 < … < bk``, the
 run ending where ``S(k+1)`` begins, at ``end``) by one cleaned segment with base ``b1``::
 
-    1. write   <b1>.log.cleaned, <b1>.index.cleaned, <b1>.timeindex.cleaned and
-               <b1>.range.cleaned (text: "<b1> <end>\n"), each fsynced
+    1. write   <b1>.log.cleaned, <b1>.index.cleaned, <b1>.timeindex.cleaned, the
+               <b1>.txnindex.cleaned (see below) and <b1>.range.cleaned
+               (text: "<b1> <end>\n"), each fsynced
     2. rename  indexes, range, then the log from ``.cleaned`` to ``.swap``; fsync the dir
                — the ``.log.swap`` rename is the commit point
     3. unlink  the files of S2 … Sk (their descriptors stay open for in-flight reads)
     4. rename  indexes, then the log, from ``.swap`` over ``<b1>.log/.index/.timeindex``
-               (replacing S1's files); fsync the dir; unlink ``<b1>.range.swap``
+               (and ``.txnindex``), replacing S1's files; fsync the dir; unlink
+               ``<b1>.range.swap``
+
+The transaction index exists only for segments with aborted transactions, so the cleaned
+group writes ``<b1>.txnindex.cleaned`` whenever it keeps an entry *or* S1 has a
+``.txnindex``: the rename then always replaces S1's index, never leaving a stale one under
+the new segment (a stale entry would hide committed records from read_committed readers).
 
 :func:`recover_interrupted_swaps` runs at load, before the segments are opened:
 
@@ -33,6 +40,7 @@ from strom.storage.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     file_name,
     fsync_dir,
     offset_from_name,
@@ -45,9 +53,9 @@ log = logging.getLogger("strom.storage.swap")
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 RANGE_SUFFIX = ".range"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 #: Rename order: the log last, so its ``.swap`` proves the other files moved.
-RENAME_ORDER = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
+RENAME_ORDER = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 
 
 def segment_file(directory: Path, base_offset: int, suffix: str, extra: str = "") -> Path:
@@ -143,7 +151,8 @@ def recover_interrupted_swaps(directory: Path) -> int:
         if not name.endswith(SWAP_SUFFIX):
             continue
         stem = name[: -len(SWAP_SUFFIX)]
-        for suffix in (LOG_SUFFIX, RANGE_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, RANGE_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX,
+                       TXN_INDEX_SUFFIX):
             base = offset_from_name(stem, suffix)
             if base is None:
                 continue

@@ -1,8 +1,10 @@
 """Fetch (1), v4-16: long-poll reads served as file regions (sendfile), woken by appends.
 
-Consumers read up to the high watermark (the last stable offset with read_committed) through
-the partition, never through storage. No incremental fetch sessions yet: every response
-carries session id 0, which tells clients to keep sending full requests (KIP-227). Limits:
+Consumers read up to the high watermark (the last stable offset with read_committed, with the
+aborted transactions overlapping the records returned: producer id and first offset, for the
+consumer to drop them) through the partition, never through storage. No incremental fetch
+sessions yet: every response carries session id 0, which tells clients to keep sending full
+requests (KIP-227). Limits:
 ``partition_max_bytes`` per partition and ``max_bytes`` per response, with the first non-empty
 partition allowed to exceed them by one batch (KIP-74). A request that cannot reach
 ``min_bytes`` parks in the replica manager's fetch purgatory
@@ -175,7 +177,8 @@ class FetchHandler:
             out.last_stable_offset = partition.last_stable_offset
             out.log_start_offset = partition.log_start_offset
             if read_committed:
-                out.aborted_transactions = []
+                out.aborted_transactions = (data.aborted_transactions or []
+                                            if data is not None else [])
             if data is not None and data.size > 0:
                 out.records = list(data.regions)
                 total += data.size

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from strom.common.errors import CorruptMessageError
+from strom.protocol.records.batch import BatchHeader
+from strom.protocol.records.reader import decode_records
 
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
@@ -75,3 +77,16 @@ def decode_end_txn_marker(key: bytes | None, value: bytes | None) -> EndTxnMarke
         raise CorruptMessageError("transaction marker value shorter than 6 bytes")
     _version, coordinator_epoch = _VALUE.unpack_from(value)
     return EndTxnMarker(control_type, coordinator_epoch)
+
+
+def read_end_txn_marker(buf: bytes | bytearray | memoryview, header: BatchHeader
+                        ) -> EndTxnMarker | None:
+    """The commit / abort marker of the control batch ``header`` describes (its position is
+    relative to ``buf``); None when the batch holds no record (the log cleaner emptied it) or
+    its record is another control type. CorruptMessageError for a malformed marker."""
+    if not header.is_control or header.records_count == 0:
+        return None
+    records = decode_records(buf, header)
+    if not records or control_type_of(records[0].key) is ControlType.UNKNOWN:
+        return None
+    return decode_end_txn_marker(records[0].key, records[0].value)

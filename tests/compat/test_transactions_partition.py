@@ -13,8 +13,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 
+from strom.protocol.records.batch import BatchHeader
+from strom.protocol.records.control import ControlType, control_type_of
+from strom.protocol.records.reader import decode_batches
+from strom.protocol.records.record import Record
 from strom.testing import EmbeddedBroker
 from tests.compat.helpers import consume_to_end, create_topic
 
@@ -216,5 +220,116 @@ def test_kill_9_with_an_aborted_transaction_then_read_committed(
             committed)
         assert sorted(read_kafka_python(broker.bootstrap, topic, "read_uncommitted")) == sorted(
             committed + aborted)
+    finally:
+        broker.close()
+
+
+# -- compaction of a topic with transactions ---------------------------------------------
+COMPACTED = "txn-compacted"
+KEYS = 8
+
+
+def disk_batches(data_dir: Path, topic: str) -> list[tuple[BatchHeader, list[Record]]]:
+    """Every batch in the partition's segment files (read while the cleaner may swap)."""
+    for _ in range(20):
+        try:
+            return [batch for path in sorted((data_dir / f"{topic}-0").glob("*.log"))
+                    for batch in decode_batches(path.read_bytes())]
+        except FileNotFoundError:
+            time.sleep(0.05)
+    raise AssertionError("the segments kept changing under the reader")
+
+
+def markers_on_disk(data_dir: Path, topic: str) -> list[ControlType]:
+    return [control_type_of(records[0].key) for header, records in disk_batches(data_dir, topic)
+            if header.is_control and records]
+
+
+def test_compaction_removes_aborted_data_then_markers(tmp_path: Path) -> None:
+    broker = EmbeddedBroker(data_dir=tmp_path, config={"log.cleaner.backoff.ms": 100})
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, COMPACTED, 1, {
+            "cleanup.policy": "compact", "segment.bytes": "2048",
+            "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000",
+            "file.delete.delay.ms": "0"})
+        one = txn_producer(broker.bootstrap, "compact-one")
+        two = txn_producer(broker.bootstrap, "compact-two")
+        plain = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
+                          "batch.size": 1000})  # batches smaller than a segment
+        failures: list[KafkaError] = []
+        expected: dict[bytes, bytes] = {}
+
+        def transaction(producer: Producer, value: str, *, commit: bool) -> None:
+            producer.begin_transaction()
+            for key in range(KEYS):
+                producer.produce(COMPACTED, key=f"k{key}".encode(), value=value.encode(),
+                                 partition=0)
+            producer.flush(30)
+            if commit:
+                producer.commit_transaction(30)
+                expected.update((f"k{key}".encode(), value.encode()) for key in range(KEYS))
+            else:
+                producer.abort_transaction(30)
+
+        fillers = 0
+
+        def filler(count: int) -> None:  # plain records of their own keys: rolls segments
+            nonlocal fillers
+            for _ in range(count):
+                key, value = f"filler-{fillers}".encode(), b"f" * 100
+                plain.produce(COMPACTED, key=key, value=value, partition=0,
+                              on_delivery=lambda err, _: failures.append(err) if err else None)
+                expected[key] = value
+                fillers += 1
+            assert plain.flush(30) == 0 and not failures
+
+        for round_ in range(4):
+            transaction(one, f"committed-{round_}", commit=True)
+            two.begin_transaction()  # open across one's abort and commit below
+            two.produce(COMPACTED, key=b"k0", value=b"aborted-two", partition=0)
+            two.flush(30)
+            transaction(one, f"aborted-{round_}", commit=False)
+            two.abort_transaction(30)
+            filler(4)
+        transaction(one, "committed-last", commit=True)
+        filler(30)
+        assert b"aborted" in b"".join(p.read_bytes() for p in tmp_path.glob(f"{COMPACTED}-0/*.log"))
+
+        def read(isolation: str) -> list[tuple[bytes, bytes]]:
+            messages = consume_to_end(broker.bootstrap, COMPACTED, 1,
+                                      **{"isolation.level": isolation})
+            return [(m.key(), m.value()) for m in messages]  # type: ignore[attr-defined]
+
+        def settled(check: Callable[[], bool]) -> None:
+            deadline = time.monotonic() + 45
+            while not check():
+                assert time.monotonic() < deadline, markers_on_disk(tmp_path, COMPACTED)
+                filler(20)  # new dirty data: the cleaner runs another pass
+                time.sleep(0.3)
+
+        def aborted_gone() -> bool:
+            return not any(b"aborted" in (r.value or b"")
+                           for _, records in disk_batches(tmp_path, COMPACTED)
+                           for r in records)
+
+        settled(aborted_gone)
+        # Only the latest committed value of each key is left, for both isolation levels.
+        settled(lambda: sorted(read("read_uncommitted")) == sorted(expected.items()))
+        assert sorted(read("read_committed")) == sorted(expected.items())
+        # After delete.retention.ms the markers of transactions without data left go too. Two
+        # stay, as in Kafka: each ends a transaction whose data batch is a live producer's
+        # last (kept, emptied, for its sequence numbers): two's abort (with its index entry)
+        # and one's last commit.
+        settled(lambda: markers_on_disk(tmp_path, COMPACTED) == [ControlType.ABORT,
+                                                                 ControlType.COMMIT])
+        batches = disk_batches(tmp_path, COMPACTED)
+        aborter = next(h.producer_id for h, rs in batches if h.is_control
+                       and control_type_of(rs[0].key) is ControlType.ABORT)
+        assert [(h.is_control, len(rs)) for h, rs in batches if h.producer_id == aborter] == [
+            (False, 0), (True, 1)]
+        assert sum(p.stat().st_size for p in tmp_path.glob(f"{COMPACTED}-0/*.txnindex")) == 34
+        assert sorted(read("read_committed")) == sorted(expected.items())
+        assert sorted(read("read_uncommitted")) == sorted(expected.items())
     finally:
         broker.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from strom.common.clock import Clock
@@ -69,6 +69,19 @@ def all_stable(plog: Log) -> Log:
     return plog
 
 
-def one_log_cleaner(directory: Path, plog: Log, clock: Clock) -> LogCleaner:
-    """A cleaner over just ``plog`` with its checkpoint in ``directory``."""
-    return LogCleaner(directory, lambda: [(TP, all_stable(plog))], clock, backoff_ms=1)
+def stable_to_lso(plog: Log) -> Log:
+    """Stand in for the owning partition with one replica and open transactions: the high
+    watermark is the log end, the stable end Kafka's last stable offset."""
+    end = plog.log_end_offset
+    plog.producer_state.on_high_watermark(end)
+    first_unstable = plog.producer_state.first_unstable_offset()
+    plog.stable_end = end if first_unstable is None else min(end, first_unstable)
+    return plog
+
+
+def one_log_cleaner(directory: Path, plog: Log, clock: Clock, *, use_process: bool = True,
+                    stable: Callable[[Log], Log] = all_stable) -> LogCleaner:
+    """A cleaner over just ``plog`` with its checkpoint in ``directory``; ``stable`` sets
+    the log's stable end before each pass."""
+    return LogCleaner(directory, lambda: [(TP, stable(plog))], clock, backoff_ms=1,
+                      use_process=use_process)

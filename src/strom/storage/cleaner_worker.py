@@ -137,10 +137,10 @@ def run_build_map(task: MapTask, io_bytes_per_second: float | None) -> tuple[int
     _state = None
     pacer = Pacer(io_bytes_per_second, yield_interval_s=0.0) if io_bytes_per_second else None
     offset_map, end, bytes_read = build_offset_map(
-        open_each(task.dirty), task.first_dirty, task.max_entries, _make_check(pacer))
+        open_each(task.dirty), task.first_dirty, task.max_entries, _make_check(pacer),
+        task.aborted)
     pass_id = next(_pass_ids)
-    _state = _PassState(pass_id, Filter(offset_map, task.producer_last_offsets, task.now_ms,
-                                        task.delete_retention_ms), pacer)
+    _state = _PassState(pass_id, Filter.for_pass(task, offset_map), pacer)
     return pass_id, MapResult(end, len(offset_map), bytes_read)
 
 

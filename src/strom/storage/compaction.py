@@ -17,7 +17,7 @@ A pass (:func:`clean_log`):
    codec and timestamp type; records keep offsets and timestamps. A batch left without
    records disappears, unless it is the last data batch of a live idempotent producer (kept
    empty, as Kafka does, so producer state rebuilt from the log still knows the producer).
-   Records without a key are removed (counted as invalid). Control batches are copied.
+   Records without a key are removed (counted as invalid). Transactions: see below.
 3. swaps each rewritten group in through :mod:`strom.storage.swap` and
    :meth:`Log.replace_segments` (groups whose bytes did not change are not rewritten).
 
@@ -32,10 +32,16 @@ a delete horizon (attribute bit 6 set, ``base_timestamp`` = now + ``delete.reten
 record timestamp deltas rebased so every record keeps its timestamp); a later pass removes
 the tombstone once now >= the horizon. A horizon lives in the batch, so it survives merges.
 
-Transactions: the offset map ignores transactional batches (without a transaction index the
-pass cannot tell committed from aborted records, and an aborted record must never hide a
-committed one); their records are still removed when a later non-transactional record of
-the same key exists. Markers are kept.
+Transactions (Kafka's rules, :mod:`strom.storage.cleaner_txn`): the cleanable range ends at
+the last stable offset, so every transaction with data in it is decided. The aborted ones
+come from the transaction indexes (:meth:`Log.aborted_transactions`): their batches never
+enter the offset map and are removed (emptied if one is a live producer's last batch), and
+committed transactional records compact like any other. An abort marker stays, with its
+transaction-index entry (written to the cleaned segment's ``.txnindex``), while data of its
+transaction remains; a commit marker while its transaction's data remains; then a marker
+gets a delete horizon (``delete.retention.ms``, like a tombstone) and a later pass removes it,
+unless it is the last batch of a live producer whose last write was a marker (kept, emptied,
+so the producer's epoch survives for fencing).
 
 A pass reads only inactive segments (``pread``; immutable except through the cleaner,
 retention and truncation, which the swap validates against) and writes only its own files.
@@ -66,9 +72,11 @@ from strom.protocol.records.batch import (
     parse_header,
 )
 from strom.protocol.records.compression import compress
+from strom.protocol.records.control import ControlType, control_type_of
 from strom.protocol.records.reader import decode_records
 from strom.protocol.records.record import Record, encode_record
-from strom.storage.files import read_fully
+from strom.storage.cleaner_txn import TxnCleaning
+from strom.storage.files import TXN_INDEX_SUFFIX, read_fully
 from strom.storage.log import CleanerView, Log, LogSettings
 from strom.storage.segment import MAX_RELATIVE_OFFSET, LogSegment, iter_headers
 from strom.storage.swap import (
@@ -78,6 +86,7 @@ from strom.storage.swap import (
     prepare_swap,
     write_range_file,
 )
+from strom.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("strom.storage.compaction")
 
@@ -240,7 +249,10 @@ class SegmentSpec:
 
 @dataclass(slots=True, frozen=True)
 class MapTask:
-    """Step 1 (the offset map over ``dirty``) and the inputs of step 2's filter."""
+    """Step 1 (the offset map over ``dirty``) and the inputs of step 2's filter.
+
+    ``aborted``: the aborted transactions overlapping the dirty range (kept out of the map);
+    ``marker_only_producers``: :attr:`CleanerView.marker_only_producers`."""
 
     dirty: tuple[SegmentSpec, ...]
     first_dirty: int
@@ -248,6 +260,8 @@ class MapTask:
     producer_last_offsets: dict[int, int]
     now_ms: int
     delete_retention_ms: int
+    aborted: tuple[AbortedTxn, ...] = ()
+    marker_only_producers: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True, frozen=True)
@@ -259,13 +273,15 @@ class MapResult:
 
 @dataclass(slots=True, frozen=True)
 class GroupTask:
-    """Step 2 for one group: rewrite ``segments`` into ``<base>.*.cleaned`` in ``directory``."""
+    """Step 2 for one group: rewrite ``segments`` into ``<base>.*.cleaned`` in ``directory``;
+    ``aborted``: the aborted transactions overlapping the group's offsets."""
 
     directory: str
     segments: tuple[SegmentSpec, ...]
     index_interval_bytes: int
     max_index_bytes: int
     now_ms: int
+    aborted: tuple[AbortedTxn, ...] = ()
 
     @property
     def base_offset(self) -> int:
@@ -346,19 +362,27 @@ def open_each(specs: Iterable[SegmentSpec]) -> Iterator[tuple[SegmentFile, int]]
 
 def build_offset_map(
     segments: Iterable[tuple[SegmentReader, int]], first_dirty: int, max_entries: int,
-    check: Check,
+    check: Check, aborted: Iterable[AbortedTxn] = (),
 ) -> tuple[dict[bytes, int], int, int]:
-    """key → latest offset over the dirty ``(segment, end)`` pairs; returns the map, its end
-    offset (a segment end: the map stops after the segment that filled it) and the bytes
-    read."""
+    """key → latest offset over the dirty ``(segment, end)`` pairs, leaving out the records
+    of the ``aborted`` transactions; returns the map, its end offset (a segment end: the map
+    stops after the segment that filled it) and the bytes read."""
     offset_map: dict[bytes, int] = {}
     end = first_dirty
     bytes_read = 0
+    txn = TxnCleaning(aborted)
     for segment, segment_end in segments:
         for header in segment.headers():
             check(header.size)
-            if header.last_offset < first_dirty or header.is_control or header.is_transactional:
+            if header.last_offset < first_dirty:
                 continue
+            if header.is_control:
+                data = segment.read_bytes(header.position, header.size)
+                header.position = 0
+                txn.on_control(header, control_type(data, header))
+                continue
+            if header.is_transactional and txn.on_data_batch(header):
+                continue  # aborted: its records must never hide committed ones
             data = segment.read_bytes(header.position, header.size)
             bytes_read += header.size
             header.position = 0
@@ -371,21 +395,59 @@ def build_offset_map(
     return offset_map, end, bytes_read
 
 
+def control_type(data: bytes, header: BatchHeader) -> ControlType | None:
+    """The type of the control batch ``header`` describes in ``data``; None if it holds no
+    record (an earlier pass emptied it)."""
+    records = decode_records(data, header) if header.records_count else []
+    return _control_type(records)
+
+
+def _control_type(records: list[Record]) -> ControlType | None:
+    if not records:
+        return None
+    try:
+        return control_type_of(records[0].key)
+    except StromError:
+        return ControlType.UNKNOWN  # not a marker we know: kept as it is
+
+
 @dataclass(slots=True)
 class Filter:
-    """Per-pass inputs of :meth:`filter_batch`."""
+    """Per-pass inputs and state of :meth:`filter_batch` (batches come in offset order)."""
 
     offset_map: dict[bytes, int]
     producer_last_offsets: dict[int, int]
     now_ms: int
     delete_retention_ms: int
+    marker_only_producers: dict[int, int] = field(default_factory=dict)
+    txn: TxnCleaning = field(default_factory=TxnCleaning)
     records_removed: int = 0
     tombstones_removed: int = 0
+
+    @classmethod
+    def for_pass(cls, task: MapTask, offset_map: dict[bytes, int]) -> Filter:
+        return cls(offset_map, task.producer_last_offsets, task.now_ms,
+                   task.delete_retention_ms, task.marker_only_producers)
+
+    def _last_of_producer(self, header: BatchHeader) -> bool:
+        """A live producer's last data batch, or the last marker of a producer whose last
+        write was a marker (same epoch): kept, possibly emptied, for producer state."""
+        pid = header.producer_id
+        if pid < 0:
+            return False
+        if header.is_control:
+            return self.marker_only_producers.get(pid) == header.producer_epoch
+        return self.producer_last_offsets.get(pid) == header.last_offset
 
     def filter_batch(self, data: bytes, header: BatchHeader) -> bytes | None:
         """The batch to write in place of ``data`` (itself when unchanged), or None."""
         if header.is_control:
-            return data
+            return self._filter_control(data, header)
+        if self.txn.on_data_batch(header):  # an aborted transaction's: every record goes
+            self.records_removed += header.records_count
+            if self._last_of_producer(header):
+                return data if not header.records_count else empty_batch(header)
+            return None
         records = decode_records(data, header) if header.records_count else []
         has_horizon = bool(header.attributes & DELETE_HORIZON_MASK)
         horizon = header.base_timestamp if has_horizon else None
@@ -409,8 +471,7 @@ class Filter:
         removed = len(records) - len(keep)
         self.records_removed += removed
         if not keep:
-            if (header.producer_id >= 0
-                    and self.producer_last_offsets.get(header.producer_id) == header.last_offset):
+            if self._last_of_producer(header):
                 return data if not records else empty_batch(header)
             return None
         if not removed and not needs_horizon:
@@ -418,6 +479,22 @@ class Filter:
         if needs_horizon:
             horizon = self.now_ms + self.delete_retention_ms
         return encode_batch(header, keep, horizon)
+
+    def _filter_control(self, data: bytes, header: BatchHeader) -> bytes | None:
+        """A marker stays while its transaction has data; then it gets a delete horizon, and
+        goes (emptied if it is a producer's last) once the horizon has passed."""
+        records = decode_records(data, header) if header.records_count else []
+        if not self.txn.on_control(header, _control_type(records)):
+            return data
+        last = self._last_of_producer(header)
+        if not records:
+            return data if last else None
+        if not header.attributes & DELETE_HORIZON_MASK:
+            return encode_batch(header, records, self.now_ms + self.delete_retention_ms)
+        if self.now_ms < header.base_timestamp:
+            return data
+        self.records_removed += len(records)
+        return empty_batch(header) if last else None
 
 
 def encode_batch(header: BatchHeader, records: list[Record], horizon: int | None) -> bytes:
@@ -443,8 +520,9 @@ def encode_batch(header: BatchHeader, records: list[Record], horizon: int | None
 
 
 def empty_batch(header: BatchHeader) -> bytes:
-    """The header alone (no records, no codec): keeps a producer's last offset / sequence."""
-    attributes = header.attributes & ~COMPRESSION_MASK
+    """The header alone (no records, no codec, no delete horizon): keeps a producer's last
+    offset / sequence (or, for a marker, epoch)."""
+    attributes = header.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_MASK)
     return _pack(header, attributes, header.max_timestamp, header.max_timestamp, 0, b"")
 
 
@@ -501,6 +579,7 @@ def write_group(
         max_index_bytes=task.max_index_bytes, now_ms=task.now_ms, name_suffix=CLEANED_SUFFIX,
     )
     changed = len(segments) > 1
+    filt.txn.add_aborted(task.aborted)
     try:
         chunk = bytearray()
         headers: list[BatchHeader] = []
@@ -522,10 +601,15 @@ def write_group(
                 if len(chunk) >= WRITE_CHUNK:
                     cleaned.append(memoryview(chunk), headers)
                     chunk, headers = bytearray(), []
+        retained = filt.txn.take_retained()
         if changed:
             if headers:
                 cleaned.append(memoryview(chunk), headers)
             cleaned.on_inactive()
+            # Written even empty when the first segment has one: the swap's rename must
+            # replace it (swap.py).
+            first_index = Path(task.segments[0].path).with_suffix(TXN_INDEX_SUFFIX)
+            cleaned.txn_index.replace_all(retained, create=first_index.exists())
             cleaned.flush()
             cleaned.close()
             write_range_file(directory, base, task.end)
@@ -610,9 +694,8 @@ class InThreadRunner:
     def build_map(self, task: MapTask, segments: Sequence[LogSegment]) -> MapResult:
         offset_map, end, bytes_read = build_offset_map(
             zip(segments, (spec.end for spec in task.dirty), strict=True), task.first_dirty,
-            task.max_entries, self._check)
-        self._filter = Filter(offset_map, task.producer_last_offsets, task.now_ms,
-                              task.delete_retention_ms)
+            task.max_entries, self._check, task.aborted)
+        self._filter = Filter.for_pass(task, offset_map)
         return MapResult(end, len(offset_map), bytes_read)
 
     def clean_groups(
@@ -674,6 +757,8 @@ def clean_log(
     task = MapTask(
         tuple(segment_spec(s, end_of[id(s)]) for s in dirty.dirty_segments), dirty.first_dirty,
         max_map_entries, dict(view.producer_last_offsets), now_ms, settings.delete_retention_ms,
+        tuple(plog.aborted_transactions(dirty.first_dirty, dirty.first_uncleanable)),
+        dict(view.marker_only_producers),
     )
     try:
         mapped = runner.build_map(task, dirty.dirty_segments)
@@ -687,7 +772,9 @@ def clean_log(
             _check(plog, view, None, 0)
             tasks = [GroupTask(str(plog.directory),
                                tuple(segment_spec(s, end_of[id(s)]) for s in group),
-                               settings.index_interval_bytes, settings.max_index_bytes, now_ms)
+                               settings.index_interval_bytes, settings.max_index_bytes, now_ms,
+                               tuple(plog.aborted_transactions(group[0].base_offset,
+                                                               end_of[id(group[-1])])))
                      for group in batch]
             outcomes = runner.clean_groups(tasks, batch)
             for done in outcomes:

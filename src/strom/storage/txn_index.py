@@ -136,10 +136,10 @@ class TransactionIndex(FixedEntryIndex):
         self._append_entry(ENTRY_VERSION, *txn)
         self._write_pending()
 
-    def replace_all(self, txns: list[AbortedTxn]) -> None:
-        """Rewrite the whole index (recovery empties it; the cleaner writes its own); without
-        entries the file is removed."""
-        if not txns:
+    def replace_all(self, txns: list[AbortedTxn], *, create: bool = False) -> None:
+        """Rewrite the whole index (recovery empties it; the cleaner writes its own). Without
+        entries the file is removed, unless ``create`` (then it is written empty)."""
+        if not txns and not create:
             with self._io_lock:
                 unlink_quietly(self.path)
                 self._columns = tuple(array(c.typecode) for c in self._columns)

@@ -1,8 +1,11 @@
-"""Transactions seen by real consumers: librdkafka's transactional producer commits and
+"""The partition side of transactions, seen by real consumers (the producer side is in
+test_transactions.py): librdkafka's transactional producer commits and
 aborts (two producers interleaved in the same partitions, plain records in between); the
 read_committed consumers of confluent-kafka, kafka-python, aiokafka and kcat see exactly the
 committed records, read_uncommitted ones everything, and control records reach none of them.
-Also: ListOffsets by isolation level, and a kill -9 with an aborted transaction in the log."""
+Also: ListOffsets by isolation level, a kill -9 with an aborted transaction in the log, and
+the log cleaner on a compacted topic with committed and aborted transactions (aborted data
+gone from disk, markers after delete.retention.ms)."""
 
 from __future__ import annotations
 

@@ -79,7 +79,29 @@ def write_transactions(bootstrap: str, topic: str) -> tuple[list[bytes], list[by
     aborted += send(two, topic, "a2", count=3)
     two.flush(30)
     two.abort_transaction(30)
+    wait_for_markers(bootstrap, topic)
     return committed, aborted
+
+
+def wait_for_markers(bootstrap: str, topic: str, timeout_s: float = 30.0) -> None:
+    """Until every partition's last stable offset reaches its high watermark: EndTxn is
+    answered once the decision is logged, and the markers follow asynchronously."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ends = []
+        for isolation in ("read_committed", "read_uncommitted"):
+            consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation)
+            try:
+                ends.append(consumer.end_offsets(tps))
+            finally:
+                consumer.close()
+        if ends[0] == ends[1]:
+            return
+        assert time.monotonic() < deadline, f"markers not written: {ends}"
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

@@ -87,6 +87,20 @@ def make_batch(
     return bytearray(head + body_after_crc)
 
 
+def batch_around(records: bytes, count: int, *, attributes: int = 0,
+                 last_delta: int | None = None, base_ts: int = NOW, max_ts: int = NOW,
+                 producer_id: int = -1, base_sequence: int = -1, magic: int = 2,
+                 base_offset: int = 0) -> bytearray:
+    """A batch with a sound header and CRC around any records section (even a malformed
+    one): ``count`` records declared, last offset delta ``count - 1`` unless given."""
+    after_crc = struct.pack(
+        ">hiqqqhii", attributes, count - 1 if last_delta is None else last_delta, base_ts,
+        max_ts, producer_id, 0 if producer_id >= 0 else -1, base_sequence, count) + records
+    head = struct.pack(">qiibI", base_offset, 9 + len(after_crc), -1, magic,
+                       crc32c(after_crc))
+    return bytearray(head + after_crc)
+
+
 def payload(*batches: bytes | bytearray) -> memoryview:
     """A writable produce payload, as the network layer hands it to Log.append."""
     return memoryview(bytearray(b"".join(batches)))

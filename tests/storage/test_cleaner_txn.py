@@ -17,6 +17,7 @@ from strom.protocol.records.reader import decode_batches
 from strom.protocol.records.record import Record
 from strom.storage.cleaner import LogCleaner
 from strom.storage.log import Log
+from strom.storage.log_validator import AppendOrigin
 from strom.storage.txn_index import AbortedTxn
 from tests.storage.cleaner_helpers import (
     TP,
@@ -51,7 +52,8 @@ class Producer:
     def end(self, *, commit: bool, epoch: int | None = None) -> int:
         batch = marker_batch(self.pid, commit=commit,
                              epoch=self.epoch if epoch is None else epoch)
-        return self.plog.append(payload(batch), leader_epoch=0, allow_control=True).base_offset
+        return self.plog.append(payload(batch), leader_epoch=0,
+                                origin=AppendOrigin.COORDINATOR).base_offset
 
 
 def committed_view(plog: Log) -> list[tuple[int, bytes | None, bytes | None]]:

@@ -18,6 +18,7 @@ from strom.common.errors import (
 from strom.protocol.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, crc32c, parse_header
 from strom.storage.files import CorruptFileError
 from strom.storage.log import Log
+from strom.storage.log_validator import AppendOrigin
 from strom.storage.producer_state import (
     BatchMetadata,
     ProducerStateEntry,
@@ -245,7 +246,8 @@ def marker(plog: Log, *, pid: int = PID, epoch: int = 0, commit: bool = True,
            coordinator_epoch: int = 3) -> int:
     """A commit / abort marker (control batch) of ``pid``; returns its offset."""
     batch = marker_batch(pid, commit=commit, epoch=epoch, coordinator_epoch=coordinator_epoch)
-    return plog.append(payload(batch), leader_epoch=0, allow_control=True).base_offset
+    return plog.append(payload(batch), leader_epoch=0,
+                       origin=AppendOrigin.COORDINATOR).base_offset
 
 
 def test_transactional_batches_open_and_markers_close_a_transaction(open_log: OpenLog) -> None:

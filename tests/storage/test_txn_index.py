@@ -12,6 +12,7 @@ import pytest
 from strom.common.errors import InvalidRecordError
 from strom.storage.files import CorruptIndexError
 from strom.storage.log import Log
+from strom.storage.log_validator import AppendOrigin
 from strom.storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
 from tests.storage.conftest import OpenLog
 from tests.storage.helpers import (
@@ -34,7 +35,8 @@ def data(plog: Log, pid: int, seq: int, count: int = 2) -> int:
 def end(plog: Log, pid: int, *, commit: bool, coordinator_epoch: int = 0) -> int:
     """``pid``'s marker, written as the coordinator does; returns its offset."""
     batch = marker_batch(pid, commit=commit, coordinator_epoch=coordinator_epoch)
-    return plog.append(payload(batch), leader_epoch=0, allow_control=True).base_offset
+    return plog.append(payload(batch), leader_epoch=0,
+                       origin=AppendOrigin.COORDINATOR).base_offset
 
 
 def plain(plog: Log, count: int = 3) -> None:

@@ -141,16 +141,27 @@ class StromError(Exception):
     """Base of every exception strom raises on purpose."""
 
 
+#: One record a produce refused: (index of the record within its batch, why). Produce
+#: responses v8+ carry them as ``record_errors`` (Kafka's RecordError, KIP-467).
+RecordError = tuple[int, str | None]
+
+
 class KafkaError(StromError):
-    """An error with a Kafka error code. Subclasses exist for every code in the table."""
+    """An error with a Kafka error code. Subclasses exist for every code in the table.
+
+    ``record_errors`` is non-empty only when a produce was refused because of single records
+    (INVALID_RECORD / INVALID_TIMESTAMP): the whole batch fails, and these name the records at
+    fault so a client fails exactly those (the rest with a "different record" error)."""
 
     code: ClassVar[int] = -1
     name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
     retriable: ClassVar[bool] = False
 
-    def __init__(self, message: str = "") -> None:
+    def __init__(self, message: str = "", *, record_errors: list[RecordError] | None = None
+                 ) -> None:
         super().__init__(message or self.name)
         self.message = message or self.name
+        self.record_errors: list[RecordError] = record_errors or []
 
     def __str__(self) -> str:
         if self.message == self.name:

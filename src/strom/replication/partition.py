@@ -54,6 +54,7 @@ from strom.common.types import (
     TopicPartition,
 )
 from strom.storage.log import AppendResult, Log, ReadResult
+from strom.storage.log_validator import AppendOrigin
 
 log = logging.getLogger("strom.replication.partition")
 
@@ -249,14 +250,14 @@ class Partition:
     # ------------------------------------------------------------------------------------
     # appends
     # ------------------------------------------------------------------------------------
-    def append_as_leader(self, records: memoryview, required_acks: int, *,
-                         from_client: bool = True, allow_control: bool = False
-                         ) -> AppendResult:
-        """Validate and append a produce payload (a client's, or with ``from_client`` False a
-        coordinator's: no producer-sequence checks); may move the high watermark.
+    def append_as_leader(self, records: memoryview, required_acks: int,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+        """Validate and append a client's or a coordinator's payload (``origin``: only a
+        client's batches pass the client checks and producer-sequence checks); may move the
+        high watermark.
 
-        ``allow_control``: the payload comes from the transaction coordinator, which alone
-        may write control batches (clients' are refused with INVALID_RECORD).
+        Only the transaction coordinator writes control batches (clients' are refused with
+        INVALID_RECORD by the log's validator).
         Raises NotLeaderOrFollower when not the leader, NotEnoughReplicas for acks=-1 with too
         small an ISR (nothing appended), and whatever the log refuses."""
         if self.role is not Role.LEADER:
@@ -267,8 +268,7 @@ class Partition:
                 f"the in-sync replicas of {self.tp} ({len(self.isr_state.isr)}) are fewer "
                 f"than min.insync.replicas ({self.min_insync_replicas})")
         result = self.log.append(records, leader_epoch=self.leader_epoch,
-                                 now_ms=self.clock.now_ms(), from_client=from_client,
-                                 allow_control=allow_control)
+                                 now_ms=self.clock.now_ms(), origin=origin)
         if not result.duplicate:
             self.maybe_increment_high_watermark()
         return result

@@ -36,7 +36,6 @@ event-loop thread.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -72,6 +71,7 @@ from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
 from strom.storage.files import CorruptFileError
 from strom.storage.health import LogDirHealth
 from strom.storage.log_manager import LogManager
+from strom.storage.log_validator import AppendOrigin
 
 __all__ = [
     "AppendOrigin", "AppendOutcome", "LeadershipListener", "PartitionAppendResult",
@@ -79,12 +79,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("strom.replication")
-
-
-class AppendOrigin(enum.Enum):
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
-    REPLICATION = "replication"
 
 
 @dataclass(slots=True)
@@ -326,9 +320,7 @@ class ReplicaManager:
             if origin is AppendOrigin.REPLICATION:
                 appended = partition.append_as_follower(records)
             else:
-                appended = partition.append_as_leader(
-                    records, required_acks, from_client=origin is AppendOrigin.CLIENT,
-                    allow_control=origin is AppendOrigin.COORDINATOR)
+                appended = partition.append_as_leader(records, required_acks, origin)
         except OSError as exc:
             result.error = self.health.failure(exc, f"appending to {partition.tp}")
             return None

@@ -24,11 +24,13 @@ from strom.common.clock import Clock
 from strom.common.config import TopicConfig
 from strom.common.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
 from strom.protocol.records.batch import (
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     iter_batches,
     patch_base_offset,
     patch_leader_epoch,
     set_log_append_time,
+    set_max_timestamp,
 )
 from strom.protocol.records.control import EndTxnMarker, read_end_txn_marker
 from strom.storage import log_timestamps
@@ -43,8 +45,6 @@ from strom.storage.leader_epoch import LeaderEpochCache
 from strom.storage.log_append import (
     check_client_batches,
     check_replicated_batches,
-    refuse_control_batches,
-    require_keys,
 )
 from strom.storage.log_loader import (
     open_segments,
@@ -60,6 +60,7 @@ from strom.storage.log_retention import (
     over_size,
 )
 from strom.storage.log_settings import LogSettings
+from strom.storage.log_validator import AppendOrigin, validate_batch
 from strom.storage.producer_state import ProducerStateManager
 from strom.storage.segment import INLINE_READ_BYTES, FileRegion, LogSegment
 from strom.storage.swap import SWAP_SUFFIX, discard_swap, rename_segment_files
@@ -155,9 +156,10 @@ class Log:
     to the active segment's transaction index, which :meth:`read` consults for read_committed
     fetches (:meth:`aborted_transactions`) and crash recovery rebuilds.
 
-    Appends are all-or-nothing: the whole produce payload is validated (header, CRC, record
-    count, sizes, timestamps, producer sequences) before a byte is written; records are never
-    decoded on the append and read paths.
+    Appends are all-or-nothing: the whole produce payload is validated (header, CRC, sizes,
+    the records' structure, keys and timestamps by :mod:`strom.storage.log_validator`,
+    producer sequences) before a byte is written; keys and values are never decoded on the
+    append and read paths.
 
     Thread-safety: owned by the event-loop thread, which appends, reads, truncates and applies
     retention. Two other threads may work on it at the same time:
@@ -293,19 +295,20 @@ class Log:
     # ------------------------------------------------------------------------------------
     def append(
         self, buf: memoryview, *, leader_epoch: int, now_ms: int | None = None,
-        from_client: bool = True,
-        allow_control: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:
-        """Validate, assign offsets to and append a produce payload (one or more batches).
+        """Validate, assign offsets to and append a leader's payload (one or more batches)
+        from a client or a coordinator (``origin``: some checks are for client batches only).
 
-        ``buf`` should be writable (a memoryview over a bytearray): base offsets and the
-        partition leader epoch are patched in place (a read-only buffer is copied first).
-        ``from_client`` False for a coordinator's own batches (transactional offset commits,
-        markers): producer sequences are not checked for them, as in Kafka.
-        Control batches (transaction markers) are refused unless ``allow_control`` (the
-        transaction coordinator's writes); a marker is checked against the producer's epoch
-        and its coordinator's epoch, ends the producer's transaction and, for an abort,
-        adds the transaction to the transaction index.
+        ``buf`` should be writable (a memoryview over a bytearray): base offsets, the
+        partition leader epoch and, where the records say otherwise, the max timestamp are
+        patched in place (a read-only buffer is copied first). A coordinator's own batches
+        (transactional offset commits, markers) skip the client checks and the producer
+        sequence checks, as in Kafka; control batches (transaction markers) come only from
+        the transaction coordinator (a client's are refused by
+        :mod:`strom.storage.log_validator`). A marker is checked against the producer's
+        epoch and its coordinator's epoch, ends the producer's transaction and, for an
+        abort, adds the transaction to the transaction index.
         """
         if self._closed:
             raise KafkaStorageError(f"log {self.directory.name} is closed")
@@ -315,11 +318,10 @@ class Log:
         if not headers:
             raise InvalidRecordError("produce payload holds no record batch")
         total = len(buf)
-        record_count, has_producer = check_client_batches(headers, total, settings, now)
-        if not allow_control:
-            refuse_control_batches(headers, f"{self.topic}-{self.partition}")
-        if settings.compact_policy:
-            require_keys(buf, headers, f"{self.topic}-{self.partition}")
+        record_count, has_producer = check_client_batches(headers, total, settings)
+        name = f"{self.topic}-{self.partition}"
+        max_timestamps = [validate_batch(buf, header, settings, now, origin, name)
+                          for header in headers]
 
         state = self.producer_state
         if has_producer:
@@ -342,6 +344,7 @@ class Log:
             header.base_offset = next_offset
             header.partition_leader_epoch = leader_epoch
             next_offset += header.last_offset_delta + 1
+        from_client = origin is AppendOrigin.CLIENT
         pending = (state.validate(headers, _marker_reader(buf), check_sequences=from_client)
                    if has_producer else None)
 
@@ -350,13 +353,18 @@ class Log:
                                settings.segment_ms):
             segment = self._roll(now)
 
-        for header in headers:
+        for header, max_timestamp in zip(headers, max_timestamps, strict=True):
             position = header.position
             patch_base_offset(buf, position, header.base_offset)
             patch_leader_epoch(buf, position, leader_epoch)
             if settings.log_append_time:
                 set_log_append_time(buf, position, header.size, now)
                 header.max_timestamp = now
+            elif max_timestamp != header.max_timestamp or header.is_log_append_time:
+                set_max_timestamp(buf, position, header.size, max_timestamp,
+                                  log_append_time=False)
+                header.max_timestamp = max_timestamp
+                header.attributes &= ~TIMESTAMP_TYPE_MASK
         if leader_epoch >= 0 and leader_epoch != self.leader_epochs.latest_epoch:
             self.leader_epochs.assign(leader_epoch, base_offset)
         elif self.leader_epochs.dirty:

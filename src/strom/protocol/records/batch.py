@@ -17,8 +17,9 @@ Wire / on-disk format (big-endian), 61-byte header then ``records_count`` record
     53 base_sequence          int32
     57 records_count          int32
 
-The broker treats batches as opaque bytes: it validates this header and the CRC, patches the
-base offset and partition leader epoch (outside the CRC), and appends.
+The broker validates this header and the CRC, patches the base offset and partition leader
+epoch (outside the CRC) and appends; the records are walked once, without decoding keys or
+values, by :mod:`strom.storage.log_validator`.
 """
 
 from __future__ import annotations
@@ -200,8 +201,19 @@ def patch_leader_epoch(buf: bytearray | memoryview, position: int, epoch: int) -
 
 def set_log_append_time(buf: bytearray | memoryview, position: int, size: int, ts: int) -> None:
     """Mark a batch LogAppendTime with max timestamp ``ts`` and recompute its CRC in place."""
+    set_max_timestamp(buf, position, size, ts, log_append_time=True)
+
+
+def set_max_timestamp(buf: bytearray | memoryview, position: int, size: int, ts: int, *,
+                      log_append_time: bool) -> None:
+    """Set the timestamp type bit and the max timestamp of the batch at ``position`` (``size``
+    bytes) and recompute its CRC in place."""
     attributes = struct.unpack_from(">h", buf, position + ATTRIBUTES_OFFSET)[0]
-    struct.pack_into(">h", buf, position + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+    if log_append_time:
+        attributes |= TIMESTAMP_TYPE_MASK
+    else:
+        attributes &= ~TIMESTAMP_TYPE_MASK
+    struct.pack_into(">h", buf, position + ATTRIBUTES_OFFSET, attributes)
     _INT64.pack_into(buf, position + 35, ts)
     crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
     _UINT32.pack_into(buf, position + CRC_OFFSET, crc)

@@ -88,3 +88,39 @@ def test_keyless_records_are_refused_on_compacted_topics(broker: EmbeddedBroker)
     producer.flush(10)
     assert errors and errors[0] is not None
     assert errors[0].code() == KafkaError.INVALID_RECORD
+
+
+@pytest.mark.parametrize("one_record_per_batch", [False, True])
+def test_only_keyless_records_fail_with_record_errors(broker: EmbeddedBroker,
+                                                      one_record_per_batch: bool) -> None:
+    """librdkafka's test 0011 (record errors, KIP-467): 100 records, every tenth without a key.
+    In one batch, the broker refuses the batch and lists the keyless records: those fail with
+    INVALID_RECORD, the rest with _INVALID_DIFFERENT_RECORD; one record per batch, the 90
+    keyed records are delivered."""
+    topic = f"record-errors-{int(one_record_per_batch)}"
+    create_topic(broker.bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    # A long linger keeps the 100 records in one batch however slow the machine; flush()
+    # sends at once.
+    config: dict[str, object] = {"bootstrap.servers": broker.bootstrap, "linger.ms": 10_000}
+    if one_record_per_batch:
+        config["batch.size"] = 1
+    producer = Producer(config)
+    outcomes: dict[int, KafkaError | None] = {}
+
+    def report(err: KafkaError | None, msg: object) -> None:
+        outcomes[int(msg.value().rsplit(b"#", 1)[1])] = err  # type: ignore[attr-defined]
+
+    for i in range(100):
+        producer.produce(topic, value=f"record #{i}".encode(), partition=0,
+                         key=None if i % 10 == 0 else f"k{i}".encode(), on_delivery=report)
+    assert producer.flush(30) == 0
+    keyless = [outcomes[i] for i in range(0, 100, 10)]
+    keyed = [outcomes[i] for i in range(100) if i % 10]
+    assert all(e is not None and e.code() == KafkaError.INVALID_RECORD for e in keyless)
+    if one_record_per_batch:
+        assert keyed == [None] * 90
+        assert len(consume_to_end(broker.bootstrap, topic, 1)) == 90
+    else:
+        assert all(e is not None and e.code() == KafkaError._INVALID_DIFFERENT_RECORD
+                   for e in keyed)
+        assert consume_to_end(broker.bootstrap, topic, 1) == []

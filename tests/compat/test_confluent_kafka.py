@@ -67,6 +67,29 @@ def test_idempotent_producer(broker: EmbeddedBroker, new_topic: Callable[..., st
     assert sorted(m.value() for m in messages) == sorted(v for _, v in records)  # type: ignore[attr-defined]
 
 
+def test_timestamps_out_of_range_fail_only_their_batch(broker: EmbeddedBroker,
+                                                       new_topic: Callable[..., str]) -> None:
+    """message.timestamp.after.max.ms (one hour by default): the records two hours ahead are
+    listed in record_errors, so their batch-mate fails with _INVALID_DIFFERENT_RECORD (what
+    librdkafka reports for records not at fault), and a later batch is delivered."""
+    topic = new_topic()
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 10_000})
+    outcomes: dict[bytes, KafkaError | None] = {}
+    now = int(time.time() * 1000)
+    for value, ts in ((b"now", now), (b"late 1", now + 7_200_000), (b"late 2", now + 7_300_000)):
+        producer.produce(topic, value=value, timestamp=ts, partition=0,
+                         on_delivery=lambda err, msg: outcomes.update({msg.value(): err}))
+    assert producer.flush(30) == 0
+    fine = outcomes[b"now"]
+    assert fine is not None and fine.code() == KafkaError._INVALID_DIFFERENT_RECORD
+    for late in (outcomes[b"late 1"], outcomes[b"late 2"]):
+        assert late is not None and late.code() != KafkaError._INVALID_DIFFERENT_RECORD
+    producer.produce(topic, value=b"again", partition=0)
+    assert producer.flush(30) == 0
+    (message,) = consume_all(broker.bootstrap, topic, 1, 1)
+    assert message.value() == b"again"  # type: ignore[attr-defined]
+
+
 def test_acks_zero_and_one(broker: EmbeddedBroker, new_topic: Callable[..., str]) -> None:
     topic = new_topic()
     produce_all(broker.bootstrap, topic, [(None, b"a")] * 100, acks=0)

@@ -7,7 +7,12 @@ from collections.abc import Callable
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
-from kafka.errors import OffsetOutOfRangeError, TopicAlreadyExistsError
+from kafka.errors import (
+    InvalidRecordError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    TopicAlreadyExistsError,
+)
 
 from strom.testing import EmbeddedBroker
 
@@ -86,4 +91,28 @@ def test_seek_past_the_end_applies_auto_offset_reset(
             if len(got) >= 3:
                 break
         assert got == [b"v0", b"v1", b"v2"]
+    consumer.close()
+
+
+def test_record_errors_fail_only_the_records_at_fault(broker: EmbeddedBroker,
+                                                      new_topic: Callable[..., str]) -> None:
+    """A batch with keyless records on a compacted topic: the broker refuses the batch and
+    lists the keyless records in record_errors (Produce v8+). kafka-python fails those with
+    INVALID_RECORD and their message, the batch-mates with its "part of a batch" error."""
+    topic = new_topic(config={"cleanup.policy": "compact"})
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=10_000, retries=0)
+    futures = [producer.send(topic, value=b"v%d" % i, key=None if i in (1, 3) else b"k",
+                             partition=0) for i in range(5)]
+    producer.flush(30)
+    errors = [f.exception for f in futures]  # type: ignore[attr-defined]
+    producer.close()
+    for i in (1, 3):
+        assert isinstance(errors[i], InvalidRecordError)
+        assert "without key" in str(errors[i])
+    for i in (0, 2, 4):
+        assert type(errors[i]) is KafkaError and "part of a batch" in str(errors[i])
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=2000,
+                             auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, 0)])
+    assert list(consumer) == []  # nothing of the refused batch was appended
     consumer.close()

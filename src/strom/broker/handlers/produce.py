@@ -1,7 +1,11 @@
 """Produce (0), v3-11: append record batches through the replica manager's one write path.
 
-Record bytes arrive as memoryview slices of the request frame and are validated and appended
-without decoding records (DESIGN.md). Acknowledgement follows ``acks``: 0 — no response (if an
+Record bytes arrive as memoryview slices of the request frame and are appended without
+copying; before that, the request-level checks of :mod:`.produce_checks` (one v2 batch per
+partition, zstd from v7, a transactional id for transactional batches) and, in the log,
+:mod:`strom.storage.log_validator` (the records inside each batch) run, so a refused
+partition gets Kafka's error and nothing is appended (records refused one by one are listed
+in ``record_errors``, v8+). Acknowledgement follows ``acks``: 0 — no response (if an
 append failed, the connection is closed so the client notices, as Kafka does); 1 — after the
 leader's append (and its fsync where ``flush.messages`` asks for it); -1 — once the high
 watermark passes the records (the ISR has them), refused up front with NOT_ENOUGH_REPLICAS
@@ -17,9 +21,15 @@ now gives the retriable NOT_ENOUGH_REPLICAS, as Kafka).
 from __future__ import annotations
 
 from strom.broker.dispatch import CloseConnection, HandlerResult, Request, ResponseParts
+from strom.broker.handlers import produce_checks
 from strom.broker.handlers.common import topic_name_for
 from strom.broker.state import BrokerState
-from strom.common.errors import InvalidTxnStateError, UnknownTopicIdError, error_class
+from strom.common.errors import (
+    InvalidTxnStateError,
+    KafkaError,
+    UnknownTopicIdError,
+    error_class,
+)
 from strom.common.types import TopicPartition
 from strom.protocol import fast
 from strom.protocol.records.batch import HEADER_SIZE, parse_header
@@ -46,14 +56,21 @@ class ProduceHandler:
         entries: dict[TopicPartition, memoryview | None] = {}
         slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]] = []
         results: list[fast.ProduceTopicResult] = []
+        transactional = any(produce_checks.has_transactional_batch(p.records)
+                            for topic in req.topics for p in topic.partitions)
+        request_error = (produce_checks.transactional_id_error(req.transactional_id)
+                         if transactional else None)
         for topic in req.topics:
             name = topic_name_for(image, topic.name, topic.topic_id)
             partitions: list[fast.ProducePartitionResult] = []
             for p in topic.partitions:
                 result = fast.ProducePartitionResult(p.index)
                 partitions.append(result)
-                if name is None:
-                    result.error_code = UnknownTopicIdError.code
+                error = request_error or (
+                    UnknownTopicIdError() if name is None
+                    else _records_error(version, p.records))
+                if error is not None or name is None:
+                    _refuse(result, error or UnknownTopicIdError())
                     slots.append((result, None))
                     continue
                 tp = TopicPartition(name, p.index)
@@ -108,6 +125,20 @@ class ProduceHandler:
         return [fast.encode_produce_response(version, results)]
 
 
+def _records_error(version: int, records: memoryview | None) -> KafkaError | None:
+    """Kafka's request-level refusal of one partition's records, if any."""
+    if records is None:
+        return None  # the replica manager answers CORRUPT_MESSAGE
+    return produce_checks.records_error(version, records)
+
+
+def _refuse(result: fast.ProducePartitionResult, error: KafkaError) -> None:
+    result.error_code = error.code
+    result.error_message = error.message
+    result.record_errors = list(error.record_errors)
+    result.base_offset = -1
+
+
 def _fill(slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
           outcome: AppendOutcome) -> None:
     for result, tp in slots:
@@ -115,9 +146,7 @@ def _fill(slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]]
             continue
         appended = outcome.results[tp]
         if appended.error is not None:
-            result.error_code = appended.error.code
-            result.error_message = appended.error.message
-            result.base_offset = -1
+            _refuse(result, appended.error)
         else:
             result.base_offset = appended.base_offset
             result.log_append_time_ms = appended.log_append_time

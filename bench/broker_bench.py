@@ -47,9 +47,9 @@ def measure(broker: RunningBroker, work: Callable[[], int]) -> Result:
     return Result(count / elapsed, cpu / count * 1e6)
 
 
-def produce(broker: RunningBroker, topic: str, n: int, acks: str) -> int:
+def produce(broker: RunningBroker, topic: str, n: int, acks: str, **config: object) -> int:
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks,
-                         "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
+                         "linger.ms": 5, "queue.buffering.max.messages": 1_000_000, **config})
     for i in range(n):
         while True:
             try:

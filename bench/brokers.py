@@ -64,14 +64,18 @@ class RunningBroker:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def start_strom(settings: dict[str, str] | None = None, name: str = "strom") -> RunningBroker:
+def start_strom(settings: dict[str, str] | None = None, name: str = "strom",
+                source: str | None = None) -> RunningBroker:
+    """A broker process; ``source``: a source tree to run instead of the installed strom."""
     port = free_port()
     data_dir = Path(tempfile.mkdtemp(prefix="strom-bench-"))
     args = [sys.executable, "-m", "strom", "broker", "--listen", f"127.0.0.1:{port}",
             "--data-dir", str(data_dir)]
     for key, value in (settings or {}).items():
         args += ["--set", f"{key}={value}"]
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(source)} if source else None
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=env)
     wait_port(port)
     return RunningBroker(name, process, port, data_dir, dict(settings or {}))
 

@@ -19,6 +19,10 @@ between ``begin_transaction()`` and ``commit_transaction()`` / ``abort_transacti
 state machine and the coordinator requests live in :mod:`strom.client.transactions`, which
 the sender consults for which partitions may be sent and which unsent batches to drop.
 
+Pre-encoded batches (:meth:`Producer.send_encoded`, for bulk encoders such as the Spark
+writer) skip the per-record path: each is queued as a closed batch of its own and sealed
+(codec, producer id / epoch / sequence, CRC) by the sender like any other batch.
+
 Backpressure: at most ``buffer_memory`` bytes of records wait unsent; ``send`` waits for room.
 """
 
@@ -54,6 +58,7 @@ from strom.common.errors import (
     error_for,
 )
 from strom.common.types import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TopicPartition
+from strom.protocol.records.builder import EncodedRecords
 from strom.protocol.versions import ApiKey
 
 log = logging.getLogger("strom.client.producer")
@@ -79,12 +84,17 @@ class _PendingRecord:
 
 @dataclass(slots=True, eq=False)
 class _Batch:
-    """Records for one partition, sent together. ``payload`` is built once, on first send."""
+    """Records for one partition, sent together. ``payload`` is built once, on first send.
+
+    The records are either ``records`` (queued one by one) or ``encoded`` (queued as a
+    whole by :meth:`Producer.send_encoded`, then ``records`` stays empty).
+    """
 
     tp: TopicPartition
     created: float
     order: int
     records: list[_PendingRecord] = field(default_factory=list)
+    encoded: EncodedRecords | None = None
     # One entry per record, aligned with ``records``: None for records queued by send_many.
     futures: list[asyncio.Future[RecordMetadata] | None] = field(default_factory=list)
     outcome: asyncio.Future[None] | None = None  # for send_many: acknowledged, or the error
@@ -96,6 +106,10 @@ class _Batch:
     attempts: int = 0
     retry_at: float = 0.0
     deadline: float = 0.0
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records) if self.encoded is None else self.encoded.count
 
 
 def _parse_acks(acks: int | str) -> int:
@@ -281,6 +295,60 @@ class Producer:
                 outcomes[id(batch)] = batch.outcome
         return list(outcomes.values())
 
+    async def send_encoded(self, topic: str, batches: Iterable[tuple[int, EncodedRecords]]
+                           ) -> list[asyncio.Future[None]]:
+        """Queue pre-encoded batches of ``topic``: ``(partition, records)`` pairs, in order.
+
+        Each goes out as one record batch of its own, sealed when sent with the producer's
+        codec (the whole records section compressed as one stream), producer id, epoch and
+        sequence numbers. The partition's open batch is closed first, so records of earlier
+        ``send`` / ``send_many`` calls stay ahead of it. Limits, checked before anything is
+        queued: a batch larger than ``max_request_size`` (header included, uncompressed)
+        raises MessageTooLargeError, as a record that large would; one of several records
+        must fit ``batch_size`` (encoders split by it), else ValueError. A partition out of
+        range raises UnknownTopicOrPartitionError. Returns one future per batch: it resolves
+        when that batch is acknowledged and raises what failed it.
+        """
+        self._ensure_running()
+        count = await self.cluster.topic_partitions(topic)
+        checked = [(TopicPartition(topic, self._partition_for(topic, count, partition, None, 0)),
+                    self._checked_encoded(encoded)) for partition, encoded in batches]
+        loop = asyncio.get_running_loop()
+        outcomes: list[asyncio.Future[None]] = []
+        for tp, encoded in checked:
+            size = encoded.size_in_bytes
+            if self._buffered + size > self.buffer_memory and self._buffered > 0:
+                await self._wait_for_room(size)
+            current = self._open.get(tp)
+            if current is not None:
+                self._close_batch(current)
+            batch = self._new_batch(tp)
+            batch.encoded = encoded
+            batch.outcome = loop.create_future()
+            batch.size = size
+            self._buffered += size
+            self._ready[tp].append(batch)
+            outcomes.append(batch.outcome)
+        self._wakeup.set()
+        await asyncio.sleep(0)  # let the sender start on them, as after a full batch in send()
+        return outcomes
+
+    def _checked_encoded(self, encoded: EncodedRecords) -> EncodedRecords:
+        size = encoded.size_in_bytes
+        if encoded.count < 1:
+            raise ValueError("an encoded batch needs at least one record")
+        if size > self.max_request_size:
+            raise MessageTooLargeError(
+                f"record batch of {size} bytes exceeds max_request_size={self.max_request_size}")
+        if encoded.count > 1 and size > self.batch_size:
+            raise ValueError(f"encoded batch of {encoded.count} records and {size} bytes "
+                             f"exceeds batch_size={self.batch_size}")
+        return encoded
+
+    async def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has (from metadata; fetched if not known yet)."""
+        return await self.cluster.topic_partitions(topic)
+
     def _ensure_running(self) -> None:
         if self._closed or self._sender is None:
             raise ProducerClosedError("the producer is not running (call start() first)")
@@ -343,14 +411,19 @@ class Producer:
             batch = None
             closed = True
         if batch is None:
-            now = time.monotonic()
-            batch = _Batch(tp, now, next(self._order), deadline=now + self.delivery_timeout_s)
-            if self.transaction is not None:
-                self.transaction.add_partition(tp)
-            self._open[tp] = batch
-            self._incomplete[batch] = asyncio.get_running_loop().create_future()
+            batch = self._open[tp] = self._new_batch(tp)
             self._wakeup.set()  # the sender starts the linger timer
         return batch, closed
+
+    def _new_batch(self, tp: TopicPartition) -> _Batch:
+        """A new, empty batch of ``tp``, counted as incomplete until acknowledged or failed
+        (and, in a transaction, its partition added to the transaction)."""
+        now = time.monotonic()
+        batch = _Batch(tp, now, next(self._order), deadline=now + self.delivery_timeout_s)
+        if self.transaction is not None:
+            self.transaction.add_partition(tp)
+        self._incomplete[batch] = asyncio.get_running_loop().create_future()
+        return batch
 
     def _added(self, batch: _Batch, size: int) -> bool:
         """Account a record just appended to ``batch``; close the batch when it is full."""
@@ -502,8 +575,14 @@ class Producer:
             return batch.payload
         if self.idempotent:
             batch.base_sequence, batch.generation = self._sequencer.assign(
-                batch.tp, len(batch.records)
+                batch.tp, batch.record_count
             )
+        if batch.encoded is not None:
+            batch.payload = batch.encoded.seal(
+                compression=self.codec, producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch, base_sequence=batch.base_sequence,
+                transactional=self.transaction is not None)
+            return batch.payload
         batch.payload = build_batch(
             [(r.timestamp, r.key, r.value, r.headers) for r in batch.records],
             codec=self.codec,
@@ -676,7 +755,7 @@ class Producer:
 
     def _complete(self, batch: _Batch, base_offset: int) -> None:
         if self.idempotent:
-            self._sequencer.acknowledged(batch.tp, batch.base_sequence, len(batch.records))
+            self._sequencer.acknowledged(batch.tp, batch.base_sequence, batch.record_count)
         partition = batch.tp.partition
         for i, future in enumerate(batch.futures):
             if future is not None and not future.done():

@@ -44,6 +44,7 @@ from strom.client.records import ConsumerRecord, Header, RecordMetadata
 from strom.client.transactions import ConsumerGroupMetadata
 from strom.common.errors import KafkaError
 from strom.common.types import TopicPartition
+from strom.protocol.records.builder import EncodedRecords
 
 T = TypeVar("T")
 
@@ -330,13 +331,21 @@ class SyncProducer(_Facade):
             await self._flush_queue()
             return await self.producer.send_many(topic, records)
 
-        outcomes = self._run(go())
-        out: list[concurrent.futures.Future[None]] = []
-        for outcome in outcomes:
-            target: concurrent.futures.Future[None] = concurrent.futures.Future()
-            outcome.add_done_callback(functools.partial(_chain, target))
-            out.append(target)
-        return out
+        return _chained(self._run(go()))
+
+    def send_encoded(self, topic: str, batches: Sequence[tuple[int, EncodedRecords]]
+                     ) -> list[concurrent.futures.Future[None]]:
+        """Queue pre-encoded batches (see :meth:`Producer.send_encoded`) after every earlier
+        ``send``; returns one future per batch, resolved on acknowledgement."""
+        async def go() -> list[asyncio.Future[None]]:
+            await self._flush_queue()
+            return await self.producer.send_encoded(topic, batches)
+
+        return _chained(self._run(go()))
+
+    def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has (see :meth:`Producer.partition_count`)."""
+        return self._run(self.producer.partition_count(topic))
 
     def send_and_wait(self, topic: str, value: bytes | None, key: bytes | None = None,
                       headers: Iterable[Header] | None = None, partition: int | None = None,
@@ -402,6 +411,16 @@ class SyncProducer(_Facade):
 
 
 _SendArgs = tuple[str, bytes | None, bytes | None, list[Header] | None, int | None, int | None]
+
+
+def _chained(outcomes: list[asyncio.Future[None]]) -> list[concurrent.futures.Future[None]]:
+    """A thread-safe future mirroring each of ``outcomes``."""
+    out: list[concurrent.futures.Future[None]] = []
+    for outcome in outcomes:
+        target: concurrent.futures.Future[None] = concurrent.futures.Future()
+        outcome.add_done_callback(functools.partial(_chain, target))
+        out.append(target)
+    return out
 
 
 def _chain(target: concurrent.futures.Future[T], source: asyncio.Future[T]) -> None:

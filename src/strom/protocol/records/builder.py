@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import crc32c as _crc32c
 
@@ -193,41 +194,133 @@ class BatchBuilder:
 
     def build(self) -> bytes:
         """The complete batch: header with batch length and CRC-32C, then the records."""
-        payload: BytesLike = self._records
-        if self._compression is not Compression.NONE:
-            payload = compress(self._compression, self._records, level=self._compression_level)
-        attributes = int(self._compression)
-        if self._log_append_time:
-            attributes |= TIMESTAMP_TYPE_MASK
-        if self._transactional:
-            attributes |= TRANSACTIONAL_MASK
-        if self._control:
-            attributes |= CONTROL_MASK
-        header = bytearray(HEADER_SIZE)
-        try:
-            _HEADER.pack_into(
-                header,
-                0,
-                self._base_offset,
-                HEADER_SIZE - LOG_OVERHEAD + len(payload),
-                self._partition_leader_epoch,
-                CURRENT_MAGIC,
-                0,
-                attributes,
-                max(self._last_offset_delta, 0),
-                NO_TIMESTAMP if self._base_timestamp is None else self._base_timestamp,
-                self._max_timestamp,
-                self._producer_id,
-                self._producer_epoch,
-                self._base_sequence,
-                self._count,
-            )
-        except struct.error as exc:
-            raise ValueError(f"record batch field out of range: {exc}") from exc
-        crc = _crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:])
-        crc = _crc32c.crc32c(payload, crc)
-        _UINT32.pack_into(header, CRC_OFFSET, crc)
-        return b"".join((header, payload))
+        return seal_batch(
+            self._records,
+            count=self._count,
+            last_offset_delta=max(self._last_offset_delta, 0),
+            base_timestamp=NO_TIMESTAMP if self._base_timestamp is None else self._base_timestamp,
+            max_timestamp=self._max_timestamp,
+            compression=self._compression,
+            compression_level=self._compression_level,
+            base_offset=self._base_offset,
+            partition_leader_epoch=self._partition_leader_epoch,
+            producer_id=self._producer_id,
+            producer_epoch=self._producer_epoch,
+            base_sequence=self._base_sequence,
+            transactional=self._transactional,
+            control=self._control,
+            log_append_time=self._log_append_time,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedRecords:
+    """The records section of a v2 batch, encoded but not yet sealed into a batch.
+
+    ``records`` holds ``count`` (>= 1) records back to back in the uncompressed record format
+    of :mod:`strom.protocol.records.record`, with offset deltas 0 … count-1 and timestamp
+    deltas relative to ``base_timestamp`` (the first record's timestamp); ``max_timestamp``
+    is the largest record timestamp. Whoever sends it stamps the producer state and the
+    codec with :meth:`seal` (the CRC covers both, so they are never part of ``records``).
+    Bulk encoders (the Spark writer) produce these; the client producer seals them when it
+    sends, and again if a retry needs new sequence numbers.
+    """
+
+    records: BytesLike
+    count: int
+    base_timestamp: int
+    max_timestamp: int
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of the sealed batch without compression (header included)."""
+        return HEADER_SIZE + len(self.records)
+
+    def seal(
+        self,
+        *,
+        compression: int = Compression.NONE,
+        compression_level: int | None = None,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        transactional: bool = False,
+    ) -> bytes:
+        """The complete batch (base offset 0, partition leader epoch -1, CreateTime)."""
+        if transactional and producer_id < 0:
+            raise ValueError("a transactional batch needs a producer id")
+        return seal_batch(
+            self.records,
+            count=self.count,
+            last_offset_delta=self.count - 1,
+            base_timestamp=self.base_timestamp,
+            max_timestamp=self.max_timestamp,
+            compression=compression,
+            compression_level=compression_level,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            transactional=transactional,
+        )
+
+
+def seal_batch(
+    records: BytesLike,
+    *,
+    count: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    compression: int = Compression.NONE,
+    compression_level: int | None = None,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    log_append_time: bool = False,
+) -> bytes:
+    """A complete batch around an uncompressed records section: the section compressed as
+    one stream when ``compression`` is not none, the 61-byte header in front, CRC-32C over
+    attributes to the end. Raises ValueError for a header field out of its wire range."""
+    codec = Compression(compression)
+    payload: BytesLike = records
+    if codec is not Compression.NONE:
+        payload = compress(codec, records, level=compression_level)
+    attributes = int(codec)
+    if log_append_time:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if control:
+        attributes |= CONTROL_MASK
+    header = bytearray(HEADER_SIZE)
+    try:
+        _HEADER.pack_into(
+            header,
+            0,
+            base_offset,
+            HEADER_SIZE - LOG_OVERHEAD + len(payload),
+            partition_leader_epoch,
+            CURRENT_MAGIC,
+            0,
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+    except struct.error as exc:
+        raise ValueError(f"record batch field out of range: {exc}") from exc
+    crc = _crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:])
+    crc = _crc32c.crc32c(payload, crc)
+    _UINT32.pack_into(header, CRC_OFFSET, crc)
+    return b"".join((header, payload))
 
 
 def build_control_batch(

@@ -6,8 +6,8 @@ unsigned LEB128, 7 bits a byte, low group first, the high bit set on every byte 
 :func:`zigzag` and :func:`varint_sizes` per value, and :func:`pack_varints`, which writes
 several varint columns side by side into one Arrow binary array whose element i holds the
 varints of row i one after another — the small pieces the encoder then joins with keys,
-values and headers. Writing takes one numpy scatter per byte position (a varint's n-th byte
-is written only for the values that have one), never a Python step per value.
+values and headers. Writing takes a few whole-column numpy operations per byte position of
+each column's widest varint, never a Python step per value.
 """
 
 from __future__ import annotations
@@ -67,38 +67,37 @@ class Varints(NamedTuple):
 
 def pack_varints(columns: Sequence[Varints], *, large: bool = False) -> pa.Array:
     """A binary array (``large_binary`` if ``large``) whose element i is the varint of row i
-    of each column, in column order. All columns have the same length."""
+    of each column, in column order. All columns have the same length.
+
+    The bytes are laid out first in a fixed-width matrix, one row per element and one slot
+    per column as wide as that column's widest varint; a slot's byte k is written for all
+    rows at once (a strided column store). A mask of the bytes each row really uses then
+    compacts the matrix into the array's data (row-major order is element order), unless
+    every row uses all of its bytes.
+    """
     count = len(columns[0].sizes)
-    widths = columns[0].sizes.copy()
-    for column in columns[1:]:
+    widest = [int(column.sizes.max()) if count else 1 for column in columns]
+    matrix = np.empty((count, sum(widest)), dtype=np.uint8)
+    used: npt.NDArray[np.bool_] | None = None
+    widths = np.zeros(count, dtype=np.int64)
+    slot = 0
+    for column, width in zip(columns, widest, strict=True):
         widths += column.sizes
+        for k in range(width):
+            group = column.unsigned >> np.uint64(7 * k) if k else column.unsigned
+            if k + 1 < width:
+                more = column.sizes > k + 1
+                matrix[:, slot + k] = (group & np.uint64(0x7F)) | (more.astype(np.uint64) << 7)
+            else:
+                matrix[:, slot + k] = group  # the widest value's last byte: < 0x80
+        if width > 1 and not bool((column.sizes == width).all()):
+            if used is None:
+                used = np.ones(matrix.shape, dtype=np.bool_)
+            for k in range(1, width):
+                used[:, slot + k] = column.sizes > k
+        slot += width
+    data = matrix.ravel() if used is None else matrix[used]
     offsets = np.zeros(count + 1, dtype=np.int64 if large else np.int32)
     np.cumsum(widths, out=offsets[1:])
-    data = np.zeros(int(offsets[-1]), dtype=np.uint8)
-    position = offsets[:-1].astype(np.int64)
-    for column in columns:
-        _write_varints(data, position, column.unsigned, column.sizes)
-        position += column.sizes
     return pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), count,
                                  [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _write_varints(data: U8, position: I64, unsigned: U64, sizes: I64) -> None:
-    """Write each value's LEB128 bytes at its position (``data`` starts zeroed).
-
-    One scatter per byte index k of the widest value, over every row: a row with fewer
-    bytes writes its last byte again instead (index min(k, size - 1)), so no row is ever
-    written past its own bytes and no subset of rows needs to be selected.
-    """
-    if not len(sizes):
-        return
-    widest = int(sizes.max())
-    if widest == 1:
-        if unsigned.any():
-            data[position] = unsigned  # one byte each: the value itself (< 0x80)
-        return
-    last = sizes - 1
-    for index in range(widest):
-        byte_index = np.minimum(last, index)
-        group = (unsigned >> (byte_index * 7).astype(np.uint64)) & np.uint64(0x7F)
-        data[position + byte_index] = group | ((byte_index < last).astype(np.uint64) << 7)

@@ -207,9 +207,9 @@ def _offsets(array: pa.Array) -> I64:
 
 def _join(pieces: list[pa.Array], large: bool) -> pa.Array:
     """Row-wise concatenation of binary arrays (null = nothing), in ``large_binary`` if
-    ``large``."""
-    if large:
-        pieces = [p.cast(pa.large_binary()) for p in pieces]
+    ``large``, else in ``binary`` (the caller knows the result fits 2 GiB)."""
+    target = pa.large_binary() if large else pa.binary()
+    pieces = [p if p.type == target else p.cast(target) for p in pieces]
     return pc.binary_join_element_wise(*pieces, b"", null_handling="replace",
                                        null_replacement=b"")
 

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("pyarrow")
-np = pytest.importorskip("numpy")
+pytest.importorskip("numpy")
 
+import numpy as np
 import pyarrow as pa
 
 from strom.protocol.records.batch import HEADER_SIZE

@@ -8,8 +8,9 @@ import random
 import pytest
 
 pytest.importorskip("pyarrow")
-np = pytest.importorskip("numpy")
+pytest.importorskip("numpy")
 
+import numpy as np
 import pyarrow as pa
 
 from strom.client.partitioner import DefaultPartitioner, key_partition

@@ -15,6 +15,7 @@ from strom.client.producer import Producer
 from strom.client.records import ClientConfigError, RecordMetadata
 from strom.common.errors import (
     InvalidRecordError,
+    MessageTooLargeError,
     NetworkError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
@@ -23,7 +24,9 @@ from strom.common.errors import (
 )
 from strom.common.types import TopicPartition
 from strom.protocol.records.batch import iter_batches
+from strom.protocol.records.builder import EncodedRecords
 from strom.protocol.records.reader import decode_batches
+from strom.protocol.records.record import encode_record
 from strom.protocol.versions import ApiKey
 from tests.client.fake_broker import FakeBroker
 
@@ -402,5 +405,71 @@ def test_batches_without_a_leader_expire_at_the_delivery_timeout() -> None:
             broker.leaderless.clear()
             await producer.cluster.refresh(["t"])
             assert (await producer.send_and_wait("t", b"c")).offset == 1
+
+    with_broker(test)
+
+
+def _encoded(values: list[bytes], base_timestamp: int = 1000) -> EncodedRecords:
+    """A records section of ``values`` (timestamps base, base+1, …)."""
+    return EncodedRecords(b"".join(encode_record(i, i, None, v, ()) for i, v in enumerate(values)),
+                          len(values), base_timestamp, base_timestamp + len(values) - 1)
+
+
+def test_send_encoded_keeps_order_and_is_sealed_with_codec_and_sequences() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t", 2)
+        async with Producer(broker.bootstrap, idempotent=True, linger_ms=50,
+                            compression="zstd") as producer:
+            first = await producer.send("t", b"a", partition=0)
+            outcomes = await producer.send_encoded("t", [
+                (0, _encoded([b"e0", b"e1"])), (1, _encoded([b"p1"])),
+                (0, _encoded([b"e2", b"e3", b"e4"], 5000))])
+            last = await producer.send("t", b"z", partition=0)
+            await producer.flush()
+        assert all(o.done() and o.exception() is None for o in outcomes)
+        assert first.result() == RecordMetadata(0, 0)
+        assert last.result() == RecordMetadata(0, 6)
+        assert _values(broker, "t") == [b"a", b"e0", b"e1", b"e2", b"e3", b"e4", b"z"]
+        batches = [decode_batches(raw) for _, raw in broker.topics["t"][0].batches]
+        headers = [h for batch in batches for h, _ in batch]
+        assert all(h.compression == 4 and h.producer_id >= 0 for h in headers)
+        assert [h.base_sequence for h in headers] == [0, 1, 3, 6]
+        assert [(h.base_timestamp, h.max_timestamp) for h in headers[1:3]] == [
+            (1000, 1001), (5000, 5002)]
+
+    with_broker(test)
+
+
+def test_send_encoded_failed_batch_raises_and_later_ones_are_renumbered() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        async with Producer(broker.bootstrap, idempotent=True, linger_ms=0) as producer:
+            broker.produce_errors = [InvalidRecordError.code]
+            [bad] = await producer.send_encoded("t", [(0, _encoded([b"x", b"y"]))])
+            with pytest.raises(InvalidRecordError):
+                await bad
+            [good] = await producer.send_encoded("t", [(0, _encoded([b"a", b"b"]))])
+            await good
+        assert _values(broker, "t") == [b"a", b"b"]
+
+    with_broker(test)
+
+
+def test_send_encoded_limits_are_checked_before_anything_is_queued() -> None:
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        async with Producer(broker.bootstrap, batch_size=100, max_request_size=300) as producer:
+            small = (0, _encoded([b"ok"]))
+            with pytest.raises(MessageTooLargeError):
+                await producer.send_encoded("t", [small, (0, _encoded([b"x" * 400]))])
+            with pytest.raises(ValueError, match="exceeds batch_size=100"):
+                await producer.send_encoded("t", [small, (0, _encoded([b"x" * 30] * 3))])
+            with pytest.raises(ValueError, match="at least one record"):
+                await producer.send_encoded("t", [(0, EncodedRecords(b"", 0, 0, 0))])
+            with pytest.raises(UnknownTopicOrPartitionError):
+                await producer.send_encoded("t", [small, (3, _encoded([b"v"]))])
+            [one] = await producer.send_encoded("t", [(0, _encoded([b"x" * 150]))])
+            await one  # a single record larger than batch_size still goes out alone
+        assert _values(broker, "t") == [b"x" * 150]
 
     with_broker(test)

@@ -9,6 +9,7 @@ from strom.common.errors import CorruptMessageError
 from strom.protocol.records.batch import HEADER_SIZE, crc32c, iter_batches, parse_header
 from strom.protocol.records.builder import (
     BatchBuilder,
+    EncodedRecords,
     build_control_batch,
     max_record_size,
 )
@@ -21,6 +22,7 @@ from strom.protocol.records.control import (
     encode_control_key,
 )
 from strom.protocol.records.reader import decode_batches
+from strom.protocol.records.record import encode_record
 
 
 def _three(builder: BatchBuilder) -> bytes:
@@ -158,3 +160,23 @@ def test_control_record_parsing_errors() -> None:
         build_control_batch(
             ControlType.UNKNOWN, producer_id=1, producer_epoch=0, coordinator_epoch=0, timestamp=0
         )
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_encoded_records_seal_into_the_builders_batch(codec: Compression) -> None:
+    """A records section encoded elsewhere and sealed later is the batch the builder makes
+    of the same records, with any codec and producer state (a transactional one too)."""
+    section = EncodedRecords(
+        b"".join((encode_record(0, 0, b"a", b"1"), encode_record(1, 10, None, b"2",
+                                                                  (("h", b"x"),)),
+                  encode_record(2, -5, b"c", None))), count=3, base_timestamp=1_000,
+        max_timestamp=1_010)
+    builder = BatchBuilder(compression=codec)
+    builder.set_producer_state(producer_id=9, producer_epoch=2, base_sequence=40,
+                               transactional=True)
+    sealed = section.seal(compression=codec, producer_id=9, producer_epoch=2, base_sequence=40,
+                          transactional=True)
+    assert sealed == _three(builder)
+    assert section.size_in_bytes == HEADER_SIZE + len(section.records)
+    with pytest.raises(ValueError, match="needs a producer id"):
+        section.seal(transactional=True)

@@ -7,7 +7,8 @@ Ingest: a strom topic of 100-byte values is read by a Structured Streaming query
 files by the same kind of query: records/s and CPU-seconds per million records of the Spark
 processes (driver JVM and its Python workers) plus, for strom, the broker's CPU.
 Writer: a DataFrame of the same size written with ``format("strom")`` (batch), records/s
-(the second of two writes, the first warming the JVM and the Python workers).
+(the second of two writes, the first warming the JVM and the Python workers), and its ratio
+to the strom ingest of the same run (the machine is shared: ratios are steadier).
 Word count: ``strom.pipelines`` word count over lines of text, end-to-end records/s.
 """
 
@@ -174,6 +175,11 @@ def main() -> None:
                   f"inside micro-batches (rows / trigger execution time): strom "
                   f"{strom_in:,.0f} records/s, Parquet {parquet_in:,.0f} records/s "
                   f"({strom_in / parquet_in:.2f})"]
+    written = [r for r in results if r.name.startswith("batch writer")]
+    if "ingest" in phases and written:
+        write, read = written[0], results[0]
+        lines.append(f"batch writer / strom ingest records/s: {write.rate / read.rate:.2f} "
+                     f"(CPU per record: {write.spark_cpu / read.spark_cpu:.2f})")
     text = "\n".join(lines)
     print(text)
     if args.out:

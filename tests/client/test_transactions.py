@@ -23,6 +23,8 @@ from strom.client import (
 )
 from strom.common.errors import error_class
 from strom.common.types import TopicPartition
+from strom.protocol.records.builder import EncodedRecords
+from strom.protocol.records.record import encode_record
 from strom.testing import EmbeddedBroker
 from tests.client.txn_helpers import (
     BROKER_DROPS_ABORTED,
@@ -89,6 +91,39 @@ def test_commit_and_abort(bootstrap: str, request: pytest.FixtureRequest) -> Non
         assert [ends[TopicPartition(topic, p)].offset for p in (0, 1)] == [9, 7]
         if drops_aborted(request):
             assert await read(bootstrap, topic, isolation="read_committed") == committed
+
+    asyncio.run(test())
+
+
+def _section(values: list[bytes]) -> EncodedRecords:
+    """A records section of ``values``, as a bulk encoder (the Spark writer) makes one."""
+    now = int(time.time() * 1000)
+    return EncodedRecords(b"".join(encode_record(i, 0, None, v) for i, v in enumerate(values)),
+                          len(values), now, now)
+
+
+def test_encoded_sections_commit_and_abort_with_the_transaction(
+        bootstrap: str, request: pytest.FixtureRequest) -> None:
+    """Pre-encoded sections (``send_encoded``) are sealed as transactional batches and their
+    partitions added to the transaction, like records of ``send``."""
+    async def test() -> None:
+        topic = await new_topic(bootstrap)
+        producer = await txn_producer(bootstrap, unique("enc"))
+        try:
+            producer.begin_transaction()
+            await producer.send_encoded(topic, [(0, _section([b"c0", b"c1"])),
+                                                (1, _section([b"c2"]))])
+            await producer.commit_transaction(30)
+            producer.begin_transaction()
+            outcomes = await producer.send_encoded(topic, [(1, _section([b"a0", b"a1"]))])
+            await asyncio.gather(*outcomes)  # the aborted records reach the log
+            await producer.abort_transaction(30)
+        finally:
+            await producer.close()
+        assert await read(bootstrap, topic) == [b"a0", b"a1", b"c0", b"c1", b"c2"]
+        if drops_aborted(request):
+            assert await read(bootstrap, topic, isolation="read_committed") == [
+                b"c0", b"c1", b"c2"]
 
     asyncio.run(test())
 

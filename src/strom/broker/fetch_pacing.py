@@ -13,30 +13,45 @@ consumer that was re-fetching back to back, was last sent a response that left d
 (*backlogged*), and then stays silent for at least :data:`STALL_GAP` seconds. Everything
 below is driven by that signal, identically for every client; nothing looks at client names.
 
+Model. The client's queue is empty when a *window* starts (the first fetch, the first fetch
+after a stall: the application drained it during the back-off, or the first response after
+one that left nothing behind: the consumer had caught up) and its application takes
+records out at a drain rate ``D`` whenever the queue holds any. So, from the window's own log
+of responses (time, bytes), the queue at the window's end is known for every hypothetical
+``D`` (:func:`queue_at_end`, Lindley's recursion: the largest ``bytes sent since response j
+- D x time since response j``; it accounts for the application waiting for data). The
+client stalled because that queue reached its limit ``L`` (bytes): ``queue(D) ~= L`` — one
+equation per stall, in two unknowns.
+
 Algorithm (per connection, amounts in bytes, times in monotonic seconds):
 
 * **Unpaced** until the first stall: responses are as large and as quick as the request allows.
-* **First stall**: the burst's bytes over the burst *and* the gap are a lower bound of the
-  drain rate, which becomes the pacing ``rate``; the burst's bytes less what that rate
-  drained during the burst bound the client's queue limit (``queue_bytes``). The rate then
-  ramps up by ``exp(RAMP · t)`` while responses stay backlogged.
-* **Later stalls**: the client's queue was empty after the previous gap and full at this one.
-  If fewer than ``queue_bytes`` were sent in between, the limit is smaller than believed and
-  ``queue_bytes`` shrinks to what was sent (the rate stays). Otherwise the client drained
-  about ``window_bytes - queue_bytes`` over the window, so ``rate := MARGIN · that / window``
-  (the ramp may have overshot far), and the rate then probes upward slowly,
-  ``exp(PROBE · t)``.
-* **Paced**: a token bucket filled at ``rate`` holds at most ``BUCKET · queue_bytes`` (the
-  client's queue is empty after a stall, so half its limit can go at once); a response
-  carries at most the tokens there are (never less than :data:`MIN_BUDGET`), and a request
-  is held until a slice (``rate · SLICE``) of tokens has accumulated.
+* **First stall**: nothing was known before it (it cannot be avoided without guessing). The
+  window's bytes over the window *and* the gap are a lower bound of ``D`` (the queue was
+  empty again when the client resumed), its bytes over its own span an upper one (the queue
+  grew); the pacing ``rate`` starts at their geometric mean and ramps up gently,
+  ``exp(RAMP · t)``, while responses stay backlogged, so that the next window, if it ends in
+  a stall, has a different shape from the unpaced first one and overshoots little.
+* **Later stalls**: two windows of different shapes give ``L`` and ``D`` (:func:`fit_limit`:
+  the ``D`` at which both imply the same limit, accepted when its uncertainty from the
+  windows' last responses is at most :data:`FIT_ERROR`). ``L`` is a client setting and is
+  kept (a better-determined fit replaces it); from then on each stall gives the current ``D``
+  from its own window alone (:func:`drain_for_limit`), and the rate becomes ``MARGIN · D``
+  (never below the window's lower bound), probing upward slowly (``exp(PROBE · t)``) in case
+  the application sped up. Without a fit yet the rate backs off multiplicatively (``BETA``)
+  and the ramp halves, so the same overshoot does not repeat.
+* **Paced**: a token bucket filled at ``rate`` holds at most ``BUCKET · L`` (the client's
+  queue is empty after a stall); a response carries at most the tokens there are (never less
+  than :data:`MIN_BUDGET`), and a request is held until a slice (``rate · SLICE``) of tokens
+  has accumulated.
 
 Invariants: a stall is only counted after at least :data:`MIN_BURST` backlogged response was
 re-requested without a gap (within :data:`STALL_GAP`), so a client that fetches on demand
 (kafka-python, aiokafka, the Java client: the next fetch only once the application used the
 data) is never paced, however slow its application. A consumer that has caught up gets small
 responses whose pacing delay is small, so tail latency is unaffected. Only consumer fetches are
-paced, never replicas'.
+paced, never replicas'. A window's log holds at most :data:`WINDOW_POINTS` entries (older
+neighbours are merged), so a stall costs O(WINDOW_POINTS x FIT_POINTS x bisection steps).
 
 The pacer is owned by one connection and used from the event loop only (not thread-safe).
 """
@@ -44,6 +59,7 @@ The pacer is owned by one connection and used from the event loop only (not thre
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 #: Silence after a backlogged response that counts as a client-side stall, seconds.
 STALL_GAP = 0.25
@@ -54,22 +70,142 @@ SLICE = 0.025
 #: The smallest response budget while paced, bytes.
 MIN_BUDGET = 64 * 1024
 #: Growth of the rate after the first stall (per second, exponential).
-RAMP = 2.0
-#: Growth of the rate after later stalls (per second, exponential).
+RAMP = 0.3
+#: Growth of the rate once the drain rate is known (per second, exponential).
 PROBE = 0.01
-#: Fraction of the estimated drain rate used after a later stall.
-MARGIN = 0.9
+#: Fraction of the estimated drain rate paced at once it is known.
+MARGIN = 0.97
 #: Bytes the client may be sent at once after a stall or an idle spell, as a fraction of its
-#: learned queue limit (its queue is empty then; the learned limit can be twice the real one).
+#: learned queue limit (its queue is empty then).
 BUCKET = 0.35
-#: Multiplicative decrease of the pacing rate at a later stall.
+#: Multiplicative decrease of the pacing rate at a stall that gave no estimate.
 BETA = 0.5
-#: Stalls remembered for the fit of the client's queue limit and drain rate.
+#: Windows (stalls) remembered for the fit of the client's queue limit.
 FIT_POINTS = 4
-#: Seconds without a stall after which remembered stalls are forgotten.
+#: Seconds without a stall after which remembered windows are forgotten.
 FIT_MEMORY = 30.0
+#: Responses remembered per window (older neighbours are merged beyond this).
+WINDOW_POINTS = 64
+#: Two windows fit only if the drain rate they give is uncertain by at most this fraction
+#: (each implied limit is uncertain by half its window's last response).
+FIT_ERROR = 0.15
 #: The longest interval credited to rate growth at once, seconds.
 _MAX_GROWTH_STEP = 0.2
+#: Range of drain rates considered by the estimators, bytes/s.
+_DRAIN_RANGE = (1e3, 1e11)
+
+
+@dataclass
+class Window:
+    """The responses sent from an empty client queue up to a stall.
+
+    ``points`` holds ``(time, bytes sent before that response)`` per response (or merged run of
+    responses), oldest first; ``sent`` is the total, ``last_at`` / ``last_size`` describe the
+    final response (after which the client decided to stall)."""
+
+    start: float
+    points: list[tuple[float, float]] = field(default_factory=list)
+    sent: float = 0.0
+    last_at: float = 0.0
+    last_size: float = 0.0
+
+    def add(self, now: float, size: float) -> None:
+        if size <= 0:
+            return
+        self.points.append((now, self.sent))
+        self.sent += size
+        self.last_at, self.last_size = now, size
+        if len(self.points) > WINDOW_POINTS:
+            # Merge pairs, keeping each pair's earlier point: the queue computed from the
+            # remaining points is at most one merged run too low.
+            self.points = self.points[::2]
+
+
+def queue_at_end(window: Window, drain: float) -> tuple[float, float]:
+    """The client's queue after the window's last response if its application drains at
+    ``drain`` bytes/s whenever the queue holds data, with the time since the start of the busy
+    spell that decides it (the queue's sensitivity to ``drain``)."""
+    best, busy = 0.0, 0.0
+    for at, before in window.points:
+        span = window.last_at - at
+        queued = window.sent - before - drain * span
+        if queued > best:
+            best, busy = queued, span
+    return best, busy
+
+
+def _limit(window: Window, drain: float) -> tuple[float, float]:
+    """The queue limit the window implies at ``drain`` (its last response counted half: the
+    client stalls at the first decision with the queue at or past its limit)."""
+    queued, busy = queue_at_end(window, drain)
+    return queued - window.last_size / 2, busy
+
+
+def drain_for_limit(window: Window, limit: float) -> float:
+    """The drain rate at which the window ends with the queue at ``limit`` (bisection; the
+    queue falls as the drain rate rises)."""
+    lo, hi = _DRAIN_RANGE
+    if _limit(window, lo)[0] <= limit:
+        return lo  # the window never held ``limit``: the queue was not empty at its start
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        if _limit(window, mid)[0] > limit:
+            lo = mid
+        else:
+            hi = mid
+        if hi < lo * 1.001:
+            break
+    return math.sqrt(lo * hi)
+
+
+def fit_limit(older: Window, newer: Window) -> tuple[float, float, float] | None:
+    """``(limit, drain, relative error of drain)`` at which both windows end with the queue at
+    the same limit, or None when they do not determine it.
+
+    The implied limits fall with the drain rate at slopes given by their busy spans, so they
+    cross where the windows' shapes differ; a crossing counts only where both limits exceed
+    the smaller last response (else the queue is little more than that response, whatever the
+    rate) and the drain rate it gives is uncertain by at most :data:`FIT_ERROR`. Of several,
+    the most certain wins."""
+    floor = min(older.last_size, newer.last_size)
+    top = max(_window_rate(older), _window_rate(newer))
+    if top <= 0:
+        return None
+
+    def diff(drain: float) -> float:
+        return _limit(older, drain)[0] - _limit(newer, drain)[0]
+
+    best: tuple[float, float, float] | None = None  # (error, limit, drain)
+    steps = 48
+    grid = [top * 1e-3 ** (1 - i / steps) for i in range(steps + 1)]  # top/1000 .. top
+    values = [diff(d) for d in grid]
+    for i in range(steps):
+        if (values[i] > 0) == (values[i + 1] > 0):
+            continue
+        lo, hi = grid[i], grid[i + 1]
+        for _ in range(30):
+            mid = math.sqrt(lo * hi)
+            if (diff(mid) > 0) == (values[i] > 0):
+                lo = mid
+            else:
+                hi = mid
+        drain = math.sqrt(lo * hi)
+        limit_a, busy_a = _limit(older, drain)
+        limit_b, busy_b = _limit(newer, drain)
+        # Each implied limit is uncertain by half its window's last response; that moves the
+        # crossing by this fraction of the drain rate.
+        error = (older.last_size + newer.last_size) / 2 / max(abs(busy_a - busy_b) * drain, 1.0)
+        if min(limit_a, limit_b) > floor and error <= FIT_ERROR and (
+            best is None or error < best[0]
+        ):
+            best = (error, (limit_a + limit_b) / 2, drain)
+    return None if best is None else (best[1], best[2], best[0])
+
+
+def _window_rate(window: Window) -> float:
+    """The window's bytes over its span: a drain rate beyond which it left no queue."""
+    span = window.last_at - window.start
+    return window.sent / span if span > 0 else 0.0
 
 
 class FetchPacer:
@@ -77,14 +213,14 @@ class FetchPacer:
 
     __slots__ = (
         "_burst",
+        "_fit_error",
         "_growth",
         "_last_at",
         "_last_backlogged",
-        "_stall_points",
         "_tokens",
         "_tokens_at",
-        "_window_bytes",
-        "_window_start",
+        "_window",
+        "_windows",
         "queue_bytes",
         "rate",
         "stalls",
@@ -92,17 +228,17 @@ class FetchPacer:
 
     def __init__(self) -> None:
         self.rate: float | None = None  # bytes/s; None while unpaced
-        self.queue_bytes = 0.0  # learned bound of the client's queue (0 until a stall)
+        self.queue_bytes = 0.0  # estimated limit of the client's queue (0 until a stall)
         self.stalls = 0
+        self._fit_error = math.inf  # relative error of the fit queue_bytes comes from
         self._growth = RAMP
         self._last_at: float | None = None  # when the previous response was sent
         self._last_backlogged = False
         self._burst = 0  # backlogged responses re-requested without a gap, this window
-        self._window_start: float | None = None
-        self._window_bytes = 0.0
+        self._window: Window | None = None
+        self._windows: list[Window] = []  # the latest stalls' windows, oldest first
         self._tokens = 0.0  # bytes that may be sent now (may go negative by one batch)
         self._tokens_at = 0.0
-        self._stall_points: list[tuple[float, float]] = []  # (window seconds, bytes sent)
 
     @property
     def paced(self) -> bool:
@@ -119,8 +255,8 @@ class FetchPacer:
                     self._new_window(now)
             else:
                 self._burst += 1
-        if self._window_start is None:
-            self._window_start = now
+        if self._window is None:
+            self._window = Window(now)
         rate = self.rate
         if rate is None:
             return 0.0
@@ -147,7 +283,11 @@ class FetchPacer:
                 self.rate = rate * math.exp(self._growth * step)
         self._last_at = now
         self._last_backlogged = backlogged
-        self._window_bytes += size
+        if self._window is None:
+            self._window = Window(now)
+        self._window.add(now, size)
+        if not backlogged and self._window.sent > 0:
+            self._window = None  # caught up: a stall's window starts with the next burst
 
     def _capacity(self) -> float:
         return max(MIN_BUDGET, BUCKET * self.queue_bytes)
@@ -161,57 +301,41 @@ class FetchPacer:
 
     def _on_stall(self, now: float, last: float) -> None:
         self.stalls += 1
-        start = self._window_start if self._window_start is not None else last
-        window = self._window_bytes
-        span = max(last - start, 0.0)
-        points = self._stall_points
-        points.append((span, window))
-        del points[:-FIT_POINTS]
-        fit = _fit_line(points)
-        if fit is not None and self.rate is not None:
-            # Every window went from an empty queue to a full one: bytes = limit + drained,
-            # and drained <= drain rate x span (the application may have waited for data), so
-            # the fitted slope is a lower bound of the drain rate; the pacing rate at the
-            # stall was above it. Back off multiplicatively, not below the bound.
-            self.queue_bytes, drain = fit
-            self.rate = max(BETA * self.rate, MARGIN * drain, MIN_BUDGET / SLICE)
+        window = self._window if self._window is not None else Window(last)
+        windows = self._windows
+        windows.append(window)
+        del windows[:-FIT_POINTS]
+        # The client resumed with its queue drained: it took the whole window in, at least.
+        lower = max(window.sent / max(now - window.start, 1e-3), MIN_BUDGET / SLICE)
+        for older in windows[-2::-1]:  # the newest pair that determines the limit
+            fit = fit_limit(older, window)
+            if fit is not None and fit[2] < self._fit_error:
+                self.queue_bytes, self._fit_error = fit[0], fit[2]
+                break
+        if self._fit_error < math.inf:
+            drain = drain_for_limit(window, self.queue_bytes)
+            self.rate = max(MARGIN * drain, lower)
             self._growth = PROBE
-        elif self.rate is None or window > self.queue_bytes:
-            # The client drained at least everything over the window and the gap; its queue
-            # limit is at most what is left of the window after draining at that rate.
-            lower = window / max(now - start, 1e-3)
-            self.queue_bytes = max(float(MIN_BUDGET), window - lower * span)
-            self.rate = max(lower, MIN_BUDGET / SLICE)
+        elif self.rate is None:
+            # The drain rate lies between that bound and the window's own rate (the queue
+            # grew): start at their geometric mean.
+            self.queue_bytes = max(float(MIN_BUDGET), _limit(window, lower)[0])
+            self.rate = math.sqrt(lower * max(_window_rate(window), lower))
             self._growth = RAMP
         else:
-            # Less than the believed limit overflowed the (empty) queue: the limit is smaller.
-            self.queue_bytes = max(float(MIN_BUDGET), window)
-        # The client's queue drained during the gap: it can take half its limit at once.
+            # No estimate yet: the rate at the stall was too high. Back off, not below the bound.
+            self.queue_bytes = max(float(MIN_BUDGET),
+                                   min(self.queue_bytes, _limit(window, lower)[0]))
+            self.rate = max(BETA * self.rate, lower)
+            self._growth /= 2  # and ramp more gently, or the same overshoot comes back
+        # The client's queue drained during the gap: it can take a share of its limit at once.
         self._tokens = self._capacity()
         self._tokens_at = now
         self._new_window(now)
 
     def _new_window(self, now: float) -> None:
-        if now - (self._window_start or now) > FIT_MEMORY:
-            self._stall_points.clear()  # the application may have changed its pace
-        self._window_start = now
-        self._window_bytes = 0.0
+        previous = self._window
+        if previous is not None and now - previous.start > FIT_MEMORY:
+            self._windows.clear()  # the application may have changed its pace
+        self._window = Window(now)
         self._burst = 0
-
-
-def _fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
-    """Least-squares ``bytes = limit + rate x span`` through the stalls' (span, bytes) points;
-    None unless the spans differ enough and both coefficients come out positive."""
-    if len(points) < 2:
-        return None
-    n = len(points)
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    var = sum((x - mean_x) ** 2 for x, _ in points)
-    if var < (0.05 * max(mean_x, 0.1)) ** 2 * n:
-        return None
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / var
-    intercept = mean_y - slope * mean_x
-    if slope <= 0 or intercept <= 0:
-        return None
-    return intercept, slope

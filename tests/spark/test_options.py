@@ -90,6 +90,36 @@ def test_writer_client_settings() -> None:
         parse_sink_options({**BOOT, "kafka.value.serializer": "x"})
 
 
+def test_exactly_once_options() -> None:
+    from strom.spark.options import ExactlyOnceOptions, parse_sink_options
+    assert parse_sink_options(BOOT).exactly_once is None
+    batch = parse_sink_options({**BOOT, "exactlyOnce": "true", "writeId": "nightly",
+                                "batchId": "7", "kafka.transaction.timeout.ms": "9000"})
+    assert batch.exactly_once == ExactlyOnceOptions("strom-spark", "nightly", 7)
+    assert batch.client.transaction_timeout_ms == 9000
+    stream = parse_sink_options({**BOOT, "exactlyOnce": "TRUE",
+                                 "transactionalIdPrefix": "etl"}, streaming=True)
+    assert stream.exactly_once == ExactlyOnceOptions("etl", None, 0)
+
+
+@pytest.mark.parametrize(("options", "streaming", "message"), [
+    ({"exactlyOnce": "true"}, False, "needs option 'writeId'"),
+    ({"exactlyOnce": "true", "writeId": "w", "batchId": "-1"}, False, "'batchId' must be"),
+    ({"exactlyOnce": "true", "writeId": "w"}, True, "'writeId' is for batch writes"),
+    ({"exactlyOnce": "true", "batchId": "3"}, True, "'batchId' is for batch writes"),
+    ({"writeId": "w"}, False, "'writeId' needs exactlyOnce=true"),
+    ({"exactlyOnce": "yes"}, True, "'exactlyOnce' must be true or false"),
+    ({"exactlyOnce": "true", "kafka.acks": "1"}, True, "kafka.acks=all"),
+    ({"exactlyOnce": "true", "kafka.enable.idempotence": "false"}, True, "idempotence"),
+    ({"exactlyOnce": "true", "transactionalIdPrefix": " "}, True, "must not be empty"),
+])
+def test_exactly_once_option_errors(options: dict[str, str], streaming: bool,
+                                    message: str) -> None:
+    from strom.spark.options import StromSourceOptionError, parse_sink_options
+    with pytest.raises(StromSourceOptionError, match=message):
+        parse_sink_options({**BOOT, **options}, streaming=streaming)
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
     ({"minPartitions": "x"}, "minPartitions"),

@@ -65,6 +65,7 @@ class ClientConfig:
     idempotent: bool = True
     max_in_flight: int = 5
     delivery_timeout_ms: int = 120_000
+    transaction_timeout_ms: int = 60_000  # only the exactlyOnce writer uses it
 
     def producer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :class:`strom.client.sync.SyncProducer`."""
@@ -86,7 +87,8 @@ _WRITER = {**_COMMON, "acks": "acks", "compression.type": "compression",
            "linger.ms": "linger_ms", "batch.size": "batch_size",
            "max.request.size": "max_request_size", "enable.idempotence": "idempotent",
            "max.in.flight.requests.per.connection": "max_in_flight",
-           "delivery.timeout.ms": "delivery_timeout_ms"}
+           "delivery.timeout.ms": "delivery_timeout_ms",
+           "transaction.timeout.ms": "transaction_timeout_ms"}
 _COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 
 

@@ -12,8 +12,11 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from strom.client.admin_types import OffsetAndMetadata
 from strom.client.cluster import Cluster
+from strom.client.group_admin import GroupAdmin
 from strom.client.sync import LoopThread, SyncProducer
+from strom.common.types import TopicPartition
 from strom.spark.client_config import ClientConfig
 
 T = TypeVar("T")
@@ -24,11 +27,13 @@ _producers: dict[tuple[str, ClientConfig], SyncProducer] = {}
 
 
 class WorkerClient:
-    """A started :class:`Cluster` on a private loop thread; :meth:`run` executes coroutines."""
+    """A started :class:`Cluster` on a private loop thread; :meth:`run` executes coroutines.
+    ``groups`` (used on the loop thread only) reads committed offsets."""
 
     def __init__(self, bootstrap: str) -> None:
         self.loop = LoopThread("strom-spark")
         self.cluster = Cluster(bootstrap, client_id="strom-spark")
+        self.groups = GroupAdmin(self.cluster, self.cluster.request_timeout_s)
         try:
             self.run(self.cluster.start())
         except BaseException:
@@ -57,3 +62,12 @@ def producer(bootstrap: str, config: ClientConfig) -> SyncProducer:
             shared = _producers[(bootstrap, config)] = SyncProducer(
                 bootstrap, **config.producer_kwargs())
         return shared
+
+
+def committed_offset(bootstrap: str, group_id: str,
+                     tp: TopicPartition) -> OffsetAndMetadata | None:
+    """``group_id``'s committed offset of ``tp`` (None: nothing committed), read with
+    ``require_stable`` so a commit still inside an open transaction is not taken for absent."""
+    client = cluster_client(bootstrap)
+    found = client.run(client.groups.list_offsets(group_id, [tp], require_stable=True))
+    return found.get(tp)

@@ -96,12 +96,27 @@ class SourceOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class ExactlyOnceOptions:
+    """The writer's ``exactlyOnce`` settings (see :mod:`strom.spark.exactly_once`).
+
+    ``write_id`` names a batch write across reruns (a streaming query uses its own id from the
+    checkpoint and leaves it None); ``batch_id`` is that write's batch number: a rerun with a
+    batch id at or below the one a task already committed writes nothing for that task.
+    """
+
+    transactional_id_prefix: str = "strom-spark"
+    write_id: str | None = None
+    batch_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SinkOptions:
-    """The writer's parsed options."""
+    """The writer's parsed options (``exactly_once`` None: the at-least-once writer)."""
 
     bootstrap: str
     topic: str | None = None
     client: ClientConfig = field(default_factory=ClientConfig)
+    exactly_once: ExactlyOnceOptions | None = None
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -325,9 +340,45 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     )
 
 
-def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+EXACTLY_ONCE_OPTIONS = ("transactionalIdPrefix", "writeId", "batchId")
+
+
+def parse_sink_options(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
     """Check and parse the writer's options (raises :class:`StromSourceOptionError`)."""
     opts = _lower(options)
     topic = opts.get("topic")
+    client = parse_writer_client_config(_client_options(opts))
     return SinkOptions(bootstrap=_bootstrap(opts), topic=topic.strip() if topic else None,
-                       client=parse_writer_client_config(_client_options(opts)))
+                       client=client,
+                       exactly_once=_exactly_once(opts, client, streaming=streaming))
+
+
+def _exactly_once(opts: Mapping[str, str], client: ClientConfig, *,
+                  streaming: bool) -> ExactlyOnceOptions | None:
+    given = [name for name in EXACTLY_ONCE_OPTIONS if name.lower() in opts]
+    if not _bool(opts, "exactlyOnce"):
+        if given:
+            raise StromSourceOptionError(f"option {given[0]!r} needs exactlyOnce=true")
+        return None
+    if not client.idempotent or client.acks != -1:
+        raise StromSourceOptionError(
+            "exactlyOnce needs kafka.acks=all and kafka.enable.idempotence=true")
+    prefix = opts.get("transactionalidprefix", "strom-spark").strip()
+    if not prefix:
+        raise StromSourceOptionError("option 'transactionalIdPrefix' must not be empty")
+    if streaming:
+        for name in ("writeId", "batchId"):
+            if name.lower() in opts:
+                raise StromSourceOptionError(
+                    f"option {name!r} is for batch writes; a streaming query's "
+                    "transactions are named by its query id and micro-batch id")
+        return ExactlyOnceOptions(prefix)
+    write_id = opts.get("writeid", "").strip()
+    if not write_id:
+        raise StromSourceOptionError(
+            "an exactlyOnce batch write needs option 'writeId' (a name that stays the same "
+            "when the write is run again, so a rerun is recognised)")
+    raw = opts.get("batchid", "0").strip()
+    if not raw.isdigit():
+        raise StromSourceOptionError(f"option 'batchId' must be an integer >= 0, got {raw!r}")
+    return ExactlyOnceOptions(prefix, write_id, int(raw))

@@ -22,6 +22,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from strom.spark.batch import StromBatchReader
+from strom.spark.exactly_once import ExactlyOnceArrowWriter, ExactlyOnceStreamArrowWriter
 from strom.spark.options import SUBSCRIBE_OPTIONS, parse_sink_options, parse_source_options
 from strom.spark.schema import schema_ddl
 from strom.spark.stream import StromStreamReader
@@ -52,12 +53,16 @@ class StromDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_sink_options(dict(self.options))
         check_sink_schema(schema, options)
+        if options.exactly_once is not None:
+            return ExactlyOnceArrowWriter(options)
         return StromArrowWriter(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return StromStreamReader(parse_source_options(dict(self.options), streaming=True))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        options = parse_sink_options(dict(self.options))
+        options = parse_sink_options(dict(self.options), streaming=True)
         check_sink_schema(schema, options)
+        if options.exactly_once is not None:
+            return ExactlyOnceStreamArrowWriter(options)
         return StromStreamArrowWriter(options)

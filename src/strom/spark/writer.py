@@ -16,7 +16,7 @@ Kafka sink documents).
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from strom.client.sync import SyncProducer
 from strom.spark.clients import producer
 from strom.spark.options import SinkOptions, StromSourceOptionError
 from strom.spark.sink_encoder import SinkEncoder, coalesced
@@ -97,23 +98,29 @@ class StromStreamArrowWriter(DataSourceStreamArrowWriter):
 
 
 def write_batches(options: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> StromCommitMessage:
-    """Send every row of ``iterator``, then wait for every acknowledgement (raises the first
-    failed batch's error).
+    """The at-least-once task: every row through the worker's shared idempotent producer."""
+    return StromCommitMessage(send_batches(producer(options.bootstrap, options.client),
+                                           options, iterator))
+
+
+def send_batches(sender: SyncProducer, options: SinkOptions,
+                 batches: Iterable[pa.RecordBatch]) -> int:
+    """Send every row of ``batches`` through ``sender``, then wait for every acknowledgement
+    (raises the first failed batch's error); returns the number of rows.
 
     Rows are encoded column-wise (:class:`~strom.spark.sink_encoder.SinkEncoder`) a group of
-    Arrow batches at a time, and the finished records sections go to the worker's shared
-    producer through :meth:`~strom.client.sync.SyncProducer.send_encoded`, each partition's
+    Arrow batches at a time, and the finished records sections go to ``sender`` through
+    :meth:`~strom.client.sync.SyncProducer.send_encoded`, each partition's
     rows in row order.
     """
-    sender = producer(options.bootstrap, options.client)
     encoder = SinkEncoder(options.topic, sender.producer.batch_size, sender.partition_count)
     outcomes: list[concurrent.futures.Future[None]] = []
     written = 0
-    for batch in coalesced(iterator):
+    for batch in coalesced(iter(batches)):
         for topic, sections in encoder.encode(batch):
             outcomes.extend(sender.send_encoded(topic, sections))
         written += batch.num_rows
     sender.flush()
     for outcome in outcomes:
         outcome.result()
-    return StromCommitMessage(written)
+    return written

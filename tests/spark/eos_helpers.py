@@ -17,16 +17,16 @@ def new_topic(bootstrap: str, partitions: int = 2, prefix: str = "eos") -> str:
     return name
 
 
-def produce_keyed(bootstrap: str, topic: str, count: int, keys: int) -> list[tuple[str, str]]:
-    """``count`` records ``k<i % keys>`` → ``<key>:<sequence within the key>`` (keyed, so each
-    key stays in one partition); returns them in send order."""
+def produce_keyed(bootstrap: str, topic: str, count: int, keys: int,
+                  start: int = 0) -> list[tuple[str, str]]:
+    """Records ``start`` … ``start + count - 1``: record i has key ``k<i % keys>`` and value
+    ``<key>:<i // keys>`` (its sequence within the key; keyed, so each key stays in one
+    partition); returns them in send order."""
     sent: list[tuple[str, str]] = []
-    seq = [0] * keys
     with SyncProducer(bootstrap, linger_ms=5) as producer:
-        for i in range(count):
-            k = i % keys
-            key, value = f"k{k}", f"k{k}:{seq[k]}"
-            seq[k] += 1
+        for i in range(start, start + count):
+            key = f"k{i % keys}"
+            value = f"{key}:{i // keys}"
             producer.send(topic, value.encode(), key.encode())
             sent.append((key, value))
         producer.flush()

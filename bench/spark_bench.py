@@ -9,6 +9,8 @@ processes (driver JVM and its Python workers) plus, for strom, the broker's CPU.
 Writer: a DataFrame of the same size written with ``format("strom")`` (batch), records/s
 (the second of two writes, the first warming the JVM and the Python workers), and its ratio
 to the strom ingest of the same run (the machine is shared: ratios are steadier).
+Exactly-once writer (phase ``eoswriter``): the same with ``exactlyOnce`` (one transaction per
+task), the second of two writes (the first warms the JVM and the Python workers).
 Word count: ``strom.pipelines`` word count over lines of text, end-to-end records/s.
 """
 
@@ -138,7 +140,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--word-count-lines", type=int, default=200_000)
     parser.add_argument("--phases", default="ingest,writer,wordcount",
-                        help="comma-separated subset of ingest,writer,wordcount")
+                        help="comma-separated subset of ingest,writer,eoswriter,wordcount")
     parser.add_argument("--out")
     args = parser.parse_args()
     from pyspark.sql import SparkSession
@@ -159,6 +161,8 @@ def main() -> None:
             results.extend(ingest(spark, broker, work, topic, n, args.partitions))
         if "writer" in phases:
             results.append(writer(spark, broker, n, args.partitions))
+        if "eoswriter" in phases:
+            results.append(exactly_once_writer(spark, broker, n, args.partitions))
         if "wordcount" in phases:
             results.extend(word_count(spark, broker, work, args.word_count_lines))
     finally:
@@ -232,6 +236,28 @@ def writer(spark: Any, broker: RunningBroker, n: int, partitions: int) -> Result
 
     write("written-warm")
     return timed("batch writer DataFrame → strom", n, broker, lambda: write("written"))
+
+
+def exactly_once_writer(spark: Any, broker: RunningBroker, n: int, partitions: int) -> Result:
+    """The batch writer's DataFrame written with ``exactlyOnce``: every task one transaction
+    (init, rows, batch id as a group offset, commit). A first write warms up."""
+    rows = spark.range(n).selectExpr(
+        "CAST(id % 1000 AS STRING) AS key", f"repeat('x', {len(VALUE)}) AS value")
+    rows = rows.repartition(partitions).cache()
+    rows.count()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic(name, partitions, 1)
+                                  for name in ("eos-warm", "eos-written")]).values():
+        f.result(30)
+
+    def write(topic: str) -> None:
+        rows.write.format("strom").option("kafka.bootstrap.servers", broker.bootstrap) \
+            .option("topic", topic).option("exactlyOnce", "true") \
+            .option("writeId", f"bench-{topic}").mode("append").save()
+
+    write("eos-warm")
+    return timed("exactly-once writer DataFrame → strom", n, broker,
+                 lambda: write("eos-written"))
 
 
 def word_count(spark: Any, broker: RunningBroker, work: Path, lines: int) -> list[Result]:

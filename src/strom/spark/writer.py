@@ -10,7 +10,8 @@ acknowledgement before returning its commit message, so a successful job has wri
 row at least once; ``abort`` cannot take back what was written (at-least-once, no
 transactions yet), and a retried task may write its rows again. The streaming writer is the
 same per micro-batch: a replayed micro-batch writes its rows again (at-least-once, as Spark's
-Kafka sink documents).
+Kafka sink documents). With ``exactlyOnce`` the writers of :mod:`strom.spark.exactly_once`
+send the same rows (:func:`send_batches`) inside one transaction per task instead.
 """
 
 from __future__ import annotations

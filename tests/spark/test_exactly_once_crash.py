@@ -7,7 +7,8 @@ Each of the 10 runs gets new input, waits until the restarted query's sink has a
 open (Spark's restart takes ~25 s on a loaded 2-core machine; killing before the sink runs
 would test little), then is killed at once or up to 1.5 s later: inside a task's transaction,
 between a task's commit and Spark's commit log, or a few micro-batches on. A final run drains
-the input (availableNow). Runs ~5 minutes; set STROM_EOS_SEED to repeat a schedule.
+the input (availableNow). Runs ~5 minutes (over pytest's 300 s default); set STROM_EOS_SEED
+to repeat a schedule.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ def _start(args: list[str], started: Path) -> subprocess.Popen[bytes]:
 
 
 @needs_aborted_filtering
+@pytest.mark.timeout(900)  # 11 Spark start-ups: ~5 min on a loaded 2-core machine
 def test_killed_query_writes_every_record_exactly_once_in_key_order(
         broker: EmbeddedBroker, tmp_path: Path) -> None:
     seed = int(os.environ.get("STROM_EOS_SEED", time.time_ns() % 1_000_000))

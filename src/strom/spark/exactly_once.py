@@ -138,7 +138,7 @@ def write_exactly_once(options: SinkOptions, task: TaskTransaction,
             raise
         return ExactlyOnceCommitMessage(written)
     finally:
-        producer.close()
+        _close_quietly(producer)
 
 
 def _first_topic(batch: pa.RecordBatch) -> str:
@@ -170,6 +170,15 @@ def _abort_quietly(producer: SyncProducer) -> None:
         producer.abort_transaction()
     except Exception as exc:  # the task's own error is the one to report
         log.warning("aborting %s failed: %s", producer.producer.transactional_id, exc)
+
+
+def _close_quietly(producer: SyncProducer) -> None:
+    """Close; a failure here (a fenced producer cannot flush) must not hide the task's own
+    outcome: a committed transaction stays committed, a failed one was reported already."""
+    try:
+        producer.close()
+    except Exception as exc:
+        log.warning("closing %s failed: %s", producer.producer.transactional_id, exc)
 
 
 class ExactlyOnceArrowWriter(StromArrowWriter):

@@ -81,13 +81,16 @@ def test_timestamps_out_of_range_fail_only_their_batch(broker: EmbeddedBroker,
                          on_delivery=lambda err, msg: outcomes.update({msg.value(): err}))
     assert producer.flush(30) == 0
     fine = outcomes[b"now"]
-    assert fine is not None and fine.code() == KafkaError._INVALID_DIFFERENT_RECORD
+    # Batched with the late ones it fails with them (a batch is all or nothing). On a loaded
+    # machine librdkafka occasionally sends it in a batch of its own, which is then delivered.
+    assert fine is None or fine.code() == KafkaError._INVALID_DIFFERENT_RECORD
     for late in (outcomes[b"late 1"], outcomes[b"late 2"]):
         assert late is not None and late.code() != KafkaError._INVALID_DIFFERENT_RECORD
     producer.produce(topic, value=b"again", partition=0)
     assert producer.flush(30) == 0
-    (message,) = consume_all(broker.bootstrap, topic, 1, 1)
-    assert message.value() == b"again"  # type: ignore[attr-defined]
+    expected = [b"again"] if fine is not None else [b"now", b"again"]
+    messages = consume_all(broker.bootstrap, topic, 1, len(expected))
+    assert [m.value() for m in messages] == expected  # type: ignore[attr-defined]
 
 
 def test_acks_zero_and_one(broker: EmbeddedBroker, new_topic: Callable[..., str]) -> None:

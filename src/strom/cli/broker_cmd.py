@@ -90,6 +90,8 @@ async def _serve(config: BrokerConfig) -> int:
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before saying so: a SIGTERM right after
         loop.add_signal_handler(sig, stopping.set)  # the line below must stop it cleanly
+    for name, (host, port) in server.bound.items():
+        print(f"strom broker listener {name} on {host}:{port}", flush=True)
     print(f"strom broker listening on {server.host}:{server.port} "
           f"(data in {server.data_dir})", flush=True)
     await stopping.wait()

@@ -26,8 +26,8 @@ A connection belongs to one listener (:class:`~strom.broker.security.runtime.Lis
 on TLS listeners asyncio completes the handshake before ``connection_made`` (a client that
 fails it never reaches the dispatcher), the principal comes from the client certificate, and
 on SASL listeners the connection gets its SASL session. A response flagged
-``close_after_response`` (a refused SASL handshake or authentication) is written, then the
-connection is closed.
+``close_after_response`` (a refused SASL handshake or authentication) is written, then
+nothing more is read and the connection is closed shortly after.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ log = logging.getLogger("strom.broker.network")
 MAX_QUEUED_FRAMES = 64
 SENDFILE_THRESHOLD = 256 * 1024
 TLS_CHUNK = 256 * 1024
+LAST_RESPONSE_GRACE_S = 0.5
 
 
 class Connections:
@@ -213,7 +214,7 @@ class KafkaConnection(asyncio.Protocol):
                     if not self._send(result):
                         self._start(self._send_async(result))
                     elif self.context.close_after_response:
-                        self.close()
+                        self._close_soon()
                         return
                 else:
                     self._start(self._await_result(result))
@@ -288,7 +289,7 @@ class KafkaConnection(asyncio.Protocol):
         if parts is not None and not self._closed and not self._send(parts):
             await self._send_async(parts)
         if self.context.close_after_response:
-            self.close()  # the transport writes what is buffered, then closes
+            self._close_soon()
 
     def _send(self, parts: ResponseParts) -> bool:
         """Write a response synchronously if it has no large file region; False otherwise."""
@@ -353,6 +354,18 @@ class KafkaConnection(asyncio.Protocol):
             if self._write_paused:
                 self._writable = self._loop.create_future()
                 await self._writable
+
+    def _close_soon(self) -> None:
+        """Close after a last response: nothing more is read or served, and the socket is
+        closed when the client closes it or after :data:`LAST_RESPONSE_GRACE_S`. Closing at
+        once raced the client's read under TLS: a close_notify right behind the response
+        made kafka-python drop the response it had not parsed yet."""
+        self._queue.clear()
+        self._closed = True
+        self._connections.discard(self)
+        if self._transport is not None:
+            self._transport.pause_reading()
+            self._loop.call_later(LAST_RESPONSE_GRACE_S, self._transport.close)
 
     def close(self) -> None:
         if not self._closed:

@@ -217,8 +217,9 @@ class BrokerServer:
             )
         except OSError as exc:
             reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise BrokerStartupError(
-                f"cannot listen on {host}:{port} (listener {runtime.name}): {reason}") from None
+            which = f" (listener {runtime.name})" if len(self.bound) or self._servers \
+                or runtime.name != "PLAINTEXT" else ""
+            raise BrokerStartupError(f"cannot listen on {host}:{port}{which}: {reason}") from None
         self._servers.append(server)
         bound = server.sockets[0].getsockname()
         return host or bound[0], bound[1]

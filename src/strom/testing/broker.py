@@ -85,11 +85,11 @@ class EmbeddedBroker:
                     f"strom broker exited with {code} before listening:\n" + "".join(self.output)
                 )
             self.output.append(line)
-            if line.startswith("strom broker listener "):
-                name, _on, address = line.split()[3:6]
-                host, _, port = address.rpartition(":")
-                self.listeners[name] = (host, int(port))
             if line.startswith("strom broker listening on "):
+                for item in line.partition(" listeners: ")[2].split():
+                    name, _eq, address = item.partition("=")
+                    lhost, _, lport = address.rpartition(":")
+                    self.listeners[name] = (lhost, int(lport))
                 address = line.split("listening on ", 1)[1].split()[0]
                 host, _, port = address.rpartition(":")
                 self.host, self.port = host, int(port)

@@ -67,18 +67,19 @@ class ListenerSet:
 def parse_endpoint(value: str, key: str) -> tuple[str | None, str, int]:
     """``NAME://HOST:PORT`` or ``HOST:PORT`` → (name or None, host, port)."""
     text = value.strip()
+    what = {"listeners": "listener", "advertised.listeners": "advertised listener"}.get(key, key)
     name: str | None = None
     if "://" in text:
         name, text = text.split("://", 1)
         name = name.strip().upper()
         if not name:
-            raise ListenerConfigError(f"{key}: {value!r} has an empty listener name")
+            raise ListenerConfigError(f"{what} {text!r} has an empty listener name")
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit():
-        raise ListenerConfigError(f"{key}: {value!r} is not NAME://HOST:PORT")
+        raise ListenerConfigError(f"{what} {value.strip()!r} is not NAME://HOST:PORT")
     if int(port) > MAX_PORT:
         raise ListenerConfigError(
-            f"{key}: {value!r}: port {int(port)} is out of range (0-{MAX_PORT}; 0 picks a "
+            f"{what} {value.strip()!r}: port {int(port)} is out of range (0-{MAX_PORT}; 0 picks a "
             "free port)")
     return name, host.strip("[]"), int(port)
 

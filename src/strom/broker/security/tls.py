@@ -62,12 +62,12 @@ def server_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext:
                                 else str(password))
     except FileNotFoundError:
         raise fail(f"ssl.keystore.location {keystore}: no such file") from None
-    except OSError as exc:
-        raise fail(f"ssl.keystore.location {keystore}: {exc.strerror}") from None
-    except ssl.SSLError as exc:
+    except ssl.SSLError as exc:  # (an OSError too: caught first)
         raise fail(f"ssl.keystore.location {keystore} is not a usable PEM private key and "
                    f"certificate chain, or ssl.key.password is wrong ({exc.reason or exc})"
                    ) from None
+    except OSError as exc:
+        raise fail(f"ssl.keystore.location {keystore}: {exc.strerror}") from None
     client_auth = str(get("ssl.client.auth"))
     context.verify_mode = _CLIENT_AUTH[client_auth]
     truststore = get("ssl.truststore.location")

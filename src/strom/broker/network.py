@@ -47,6 +47,7 @@ from strom.broker.dispatch import (
     ResponseParts,
 )
 from strom.broker.request_memory import RequestMemoryPool
+from strom.broker.security.principal import NoMatchingRule
 from strom.broker.security.runtime import ListenerRuntime
 from strom.common.rate_limited_log import RateLimitedLog
 from strom.protocol.frame import FrameDecoder, FrameTooLargeError
@@ -160,7 +161,13 @@ class KafkaConnection(asyncio.Protocol):
         listener = self._listener
         if listener is not None:  # connection_made comes after the TLS handshake
             self.context.listener = listener.name
-            self.context.principal = listener.principal(transport.get_extra_info("peercert"))
+            try:
+                self.context.principal = listener.principal(
+                    transport.get_extra_info("peercert"))
+            except NoMatchingRule as exc:
+                self._connections.add(self)
+                self._reject(str(exc))
+                return
             self.context.sasl = listener.sasl_session(self.context.peer)
             self._tls = listener.ssl_context is not None
         self._connections.add(self)

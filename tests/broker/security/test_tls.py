@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from strom.broker.security.listeners import Listener, SecurityProtocol
-from strom.broker.security.principal import ANONYMOUS, PrincipalMapper
+from strom.broker.security.principal import ANONYMOUS, NoMatchingRule, PrincipalMapper
 from strom.broker.security.tls import server_context
 from strom.broker.server import BrokerServer, BrokerStartupError
 from strom.common.config import BrokerConfig
@@ -63,8 +63,10 @@ def test_principal_is_the_certificate_subject(certs: Certs) -> None:
     assert PrincipalMapper("DEFAULT").principal(peercert) == CLIENT_PRINCIPAL
     rules = PrincipalMapper(r"RULE:^CN=(.*?),OU=(.*?),.*$/$1@$2/U, DEFAULT")
     assert rules.principal(peercert) == "User:ALICE@ENG"
-    no_match = PrincipalMapper(r"RULE:^CN=bob,.*$/bob/, DEFAULT")
-    assert no_match.principal(peercert) == CLIENT_PRINCIPAL
+    falls_through = PrincipalMapper(r"RULE:^CN=bob,.*$/bob/, DEFAULT")
+    assert falls_through.principal(peercert) == CLIENT_PRINCIPAL
+    with pytest.raises(NoMatchingRule):  # Kafka refuses the connection
+        PrincipalMapper(r"RULE:^CN=bob,.*$/bob/").principal(peercert)
 
 
 def test_no_client_certificate_is_anonymous(certs: Certs) -> None:

@@ -5,7 +5,7 @@ SASL; on TLS with a client certificate, the certificate's subject as an RFC 2253
 specific part first: ``CN=alice,OU=eng,O=Example,C=US``, as Java's ``X500Principal.getName()``),
 mapped by ``ssl.principal.mapping.rules``: a list of ``RULE:pattern/replacement/[LU]`` (the
 first rule whose pattern matches the whole name wins; ``$1`` refers to groups; ``L`` / ``U``
-change the case) and ``DEFAULT`` (the name unchanged).
+change the case) and ``DEFAULT`` (the name unchanged); a name no rule applies to is refused.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ _SPECIAL = re.compile(r'([,+"\\<>;])')
 
 class PrincipalRulesError(StromError):
     """``ssl.principal.mapping.rules`` cannot be parsed."""
+
+
+class NoMatchingRule(StromError):
+    """No mapping rule applies to a client certificate's name: as in Kafka, the connection
+    is refused (a list of rules without DEFAULT says which names are acceptable)."""
 
 
 def rfc2253_name(peercert: dict[str, Any]) -> str | None:
@@ -107,4 +112,4 @@ class PrincipalMapper:
             mapped = rule.apply(name)
             if mapped is not None:
                 return f"User:{mapped}"
-        return f"User:{name}"  # Kafka: no rule matched → the name as is
+        raise NoMatchingRule(f"no ssl.principal.mapping.rules rule applies to {name!r}")

@@ -21,8 +21,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from strom.testing import EmbeddedBroker  # noqa: E402
-from tests.broker.security.certs import KEY_PASSWORD, make_certs  # noqa: E402
+from tests.broker.security.certs import KEY_PASSWORD, make_certs
+
+from strom.testing import EmbeddedBroker
 
 PARTITIONS = 8
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -337,17 +337,28 @@ def _aiokafka(bootstrap: str) -> None:
 
 def hand_built() -> list[dict[str, Any]]:
     """Seeds for versions only brokers send and no capture covers: AddPartitionsToTxn v4-5
-    (KIP-890, a broker verifying a transactional write with the coordinator)."""
+    (KIP-890, a broker verifying a transactional write with the coordinator), and the SASL
+    and SCRAM APIs the PLAINTEXT workloads never send."""
     from strom.protocol import api
     from strom.protocol.versions import ApiKey
 
     verify = {"transactions": [{
         "transactional_id": TXN_ID, "producer_id": 1000, "producer_epoch": 0,
         "verify_only": True, "topics": [{"name": TOPIC, "partitions": [0, 1]}]}]}
-    return [{"client": "hand-built", "api_key": int(ApiKey.ADD_PARTITIONS_TO_TXN),
-             "api_version": version,
-             "body": api.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, verify).hex()}
-            for version in (4, 5)]
+    requests: list[tuple[int, int, dict[str, Any]]] = [
+        (ApiKey.ADD_PARTITIONS_TO_TXN, version, verify) for version in (4, 5)]
+    # SASL and SCRAM administration: the workloads run on a PLAINTEXT listener.
+    requests += [(ApiKey.SASL_HANDSHAKE, v, {"mechanism": "PLAIN"}) for v in (0, 1)]
+    requests += [(ApiKey.SASL_AUTHENTICATE, v, {"auth_bytes": b"\x00fuzz\x00pw"})
+                 for v in (0, 1, 2)]
+    requests.append((ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": [{"name": "fuzz"}]}))
+    requests.append((ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+        "deletions": [{"name": "gone", "mechanism": 1}],
+        "upsertions": [{"name": "fuzz", "mechanism": 2, "iterations": 4096,
+                        "salt": b"s" * 16, "salted_password": b"p" * 64}]}))
+    return [{"client": "hand-built", "api_key": int(key), "api_version": version,
+             "body": api.request(key, version, fields).hex()}
+            for key, version, fields in requests]
 
 
 WORKLOADS: dict[str, Callable[[str], None]] = {

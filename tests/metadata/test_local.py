@@ -4,6 +4,7 @@ The behaviour shared with the other stores is in test_store_contract.py."""
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from pathlib import Path
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from strom.common.errors import KafkaStorageError
-from strom.metadata.changes import PutTopic, SetBrokerConfigs
-from strom.metadata.image import BrokerInfo, PartitionInfo, TopicInfo
+from strom.metadata.changes import PutTopic, SetBrokerConfigs, SetScramCredential
+from strom.metadata.image import BrokerInfo, PartitionInfo, ScramCredential, TopicInfo
 from strom.metadata.local import (
     FILE_NAME,
     LEGACY_PRODUCER_ID_FILE,
@@ -95,6 +96,23 @@ def test_broker_configs_are_stored_and_survive_registration(tmp_path: Path) -> N
     reopened.write(reopened.image.epoch, [SetBrokerConfigs("3", {})])
     assert LocalMetadataStore(tmp_path, BROKER).image.broker_configs == {
         "": {"log.retention.ms": "1000"}}
+
+
+CREDENTIAL = ScramCredential(b"salt-bytes", b"s" * 32, b"k" * 32, 4096)
+
+
+def test_scram_credentials_are_stored_in_kafkas_text_form(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER)
+    store.write(store.image.epoch, [SetScramCredential("alice", "SCRAM-SHA-256", CREDENTIAL)])
+    stored = json.loads((tmp_path / FILE_NAME).read_text())["scram_credentials"]
+    b64 = [base64.b64encode(v).decode() for v in (b"salt-bytes", b"s" * 32, b"k" * 32)]
+    assert stored == {"alice": {"SCRAM-SHA-256": (
+        f"salt={b64[0]},stored_key={b64[1]},server_key={b64[2]},iterations=4096")}}
+    reopened = LocalMetadataStore(tmp_path, BROKER)
+    assert reopened.image.scram_credentials == {"alice": {"SCRAM-SHA-256": CREDENTIAL}}
+    reopened.write(reopened.image.epoch, [SetScramCredential("alice", "SCRAM-SHA-256", None)])
+    assert LocalMetadataStore(tmp_path, BROKER).image.scram_credentials == {}
+    assert "scram_credentials" not in json.loads((tmp_path / FILE_NAME).read_text())
 
 
 @pytest.mark.parametrize(("main", "tmp", "expected"), [
@@ -196,6 +214,8 @@ def test_each_write_keeps_the_file_it_replaces_as_the_previous_copy(tmp_path: Pa
 def test_a_damaged_file_is_recovered_from_the_previous_copy(
         tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     store = LocalMetadataStore(tmp_path, BROKER, "c1")
+    store.write(store.image.epoch, [SetBrokerConfigs("", {"log.retention.ms": "1000"}),
+                                    SetScramCredential("alice", "SCRAM-SHA-512", CREDENTIAL)])
     _put(store, "a")
     block = store.allocate_producer_id_block(1000)  # the write the damage loses
     epoch = store.image.epoch
@@ -213,6 +233,9 @@ def test_a_damaged_file_is_recovered_from_the_previous_copy(
     [warning] = [r for r in caplog.records if r.levelname == "WARNING"]
     assert "recovered the metadata from the previous copy" in warning.getMessage()
     assert recovered.cluster_id == "c1" and set(recovered.image.topics) == {"a"}
+    # Everything else in the copy survives the recovery too (broker configs were dropped).
+    assert recovered.image.broker_configs == {"": {"log.retention.ms": "1000"}}
+    assert recovered.image.scram_credentials == {"alice": {"SCRAM-SHA-512": CREDENTIAL}}
     assert recovered.image.epoch >= epoch  # never behind the lost write
     assert recovered.allocate_producer_id_block(1000).first > block.last  # no id twice
     again = LocalMetadataStore(tmp_path, BROKER)  # the file was rewritten whole

@@ -21,6 +21,7 @@ and closes only that connection.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strom.broker.fetch_pacing import FetchPacer
+from strom.broker.security.mechanisms import AuthenticationFailed
+from strom.broker.security.principal import ANONYMOUS
+from strom.broker.security.sasl import SaslSession
 from strom.common.errors import KafkaError, UnsupportedVersionError
 from strom.protocol.fast import ResponsePart
 from strom.protocol.frame import RequestHeader, encode_response_header, parse_request_header
@@ -47,13 +51,21 @@ class CloseConnection(Exception):
 
 @dataclass(slots=True)
 class ConnectionContext:
-    """Per-connection facts handlers may need."""
+    """Per-connection facts handlers may need. ``listener`` is the name of the listener the
+    connection came through (None: tests' direct dispatch); ``principal`` who it is
+    (``User:ANONYMOUS`` until TLS or SASL says otherwise); ``sasl`` its SASL exchange on a
+    SASL listener (None elsewhere). ``close_after_response``: close the connection once the
+    response being sent is written (a refused handshake or authentication)."""
 
     peer: str
     client_id: str | None = None
     client_software: tuple[str, str] | None = None
     fetch_pacer: FetchPacer = field(default_factory=FetchPacer)
     extra: dict[str, Any] = field(default_factory=dict)
+    listener: str | None = None
+    principal: str = ANONYMOUS
+    sasl: SaslSession | None = None
+    close_after_response: bool = False
 
 
 @dataclass(slots=True)
@@ -100,6 +112,32 @@ def unsupported_api_versions_response() -> bytes:
     return b"".join(out)
 
 
+def _name(api_key: int) -> str:
+    return ApiKey(api_key).name if api_key in ApiKey._value2member_map_ else (
+        f"api key {api_key}")
+
+
+_BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+def raw_sasl_token(conn: ConnectionContext, sasl: SaslSession,
+                   frame: memoryview) -> HandlerResult:
+    """A SASL token sent without a request header (after SaslHandshake v0), answered as a
+    size-prefixed token; a refusal closes the connection after the failure delay."""
+    try:
+        answer = sasl.authenticate(bytes(frame))
+    except AuthenticationFailed as exc:
+        return _close_later(sasl.settings.failure_delay_s, str(exc))
+    if sasl.authenticated:
+        conn.principal = f"User:{sasl.user}"
+    return [_SIZE.pack(len(answer)) + answer]
+
+
+async def _close_later(delay_s: float, reason: str) -> ResponseParts | None:
+    await asyncio.sleep(delay_s)
+    raise CloseConnection(reason)
+
+
 class Dispatcher:
     """Routes frames to handlers. One instance per broker; stateless between requests."""
 
@@ -113,10 +151,18 @@ class Dispatcher:
         self._storage_failure = storage_failure
 
     def dispatch(self, conn: ConnectionContext, frame: memoryview) -> HandlerResult:
+        sasl = conn.sasl
+        if sasl is not None and sasl.raw_tokens:
+            return raw_sasl_token(conn, sasl, frame)
         try:
             header, position = parse_request_header(frame)
         except KafkaError as exc:
             raise CloseConnection(f"malformed request header: {exc}") from None
+        if sasl is not None and not sasl.authenticated and header.api_key not in _BEFORE_AUTH:
+            # Kafka's SaslServerAuthenticator: IllegalSaslStateException, connection closed.
+            raise CloseConnection(
+                f"unexpected {_name(header.api_key)} request from {conn.peer} before SASL "
+                f"authentication on listener {conn.listener}")
         if conn.client_id is None:
             conn.client_id = header.client_id
         supported = SUPPORTED.get(header.api_key)
@@ -126,11 +172,9 @@ class Dispatcher:
                     RequestHeader(header.api_key, 0, header.correlation_id, None, 1),
                     [unsupported_api_versions_response()],
                 )
-            name = ApiKey(header.api_key).name if header.api_key in ApiKey._value2member_map_ else (
-                f"api key {header.api_key}"
-            )
             raise CloseConnection(
-                f"unsupported request {name} v{header.api_version} from {conn.peer} "
+                f"unsupported request {_name(header.api_key)} v{header.api_version} from "
+                f"{conn.peer} "
                 f"(client {header.client_id!r}); supported: {supported}"
             )
         request = Request(header, frame[position:], conn)

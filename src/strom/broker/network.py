@@ -18,7 +18,16 @@ so an attack cannot flood the log.
 
 Responses are lists of parts. Small file regions are read with ``os.pread`` and written with
 the rest; large ones go out with ``loop.sendfile`` (``os.sendfile`` on plain TCP), so record
-bytes are never copied through Python objects.
+bytes are never copied through Python objects. Through TLS there is no sendfile (the kernel
+cannot encrypt): large regions are read with ``os.pread`` in 256 KiB chunks, waiting for the
+transport to drain between them.
+
+A connection belongs to one listener (:class:`~strom.broker.security.runtime.ListenerRuntime`):
+on TLS listeners asyncio completes the handshake before ``connection_made`` (a client that
+fails it never reaches the dispatcher), the principal comes from the client certificate, and
+on SASL listeners the connection gets its SASL session. A response flagged
+``close_after_response`` (a refused SASL handshake or authentication) is written, then
+nothing more is read and the connection is closed shortly after.
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ from strom.broker.dispatch import (
     ResponseParts,
 )
 from strom.broker.request_memory import RequestMemoryPool
+from strom.broker.security.principal import NoMatchingRule
+from strom.broker.security.runtime import ListenerRuntime
 from strom.common.rate_limited_log import RateLimitedLog
 from strom.protocol.frame import FrameDecoder, FrameTooLargeError
 
@@ -45,6 +56,8 @@ log = logging.getLogger("strom.broker.network")
 
 MAX_QUEUED_FRAMES = 64
 SENDFILE_THRESHOLD = 256 * 1024
+TLS_CHUNK = 256 * 1024
+LAST_RESPONSE_GRACE_S = 0.5
 
 
 class Connections:
@@ -92,7 +105,8 @@ class KafkaConnection(asyncio.Protocol):
     queued, and the frame whose request is being processed until that request completes."""
 
     def __init__(self, dispatcher: Dispatcher, max_request_size: int,
-                 connections: Connections) -> None:
+                 connections: Connections, listener: ListenerRuntime | None = None) -> None:
+        self._listener = listener
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_request_size)
         self._queue: deque[memoryview] = deque()
@@ -110,6 +124,8 @@ class KafkaConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._last_active = self._loop.time()
         self.context = ConnectionContext(peer="?")
+        self._tls = False
+        self._writable: asyncio.Future[None] | None = None
 
     @property
     def busy(self) -> bool:
@@ -142,11 +158,25 @@ class KafkaConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         self.context.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        listener = self._listener
+        if listener is not None:  # connection_made comes after the TLS handshake
+            self.context.listener = listener.name
+            try:
+                self.context.principal = listener.principal(
+                    transport.get_extra_info("peercert"))
+            except NoMatchingRule as exc:
+                self._connections.add(self)
+                self._reject(str(exc))
+                return
+            self.context.sasl = listener.sasl_session(self.context.peer)
+            self._tls = listener.ssl_context is not None
         self._connections.add(self)
         self._update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._writable is not None and not self._writable.done():
+            self._writable.cancel()
         self._queue.clear()
         self._connections.discard(self)
         if self._task is not None and not self._task.done():
@@ -173,6 +203,8 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
         self._process()
 
     # -- processing -------------------------------------------------------------------------
@@ -188,6 +220,9 @@ class KafkaConnection(asyncio.Protocol):
                 elif isinstance(result, list):
                     if not self._send(result):
                         self._start(self._send_async(result))
+                    elif self.context.close_after_response:
+                        self._close_soon()
+                        return
                 else:
                     self._start(self._await_result(result))
             except CloseConnection as exc:
@@ -260,6 +295,8 @@ class KafkaConnection(asyncio.Protocol):
         parts = await pending
         if parts is not None and not self._closed and not self._send(parts):
             await self._send_async(parts)
+        if self.context.close_after_response:
+            self._close_soon()
 
     def _send(self, parts: ResponseParts) -> bool:
         """Write a response synchronously if it has no large file region; False otherwise."""
@@ -298,10 +335,44 @@ class KafkaConnection(asyncio.Protocol):
             if pending:
                 transport.write(b"".join(pending))
                 pending = []
-            await loop.sendfile(transport, part.file, part.position, part.size)  # type: ignore[attr-defined]
+            if self._tls:
+                await self._write_region_tls(part)
+            else:
+                await loop.sendfile(transport, part.file, part.position, part.size)  # type: ignore[attr-defined]
         if pending:
             transport.write(b"".join(pending))
         self._last_active = self._loop.time()
+
+    async def _write_region_tls(self, region: Any) -> None:
+        """A file region through TLS: no sendfile (the bytes must be encrypted), so read it
+        in chunks with ``os.pread`` — never the shared file position, which asyncio's own
+        sendfile fallback moves — and wait while the transport's buffer is full."""
+        transport = self._transport
+        assert transport is not None
+        fd = region.file.fileno()
+        done = 0
+        while done < region.size and not self._closed:
+            size = min(TLS_CHUNK, region.size - done)
+            data = os.pread(fd, size, region.position + done)
+            if len(data) < size:
+                raise CloseConnection("file region shrank while being sent")
+            transport.write(data)
+            done += size
+            if self._write_paused:
+                self._writable = self._loop.create_future()
+                await self._writable
+
+    def _close_soon(self) -> None:
+        """Close after a last response: nothing more is read or served, and the socket is
+        closed when the client closes it or after :data:`LAST_RESPONSE_GRACE_S`. Closing at
+        once raced the client's read under TLS: a close_notify right behind the response
+        made kafka-python drop the response it had not parsed yet."""
+        self._queue.clear()
+        self._closed = True
+        self._connections.discard(self)
+        if self._transport is not None:
+            self._transport.pause_reading()
+            self._loop.call_later(LAST_RESPONSE_GRACE_S, self._transport.close)
 
     def close(self) -> None:
         if not self._closed:

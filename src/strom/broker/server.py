@@ -30,6 +30,8 @@ from strom.broker.handlers import build_handlers
 from strom.broker.metadata_recovery import keep_topics_on_disk
 from strom.broker.network import Connections, KafkaConnection
 from strom.broker.request_memory import RequestMemoryPool
+from strom.broker.security.listeners import ListenerSet, parse_listeners
+from strom.broker.security.runtime import ListenerRuntime, build_runtimes
 from strom.broker.state import BrokerState
 from strom.common.clock import SYSTEM_CLOCK, Clock
 from strom.common.config import BrokerConfig
@@ -42,7 +44,7 @@ from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.coordinator.txn.coordinator import TXN_TOPIC, TxnCoordinator
 from strom.coordinator.txn.markers import Leader, NetworkMarkerSender
 from strom.coordinator.writer import ReplicaPartitionWriter
-from strom.metadata.image import BrokerInfo
+from strom.metadata.image import BrokerInfo, Endpoint, ScramCredential
 from strom.metadata.local import LocalMetadataStore
 from strom.replication.replica_manager import ReplicaManager
 from strom.storage.file_pool import raise_soft_limit
@@ -53,7 +55,7 @@ log = logging.getLogger("strom.broker")
 
 CHECKPOINT_INTERVAL_S = 60.0
 SHUTDOWN_GRACE_S = 2.0
-MAX_PORT = 65535
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 LOCK_FILE = ".lock"
 IDLE_CHECK_INTERVAL_S = 1.0
 
@@ -62,21 +64,9 @@ class BrokerStartupError(StromError):
     """The broker cannot start (bad listener, data directory in use, unreadable metadata)."""
 
 
-def parse_listener(value: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` or ``host:port`` → (host, port)."""
-    text = value.split(",")[0].strip()
-    if "://" in text:
-        scheme, text = text.split("://", 1)
-        if scheme.upper() != "PLAINTEXT":
-            raise BrokerStartupError(f"listener security protocol {scheme} is not supported yet")
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise BrokerStartupError(f"listener {value!r} is not HOST:PORT")
-    if int(port) > MAX_PORT:
-        raise BrokerStartupError(
-            f"listener {value!r}: port {int(port)} is out of range (0-{MAX_PORT}; 0 picks a "
-            "free port)")
-    return host.strip("[]"), int(port)
+def _public_host(host: str) -> str:
+    """The host to advertise for a bound address (a wildcard bind: this machine's name)."""
+    return socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
 
 
 class BrokerServer:
@@ -88,7 +78,9 @@ class BrokerServer:
         self.data_dir = Path(str(config.get("log.dirs")))
         self.host = ""
         self.port = 0
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        #: listener name → bound (host, port), once started.
+        self.bound: dict[str, tuple[str, int]] = {}
         queued_max = int(config.get("queued.max.request.bytes"))
         idle_ms = int(config.get("connections.max.idle.ms"))
         self._connections = Connections(
@@ -111,22 +103,34 @@ class BrokerServer:
         if limit != old_limit:
             log.info("raised the open-file limit from %d to %d (the hard limit)", old_limit,
                      limit)
-        host, port = parse_listener(str(self.config.get("listeners")))  # before any disk work
+        try:  # before any disk work
+            listeners = parse_listeners(self.config)
+            runtimes = build_runtimes(self.config, listeners, self._scram_credential)
+        except StromError as exc:
+            raise BrokerStartupError(str(exc)) from None
         created = self._make_data_dir()
         self._lock()
         fresh = self._holds_only_the_lock()
         try:
-            await self._start(host, port)
+            await self._start(listeners, runtimes)
         except BaseException:
             await self._abandon_start(created if fresh else [], fresh)
             raise
 
-    async def _start(self, host: str, port: int) -> None:
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """A user's stored SCRAM credential (SASL listeners look them up per login)."""
+        state = self.state
+        if state is None:
+            return None
+        return state.store.image.scram_credentials.get(user, {}).get(mechanism)
+
+    async def _start(self, listeners: ListenerSet, runtimes: list[ListenerRuntime]) -> None:
         node_id = int(self.config.get("node.id"))
+        inter = listeners.named(listeners.inter_broker)
         try:
             recorded_cluster = meta_properties.check(self.data_dir, node_id)
             store = LocalMetadataStore(
-                self.data_dir, BrokerInfo(node_id, host or "127.0.0.1", port),
+                self.data_dir, BrokerInfo(node_id, inter.host or "127.0.0.1", inter.port),
                 self.config.get("cluster.id") or recorded_cluster, health=self.health,
             )
             meta_properties.ensure(self.data_dir, store.cluster_id, node_id)
@@ -166,21 +170,13 @@ class BrokerServer:
         replicas.add_leadership_listener(TXN_TOPIC, state.txn_coordinator.runtime)
         dispatcher = Dispatcher(build_handlers(state), self.health.failure)
         max_request = int(self.config.get("socket.request.max.bytes"))
+        self.bound = {}
+        for runtime in runtimes:
+            self.bound[runtime.name] = await self._listen(dispatcher, max_request, runtime)
+        self.host, self.port = self.bound[listeners.inter_broker]
+        store.register_broker(self._broker_info(node_id, listeners))
         loop = asyncio.get_running_loop()
         connections = self._connections
-        try:
-            self._server = await loop.create_server(
-                lambda: KafkaConnection(dispatcher, max_request, connections),
-                host or None, port, reuse_address=True, backlog=1024,
-            )
-        except OSError as exc:
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise BrokerStartupError(f"cannot listen on {host}:{port}: {reason}") from None
-        bound = self._server.sockets[0].getsockname()
-        self.host, self.port = host or bound[0], bound[1]
-        adv_host, adv_port = self._advertised()
-        store.register_broker(
-            BrokerInfo(node_id, adv_host, adv_port, self.config.get("broker.rack")))
         self._tasks = [
             asyncio.create_task(self._every(self._retention_interval(), self._retention),
                                 name="retention"),
@@ -199,8 +195,49 @@ class BrokerServer:
                 self._every(min(connections.idle_timeout_s / 4, IDLE_CHECK_INTERVAL_S),
                             lambda: connections.close_idle(loop.time())),
                 name="idle-connections"))
+        for runtime in runtimes:
+            host, port = self.bound[runtime.name]
+            log.info("strom broker %d: listener %s (%s) on %s:%d", node_id, runtime.name,
+                     runtime.protocol.value, host, port)
         log.info("strom broker %d listening on %s:%d, data in %s", node_id, self.host,
                  self.port, self.data_dir)
+
+    async def _listen(self, dispatcher: Dispatcher, max_request: int,
+                      runtime: ListenerRuntime) -> tuple[str, int]:
+        """Bind one listener; its bound (host, port)."""
+        loop = asyncio.get_running_loop()
+        connections = self._connections
+        host, port = runtime.listener.host, runtime.listener.port
+        try:
+            server = await loop.create_server(
+                lambda: KafkaConnection(dispatcher, max_request, connections, runtime),
+                host or None, port, reuse_address=True, backlog=1024,
+                ssl=runtime.ssl_context,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if runtime.ssl_context else None,
+            )
+        except OSError as exc:
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            which = f" (listener {runtime.name})" if len(self.bound) or self._servers \
+                or runtime.name != "PLAINTEXT" else ""
+            raise BrokerStartupError(f"cannot listen on {host}:{port}{which}: {reason}") from None
+        self._servers.append(server)
+        bound = server.sockets[0].getsockname()
+        return host or bound[0], bound[1]
+
+    def _broker_info(self, node_id: int, listeners: ListenerSet) -> BrokerInfo:
+        """This broker as clients see it: every listener's advertised address."""
+        endpoints = []
+        for listener in listeners.listeners:
+            host, port = self.bound[listener.name]
+            if listener.advertised_host is not None:
+                host = listener.advertised_host or _public_host(host)
+                port = listener.advertised_port or port
+            else:
+                host = _public_host(host)
+            endpoints.append(Endpoint(listener.name, host, port, listener.protocol.value))
+        inter = next(e for e in endpoints if e.listener == listeners.inter_broker)
+        return BrokerInfo(node_id, inter.host, inter.port, self.config.get("broker.rack"),
+                          tuple(endpoints))
 
     def _leader_of(self, tp: TopicPartition) -> Leader | None:
         """Where a partition's leader listens (transaction markers go there)."""
@@ -216,15 +253,6 @@ class BrokerServer:
         assert self.state is not None
         topic = self.state.store.image.topics.get(tp.topic)
         return topic is not None and 0 <= tp.partition < len(topic.partitions)
-
-    def _advertised(self) -> tuple[str, int]:
-        advertised = self.config.get("advertised.listeners")
-        if advertised:
-            return parse_listener(str(advertised))
-        host = self.host
-        if host in ("0.0.0.0", "::", ""):
-            host = socket.getfqdn()
-        return host, self.port
 
     def _retention_interval(self) -> float:
         return max(0.05, int(self.config.get("log.retention.check.interval.ms")) / 1000.0)
@@ -260,8 +288,9 @@ class BrokerServer:
                 log.exception("background task %s failed", name)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        if self._servers:
+            for server in self._servers:
+                server.close()
             deadline = asyncio.get_running_loop().time() + SHUTDOWN_GRACE_S
             while any(c.busy for c in self._connections) and (
                 asyncio.get_running_loop().time() < deadline
@@ -269,9 +298,10 @@ class BrokerServer:
                 await asyncio.sleep(0.01)
             for conn in list(self._connections):
                 conn.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_GRACE_S)
-            self._server = None
+            for server in self._servers:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(server.wait_closed(), SHUTDOWN_GRACE_S)
+            self._servers = []
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -70,7 +70,9 @@ def print_config_help() -> None:
         default = key.render(key.default)
         doc = textwrap.fill(key.doc, width=96, initial_indent="    ",
                             subsequent_indent="    ")
-        print(f"{key.name}  ({key.type.name.lower()}, default {default})\n{doc}")
+        head = textwrap.fill(f"{key.name}  ({key.type.name.lower()}, default {default})",
+                             width=96, subsequent_indent="    ", break_on_hyphens=False)
+        print(f"{head}\n{doc}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,8 +92,9 @@ async def _serve(config: BrokerConfig) -> int:
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before saying so: a SIGTERM right after
         loop.add_signal_handler(sig, stopping.set)  # the line below must stop it cleanly
+    listeners = " ".join(f"{name}={host}:{port}" for name, (host, port) in server.bound.items())
     print(f"strom broker listening on {server.host}:{server.port} "
-          f"(data in {server.data_dir})", flush=True)
+          f"(data in {server.data_dir}) listeners: {listeners}", flush=True)
     await stopping.wait()
     print("strom broker shutting down", file=sys.stderr, flush=True)
     await server.stop()

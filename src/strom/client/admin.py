@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, overload
 
+from strom.client import scram_admin
 from strom.client.admin_types import (
     AbortTransactionSpec,
     AlterConfigOp,
@@ -42,6 +43,7 @@ from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.group_admin import GroupAdmin
 from strom.client.metadata import BrokerNode, uuid_text
 from strom.client.offsets import READ_UNCOMMITTED, list_offsets
+from strom.client.scram_admin import ScramDelete, ScramUpsert, UserScramCredentials
 from strom.client.txn_admin import TransactionAdmin
 from strom.common.errors import (
     InvalidRequestError,
@@ -534,6 +536,19 @@ class AdminClient:
         """Abort a hanging transaction: write an ABORT marker for ``spec``'s producer to its
         partition (WriteTxnMarkers to the leader, as Kafka's Admin.abortTransaction)."""
         await self.transactions.abort_transaction(spec)
+
+    # -- users (KIP-554) ------------------------------------------------------------------------
+    async def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None
+    ) -> list[UserScramCredentials]:
+        """Each user's SCRAM mechanisms and iteration counts (every user when None)."""
+        return await scram_admin.describe(self._to_controller, users)
+
+    async def alter_user_scram_credentials(
+        self, changes: Iterable[ScramUpsert | ScramDelete]
+    ) -> None:
+        """Create, replace or delete users' SCRAM credentials (salted on this side)."""
+        await scram_admin.alter(self._to_controller, changes)
 
 
 def _config_entry(c: Any) -> ConfigEntry:

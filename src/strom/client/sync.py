@@ -41,6 +41,7 @@ from strom.client.fetcher import Fetcher
 from strom.client.metadata import BrokerNode
 from strom.client.producer import BulkRecord, Producer
 from strom.client.records import ConsumerRecord, Header, RecordMetadata
+from strom.client.scram_admin import ScramDelete, ScramUpsert, UserScramCredentials
 from strom.client.transactions import ConsumerGroupMetadata
 from strom.common.errors import KafkaError
 from strom.common.types import TopicPartition
@@ -259,6 +260,13 @@ class SyncAdminClient(_Facade):
 
     def abort_transaction(self, spec: AbortTransactionSpec) -> None:
         self._run(self.admin.abort_transaction(spec))
+
+    def describe_user_scram_credentials(
+            self, users: Iterable[str] | None = None) -> list[UserScramCredentials]:
+        return self._run(self.admin.describe_user_scram_credentials(users))
+
+    def alter_user_scram_credentials(self, changes: Iterable[ScramUpsert | ScramDelete]) -> None:
+        self._run(self.admin.alter_user_scram_credentials(changes))
 
 
 class SyncProducer(_Facade):

@@ -208,18 +208,104 @@ _NO_DOWNCONVERSION = ("strom never down-converts: clients too old for record for
 _USE_BEFORE_AFTER = ("deprecated since Kafka 3.6 and not implemented: use "
                      "message.timestamp.before.max.ms and message.timestamp.after.max.ms")
 
+_TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+
+#: TLS and SASL keys. Each may also be set for one listener as ``listener.name.<name>.<key>``
+#: (and ``sasl.jaas.config`` as ``listener.name.<name>.<mechanism>.sasl.jaas.config``), which
+#: wins over the unprefixed key for that listener: :meth:`BrokerConfig.for_listener`.
+SECURITY_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("ssl.keystore.location", ConfigType.STRING, None,
+              "PEM file with this listener's private key and certificate chain (Kafka's "
+              "ssl.keystore.type=PEM). JKS / PKCS12 keystores must be converted: see the "
+              "broker README.", read_only=True),
+    ConfigKey("ssl.keystore.type", ConfigType.STRING, "PEM",
+              "Only PEM is read (strom uses Python's ssl module).", one_of("PEM"),
+              read_only=True),
+    ConfigKey("ssl.keystore.password", ConfigType.PASSWORD, None,
+              "Password of an encrypted private key when ssl.key.password is not set.",
+              read_only=True, sensitive=True),
+    ConfigKey("ssl.key.password", ConfigType.PASSWORD, None,
+              "Password of the encrypted private key in ssl.keystore.location.",
+              read_only=True, sensitive=True),
+    ConfigKey("ssl.truststore.location", ConfigType.STRING, None,
+              "PEM file of the CA certificates client certificates are checked against "
+              "(Kafka's ssl.truststore.type=PEM).", read_only=True),
+    ConfigKey("ssl.truststore.type", ConfigType.STRING, "PEM",
+              "Only PEM is read.", one_of("PEM"), read_only=True),
+    ConfigKey("ssl.truststore.password", ConfigType.PASSWORD, None,
+              "Not used for PEM trust stores (accepted for Kafka compatibility).",
+              read_only=True, sensitive=True),
+    ConfigKey("ssl.client.auth", ConfigType.STRING, "none",
+              "Client certificates: required (mutual TLS; a client without a trusted "
+              "certificate is refused), requested (checked when presented), none.",
+              one_of("required", "requested", "none"), read_only=True),
+    ConfigKey("ssl.enabled.protocols", ConfigType.LIST, list(_TLS_PROTOCOLS),
+              "TLS versions accepted.", one_of(*_TLS_PROTOCOLS), read_only=True),
+    ConfigKey("ssl.protocol", ConfigType.STRING, "TLSv1.3",
+              "Accepted for Kafka compatibility; ssl.enabled.protocols decides.",
+              read_only=True),
+    ConfigKey("ssl.cipher.suites", ConfigType.LIST, [],
+              "OpenSSL cipher names for TLS 1.2 (empty: OpenSSL's defaults).", read_only=True),
+    ConfigKey("ssl.principal.mapping.rules", ConfigType.STRING, "DEFAULT",
+              "How a client certificate's subject becomes a principal name: Kafka's rules "
+              "(RULE:pattern/replacement/[LU], DEFAULT: the whole RFC 2253 name).",
+              read_only=True),
+    ConfigKey("ssl.endpoint.identification.algorithm", ConfigType.STRING, "https",
+              "Accepted for Kafka compatibility (a broker does not check client host names).",
+              read_only=True),
+    ConfigKey("sasl.enabled.mechanisms", ConfigType.LIST, ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+              "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, "
+              "SCRAM-SHA-512 (Kafka's default, GSSAPI, is not implemented).",
+              one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), read_only=True),
+    ConfigKey("sasl.jaas.config", ConfigType.PASSWORD, None,
+              "JAAS login module configuration; for PLAIN, the users as user_<name>=\"pw\" "
+              "options of PlainLoginModule. Usually set per listener and mechanism "
+              "(listener.name.<l>.plain.sasl.jaas.config).", read_only=True, sensitive=True),
+    ConfigKey("sasl.mechanism.inter.broker.protocol", ConfigType.STRING, "GSSAPI",
+              "Accepted for Kafka compatibility (the inter-broker listener is PLAINTEXT).",
+              read_only=True),
+    ConfigKey("connection.failed.authentication.delay.ms", ConfigType.INT, 100,
+              "Delay before the answer to a failed authentication (the connection is then "
+              "closed), against password guessing.", at_least(0), read_only=True),
+)
+
 BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("node.id", ConfigType.INT, 0, "This broker's id.", at_least(0), read_only=True),
     ConfigKey(
         "listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092",
-        "Where the broker listens, as PLAINTEXT://HOST:PORT (port 0 picks a free one).",
+        "Where the broker listens: comma-separated NAME://HOST:PORT, one per listener name "
+        "(port 0 picks a free one; an empty host listens on every interface). A name's "
+        "security protocol comes from listener.security.protocol.map. A bare HOST:PORT is "
+        "a PLAINTEXT listener.",
         read_only=True,
     ),
     ConfigKey(
         "advertised.listeners", ConfigType.STRING, None,
-        "The address given to clients in metadata; defaults to the bound listener.",
+        "What clients are told to connect to, per listener name (NAME://HOST:PORT); a "
+        "listener not listed advertises its bound address. Metadata answers with the "
+        "endpoints of the listener the request came through.",
         read_only=True,
     ),
+    ConfigKey(
+        "listener.security.protocol.map", ConfigType.STRING,
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "Listener name → security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), as "
+        "NAME:PROTOCOL pairs.", read_only=True,
+    ),
+    ConfigKey(
+        "inter.broker.listener.name", ConfigType.STRING, None,
+        "The listener brokers use to reach each other (transaction markers); defaults to "
+        "the listener named by security.inter.broker.protocol. strom's broker-to-broker "
+        "client speaks PLAINTEXT only for now, so this listener must be PLAINTEXT.",
+        read_only=True,
+    ),
+    ConfigKey(
+        "security.inter.broker.protocol", ConfigType.STRING, "PLAINTEXT",
+        "The security protocol of the inter-broker listener when inter.broker.listener.name "
+        "is not set.", one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+        read_only=True,
+    ),
+    *SECURITY_KEYS,
     ConfigKey("log.dirs", ConfigType.STRING, "./strom-data", "The data directory.", read_only=True),
     ConfigKey("num.partitions", ConfigType.INT, 1, "Partitions of auto-created topics.",
               at_least(1)),
@@ -477,6 +563,26 @@ def broker_synonym_names(name: str) -> tuple[str, ...]:
     return _SYNONYM_GROUPS.get(name, (name,))
 
 
+LISTENER_PREFIX = "listener.name."
+_SECURITY_NAMES = frozenset(k.name for k in SECURITY_KEYS)
+
+
+def listener_key(name: str) -> ConfigKey:
+    """The key behind a per-listener name: ``listener.name.<listener>.<security key>`` or
+    ``listener.name.<listener>.<mechanism>.sasl.jaas.config``; InvalidConfigError otherwise."""
+    rest = name[len(LISTENER_PREFIX):].split(".", 1)
+    if len(rest) == 2 and rest[0]:
+        key = rest[1]
+        if key in _SECURITY_NAMES:
+            return BROKER_KEYS[key]
+        mechanism, _, jaas = key.partition(".")
+        if mechanism and jaas == "sasl.jaas.config":
+            return BROKER_KEYS[jaas]
+    raise InvalidConfigError(
+        f"Unknown broker configuration key {name!r} (per-listener keys are "
+        "listener.name.<listener>.<ssl.* or sasl.* key>)")
+
+
 class BrokerConfig:
     """The broker's configuration: defaults, then the static config (a config file, then
     ``--set`` flags), then the dynamic cluster-wide default, then this broker's dynamic config.
@@ -488,7 +594,11 @@ class BrokerConfig:
     def __init__(self, values: Mapping[str, object] | None = None, *,
                  _dynamic: Mapping[ConfigSource, dict[str, ConfigValue]] | None = None) -> None:
         static: dict[str, ConfigValue] = {}
+        self._per_listener: dict[str, ConfigValue] = {}
         for name, raw in (values or {}).items():
+            if name.startswith(LISTENER_PREFIX):
+                self._per_listener[name.lower()] = listener_key(name).parse(raw)
+                continue
             key = BROKER_KEYS.get(name)
             if key is None:
                 raise InvalidConfigError(f"Unknown broker configuration key {name!r}")
@@ -500,9 +610,22 @@ class BrokerConfig:
         for source in reversed(BROKER_LAYERS):
             self._explicit.update(self._layers[source])
 
+    def for_listener(self, listener: str, name: str, mechanism: str | None = None) -> Any:
+        """``name``'s value for one listener: ``listener.name.<listener>.[<mechanism>.]<name>``
+        when set (listener and mechanism in lower case, as Kafka writes them), else the
+        broker-wide value."""
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        if mechanism is not None:
+            value = self._per_listener.get(f"{prefix}{mechanism.lower()}.{name}")
+            if value is not None:
+                return value
+        value = self._per_listener.get(prefix + name)
+        return self.get(name) if value is None else value
+
     def with_overrides(self, values: Mapping[str, object]) -> BrokerConfig:
         """More static values (the dynamic layers are not carried over)."""
         merged: dict[str, object] = dict(self._layers[ConfigSource.STATIC_BROKER_CONFIG])
+        merged.update(self._per_listener)
         merged.update(values)
         return BrokerConfig(merged)
 
@@ -512,7 +635,9 @@ class BrokerConfig:
 
         Entries that are not valid dynamic configs are left out and logged, as Kafka does
         with a stored dynamic config it cannot apply."""
-        return BrokerConfig(self._layers[ConfigSource.STATIC_BROKER_CONFIG], _dynamic={
+        static: dict[str, object] = dict(self._layers[ConfigSource.STATIC_BROKER_CONFIG])
+        static.update(self._per_listener)
+        return BrokerConfig(static, _dynamic={
             ConfigSource.DYNAMIC_BROKER_CONFIG: _valid_dynamic(this_broker, "broker"),
             ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: _valid_dynamic(
                 cluster_default, "default cluster"),

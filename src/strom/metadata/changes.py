@@ -13,6 +13,7 @@ layout Kafka uses, so a ZooKeeper store can write a change as one multi-op:
                    are added) and the state znode of each listed partition
 ``SetBrokerConfigs``  ``/config/brokers/<id>`` or ``/config/brokers/<default>`` (dynamic
                    broker configs; an empty set deletes the znode)
+``SetScramCredential``  one mechanism's entry of ``/config/users/<user>`` (None deletes it)
 =================  ===================================================================
 
 :func:`apply_changes` is pure: it checks each change against the image (as it stands after the
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from strom.common.errors import StromError
-from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
+from strom.metadata.image import MetadataImage, PartitionInfo, ScramCredential, TopicInfo
 
 NO_LEADER = -1
 
@@ -86,8 +87,18 @@ class SetBrokerConfigs:
     configs: Mapping[str, str]
 
 
+@dataclass(frozen=True, slots=True)
+class SetScramCredential:
+    """Set (or, with ``credential`` None, delete) ``user``'s credential for ``mechanism``."""
+
+    user: str
+    mechanism: str
+    credential: ScramCredential | None
+
+
 MetadataChange: TypeAlias = (
-    PutTopic | RemoveTopic | SetTopicConfigs | SetPartitions | SetBrokerConfigs)
+    PutTopic | RemoveTopic | SetTopicConfigs | SetPartitions | SetBrokerConfigs
+    | SetScramCredential)
 
 
 def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> MetadataImage:
@@ -97,8 +108,21 @@ def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> Me
     does not apply."""
     topics = dict(image.topics)
     broker_configs = dict(image.broker_configs)
+    scram = dict(image.scram_credentials)
     for change in changes:
-        if isinstance(change, SetBrokerConfigs):
+        if isinstance(change, SetScramCredential):
+            if not change.user:
+                raise InvalidMetadataChangeError("a SCRAM credential needs a user name")
+            users = dict(scram.get(change.user, {}))
+            if change.credential is None:
+                users.pop(change.mechanism, None)
+            else:
+                users[change.mechanism] = change.credential
+            if users:
+                scram[change.user] = users
+            else:
+                scram.pop(change.user, None)
+        elif isinstance(change, SetBrokerConfigs):
             resource = change.resource
             if resource and not (resource.isascii() and resource.isdigit()):
                 raise InvalidMetadataChangeError(
@@ -130,7 +154,7 @@ def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> Me
         else:  # pragma: no cover - the union is closed
             raise InvalidMetadataChangeError(f"unknown metadata change {change!r}")
     return dataclasses.replace(image, epoch=image.epoch + 1, topics=topics,
-                               broker_configs=broker_configs)
+                               broker_configs=broker_configs, scram_credentials=scram)
 
 
 def _existing(topics: Mapping[str, TopicInfo], name: str) -> TopicInfo:

@@ -1,5 +1,5 @@
-"""The cluster metadata image: an immutable snapshot of brokers, topics, partitions and the
-dynamic broker configs.
+"""The cluster metadata image: an immutable snapshot of brokers, topics, partitions, the
+dynamic broker configs and the users' SCRAM credentials.
 
 Every change produces a new image with ``epoch`` + 1; readers hold an image and never see it
 change under them. Handlers cache encoded per-topic metadata keyed by (topic, epoch).
@@ -12,11 +12,48 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where one of a broker's listeners is reached (its advertised address)."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker. ``host`` / ``port`` are its inter-broker listener's address;
+    ``endpoints`` every listener's (empty: the one listener at ``host`` / ``port``)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def address(self, listener: str | None) -> tuple[str, int] | None:
+        """The address a client that came through ``listener`` is given (Kafka answers with
+        the endpoints of the same listener name); None when this broker has no such
+        listener. ``listener`` None, or a broker without named endpoints: ``host:port``."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        for endpoint in self.endpoints:
+            if endpoint.listener == listener:
+                return endpoint.host, endpoint.port
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """A user's SCRAM credential for one mechanism (RFC 5802): never the password, only
+    what the server needs to check a proof. Kafka's text form (its ``/config/users/<u>``
+    value) is ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +88,8 @@ class MetadataImage:
     brokers: dict[int, BrokerInfo]
     topics: dict[str, TopicInfo]
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: user name → SCRAM mechanism name ("SCRAM-SHA-256") → credential.
+    scram_credentials: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():

@@ -7,12 +7,16 @@ rename, fsync of the directory)::
      "topics": {"<name>": {"id": "<uuid>", "internal": false, "configs": {"k": "v"},
                            "partitions": [{"replicas": [0], "leader": 0, "leader_epoch": 0,
                                            "isr": [0]}, ...]}},
-     "broker_configs": {"": {"k": "v"}, "<broker id>": {"k": "v"}}}
+     "broker_configs": {"": {"k": "v"}, "<broker id>": {"k": "v"}},
+     "scram_credentials": {"<user>": {"SCRAM-SHA-256": "salt=…,stored_key=…,server_key=…,
+                                                       iterations=4096"}}}
 
 Partition ``i`` is entry ``i`` of ``partitions``. ``next_producer_id`` is the lowest producer
 id never reserved. ``broker_configs`` holds the dynamic broker configs: ``""`` the cluster-wide
 default, a broker id that broker's own. Brokers are not stored: like Kafka's ephemeral
 registrations they come from the running broker (its node id and listener).
+``scram_credentials`` (optional, absent when no user has one) holds each user's salted SCRAM
+credentials in Kafka's text form (:mod:`strom.common.scram`) — never a password.
 
 Older files are read and rewritten as version 3 when the store opens. Version 2 files are
 version 3 without ``broker_configs`` (none set). Version 1 files (``"partitions": <count>``, no
@@ -52,7 +56,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
+from strom.common.scram import format_credential, parse_credential
+from strom.metadata.image import (
+    BrokerInfo,
+    MetadataImage,
+    PartitionInfo,
+    ScramCredential,
+    TopicInfo,
+)
 from strom.metadata.store import ImageStore
 from strom.storage.files import TMP_SUFFIX, atomic_write, fsync_dir, unlink_quietly
 from strom.storage.health import LogDirHealth
@@ -147,8 +158,7 @@ class LocalMetadataStore(ImageStore):
                     "last metadata change before the damage may be lost", problem,
                     self._previous, image.epoch)
         self.recovered_from_previous = problem
-        moved = MetadataImage(image.cluster_id, image.epoch + 1, image.controller_id,
-                              image.brokers, image.topics)
+        moved = dataclasses.replace(image, epoch=image.epoch + 1)
         return moved, next_pid + RECOVERY_PRODUCER_ID_SKIP, version
 
     def _read(self, path: Path) -> tuple[MetadataImage, int, int] | None:
@@ -197,8 +207,12 @@ class LocalMetadataStore(ImageStore):
         broker_configs = {
             str(resource): {str(k): str(v) for k, v in configs.items()}
             for resource, configs in state.get("broker_configs", {}).items() if configs}
+        scram = {
+            str(user): {str(mech): ScramCredential(*parse_credential(str(text)))
+                        for mech, text in creds.items()}
+            for user, creds in state.get("scram_credentials", {}).items() if creds}
         image = MetadataImage(str(state["cluster_id"]), int(state["epoch"]), node,
-                              {node: self._broker}, topics, broker_configs)
+                              {node: self._broker}, topics, broker_configs, scram)
         return image, int(state.get("next_producer_id", 0))
 
     @staticmethod
@@ -222,6 +236,11 @@ class LocalMetadataStore(ImageStore):
                 for t in image.topics.values()
             },
             "broker_configs": {r: dict(c) for r, c in image.broker_configs.items()},
+            **({"scram_credentials": {
+                user: {mech: format_credential(c.salt, c.stored_key, c.server_key, c.iterations)
+                       for mech, c in creds.items()}
+                for user, creds in image.scram_credentials.items()}}
+               if image.scram_credentials else {}),
         }
 
     def _store(self, image: MetadataImage, next_producer_id: int, *,

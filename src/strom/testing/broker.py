@@ -4,6 +4,9 @@ The broker runs in a child process (so a test can kill -9 it, and the test's own
 and GIL stay free), with a temporary data directory unless one is given. ``bootstrap`` is the
 address clients connect to. ``restart()`` keeps the data directory and the port.
 ``open_file_limit`` runs the broker as under ``ulimit -n N`` (soft and hard RLIMIT_NOFILE).
+With ``listeners`` in ``config`` (several listeners, TLS, SASL) the broker binds those
+instead of ``host:port``; ``bootstrap`` is then the inter-broker listener and
+``bootstrap_of(name)`` any listener.
 """
 
 from __future__ import annotations
@@ -43,17 +46,27 @@ class EmbeddedBroker:
         self.log_level = log_level
         self.process: subprocess.Popen[str] | None = None
         self.output: list[str] = []
+        #: listener name → bound (host, port), once started.
+        self.listeners: dict[str, tuple[str, int]] = {}
         self._reader: threading.Thread | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    def bootstrap_of(self, listener: str) -> str:
+        """The address of one named listener (a broker started with ``listeners`` in its
+        config)."""
+        host, port = self.listeners[listener]
+        return f"{host}:{port}"
+
     def start(self) -> EmbeddedBroker:
         if self.process is not None and self.process.poll() is None:
             raise RuntimeError("broker already running")
         args = [sys.executable, "-m", "strom", "--log-level", self.log_level, "broker",
-                "--listen", f"{self.host}:{self.port}", "--data-dir", str(self.data_dir)]
+                "--data-dir", str(self.data_dir)]
+        if "listeners" not in self.config:
+            args += ["--listen", f"{self.host}:{self.port}"]
         for key, value in self.config.items():
             args += ["--set", f"{key}={value}"]
         env = dict(os.environ)
@@ -73,6 +86,10 @@ class EmbeddedBroker:
                 )
             self.output.append(line)
             if line.startswith("strom broker listening on "):
+                for item in line.partition(" listeners: ")[2].split():
+                    name, _eq, address = item.partition("=")
+                    lhost, _, lport = address.rpartition(":")
+                    self.listeners[name] = (lhost, int(lport))
                 address = line.split("listening on ", 1)[1].split()[0]
                 host, _, port = address.rpartition(":")
                 self.host, self.port = host, int(port)

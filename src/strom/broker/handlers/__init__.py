@@ -6,6 +6,7 @@ from strom.broker.dispatch import Handler
 from strom.broker.handlers.add_offsets_to_txn import AddOffsetsToTxnHandler
 from strom.broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
 from strom.broker.handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
+from strom.broker.handlers.alter_user_scram_credentials import AlterUserScramCredentialsHandler
 from strom.broker.handlers.api_versions import ApiVersionsHandler
 from strom.broker.handlers.create_partitions import CreatePartitionsHandler
 from strom.broker.handlers.create_topics import CreateTopicsHandler
@@ -18,6 +19,9 @@ from strom.broker.handlers.describe_groups import DescribeGroupsHandler
 from strom.broker.handlers.describe_log_dirs import DescribeLogDirsHandler
 from strom.broker.handlers.describe_producers import DescribeProducersHandler
 from strom.broker.handlers.describe_transactions import DescribeTransactionsHandler
+from strom.broker.handlers.describe_user_scram_credentials import (
+    DescribeUserScramCredentialsHandler,
+)
 from strom.broker.handlers.end_txn import EndTxnHandler
 from strom.broker.handlers.fetch import FetchHandler
 from strom.broker.handlers.find_coordinator import FindCoordinatorHandler
@@ -34,6 +38,8 @@ from strom.broker.handlers.offset_delete import OffsetDeleteHandler
 from strom.broker.handlers.offset_fetch import OffsetFetchHandler
 from strom.broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from strom.broker.handlers.produce import ProduceHandler
+from strom.broker.handlers.sasl_authenticate import SaslAuthenticateHandler
+from strom.broker.handlers.sasl_handshake import SaslHandshakeHandler
 from strom.broker.handlers.sync_group import SyncGroupHandler
 from strom.broker.handlers.txn_offset_commit import TxnOffsetCommitHandler
 from strom.broker.handlers.write_txn_markers import WriteTxnMarkersHandler
@@ -78,4 +84,8 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsHandler(state),
         ApiKey.LIST_TRANSACTIONS: ListTransactionsHandler(state),
         ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(state),
+        ApiKey.SASL_HANDSHAKE: SaslHandshakeHandler(state),
+        ApiKey.SASL_AUTHENTICATE: SaslAuthenticateHandler(state),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsHandler(state),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsHandler(state),
     }

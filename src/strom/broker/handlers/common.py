@@ -4,6 +4,7 @@ answers when the data directory fails a write a request needed."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from strom.common.errors import (
     FencedLeaderEpochError,
@@ -46,3 +47,17 @@ def storage_failure_answer(api_key: ApiKey, failure: KafkaError) -> KafkaError:
     """The error ``api_key`` answers for a storage failure (see STORAGE_FAILURE_ANSWERS)."""
     name = STORAGE_FAILURE_ANSWERS.get(api_key)
     return failure if name is None else error_class(name)(failure.message)
+
+
+def broker_entries(image: MetadataImage, listener: str | None,
+                   id_field: str) -> list[dict[str, Any]]:
+    """The brokers as a client on ``listener`` sees them (Metadata, DescribeCluster): each
+    broker's endpoint of the same listener name; brokers without it are left out, as Kafka
+    does."""
+    out = []
+    for broker in image.brokers.values():
+        address = broker.address(listener)
+        if address is not None:
+            out.append({id_field: broker.node_id, "host": address[0], "port": address[1],
+                        "rack": broker.rack})
+    return out

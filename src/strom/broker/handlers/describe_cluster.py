@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.authorized_ops import CLUSTER_OPERATIONS, authorized
+from strom.broker.handlers.common import broker_entries
 from strom.broker.state import BrokerState
 from strom.common.errors import error_class
 from strom.protocol import api
@@ -27,10 +28,7 @@ class DescribeClusterHandler:
             "throttle_time_ms": 0, "error_code": 0, "error_message": None,
             "endpoint_type": endpoint, "cluster_id": image.cluster_id,
             "controller_id": image.controller_id,
-            "brokers": [
-                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in image.brokers.values()
-            ],
+            "brokers": broker_entries(image, request.conn.listener, "broker_id"),
             "authorized_operations": authorized(
                 CLUSTER_OPERATIONS, bool(body.include_cluster_authorized_operations)),
         }

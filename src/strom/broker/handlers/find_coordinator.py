@@ -32,7 +32,8 @@ class FindCoordinatorHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def _answer(self, key: str, key_type: int, success_message: str) -> dict[str, Any]:
+    def _answer(self, key: str, key_type: int, success_message: str,
+                listener: str | None) -> dict[str, Any]:
         entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                                  "error_code": 0, "error_message": success_message}
         if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) or key is None:
@@ -49,11 +50,12 @@ class FindCoordinatorHandler:
                 error = storage_failure_answer(API_KEY, exc)
                 entry.update(error_code=error.code, error_message=error.message)
                 return entry
-            if broker is None:
+            address = None if broker is None else broker.address(listener)
+            if broker is None or address is None:
                 entry["error_code"] = error_class("COORDINATOR_NOT_AVAILABLE").code
                 entry["error_message"] = "the key's internal-topic partition has no leader"
             else:
-                entry.update(node_id=broker.node_id, host=broker.host, port=broker.port)
+                entry.update(node_id=broker.node_id, host=address[0], port=address[1])
         return entry
 
     def _leader_for(self, key: str, key_type: int) -> BrokerInfo | None:
@@ -78,10 +80,11 @@ class FindCoordinatorHandler:
         body = api.decode_request(API_KEY, version, request.body)
         key_type = int(body.key_type) if version >= 1 else GROUP_KEY_TYPE
         if version >= 4:
-            coordinators = [self._answer(k, key_type, "") for k in body.coordinator_keys]
+            coordinators = [self._answer(k, key_type, "", request.conn.listener)
+                            for k in body.coordinator_keys]
             return [api.response(API_KEY, version,
                                  {"throttle_time_ms": 0, "coordinators": coordinators})]
-        entry = self._answer(body.key, key_type, "NONE")
+        entry = self._answer(body.key, key_type, "NONE", request.conn.listener)
         del entry["key"]
         entry["throttle_time_ms"] = 0
         if version == 0:

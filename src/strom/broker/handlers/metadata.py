@@ -16,6 +16,7 @@ from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.authorized_ops import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
+from strom.broker.handlers.common import broker_entries
 from strom.broker.state import BrokerState
 from strom.common.errors import (
     InvalidRequestError,
@@ -108,19 +109,20 @@ class MetadataHandler:
                     entry = self._lookup(wanted, allow_auto, include_ops)  # auto-creates
                     if entry["error_code"] not in (0, UnknownTopicOrPartitionError.code):
                         refused[wanted.name] = entry  # e.g. a name colliding with a topic
+        listener = request.conn.listener
         if refused:  # answered with why auto-creation failed; not cached (the key lacks it)
             return [self._encode(version, requested, everything, include_ops,
-                                 include_cluster_ops, refused)]
+                                 include_cluster_ops, listener, refused)]
         image = self._state.store.image
         if image is not self._cached_image:
             self._cache.clear()
             self._cached_image = image
-        key = (version, include_ops, include_cluster_ops,
+        key = (version, include_ops, include_cluster_ops, listener,
                None if everything else tuple((t.name, t.topic_id) for t in requested))
         encoded = self._cache.get(key)
         if encoded is None:
             encoded = self._encode(version, requested, everything, include_ops,
-                                   include_cluster_ops)
+                                   include_cluster_ops, listener)
             if len(self._cache) < MAX_CACHED_RESPONSES:
                 self._cache[key] = encoded
         return [encoded]
@@ -134,7 +136,7 @@ class MetadataHandler:
             error_entry(t.name or "", error, t.topic_id or ZERO_UUID) for t in requested]})
 
     def _encode(self, version: int, requested: Any, everything: bool, include_ops: bool,
-                include_cluster_ops: bool,
+                include_cluster_ops: bool, listener: str | None,
                 refused: dict[str, dict[str, Any]] | None = None) -> bytes:
         state = self._state
         entries: list[dict[str, Any]] = []
@@ -150,10 +152,7 @@ class MetadataHandler:
         image = state.store.image
         fields: dict[str, Any] = {
             "throttle_time_ms": 0,
-            "brokers": [
-                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in image.brokers.values()
-            ],
+            "brokers": broker_entries(image, listener, "node_id"),
             "cluster_id": image.cluster_id,
             "controller_id": image.controller_id,
             "topics": entries,

@@ -1,12 +1,13 @@
 """The application of tests/compat/test_exactly_once.py, run as its own process (the test
 kills it with SIGKILL): a consume-transform-produce loop with confluent-kafka.
 
-``python eos_worker.py BOOTSTRAP INPUT OUTPUT SEED``: a read_committed consumer of INPUT in
+``python eos_worker.py BOOTSTRAP INPUT OUTPUT SEED [stay]``: a read_committed consumer of INPUT in
 group ``eos-group`` (static member ``eos-worker-0``, no auto-commit) and the transactional
 producer ``eos-worker``; each transaction takes a few records, writes ``out:<value>`` with
 the same key to the same partition of OUTPUT and commits the consumer's positions with
 ``send_offsets_to_transaction``. Prints ``ready`` once ``init_transactions`` returned; exits
-0 once the group's committed offsets reach the end of every INPUT partition."""
+0 once the group's committed offsets reach the end of every INPUT partition — unless ``stay``
+is given: then it keeps polling for more input until it is killed."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ GROUP = "eos-group"
 TRANSACTIONAL_ID = "eos-worker"
 
 
-def main(bootstrap: str, source: str, sink: str, seed: int) -> int:
+def main(bootstrap: str, source: str, sink: str, seed: int, stay: bool = False) -> int:
     rng = random.Random(seed)
     # A short retry backoff: the next transaction's AddOffsetsToTxn often finds the previous
     # one still completing (CONCURRENT_TRANSACTIONS, retriable), as with Kafka.
@@ -38,7 +39,7 @@ def main(bootstrap: str, source: str, sink: str, seed: int) -> int:
         messages = consumer.consume(num_messages=rng.randint(1, 16), timeout=0.5)
         records = [m for m in messages if m.error() is None]
         if not records:
-            if finished(consumer, producer, source):
+            if not stay and finished(consumer, producer, source):
                 consumer.close()
                 return 0
             continue
@@ -61,4 +62,5 @@ def finished(consumer: Consumer, producer: Producer, source: str) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]),
+                  sys.argv[5:] == ["stay"]))

@@ -41,11 +41,12 @@ def broker() -> Iterator[EmbeddedBroker]:
 class Worker:
     """One incarnation of the application, its stderr kept in ``log``."""
 
-    def __init__(self, broker: EmbeddedBroker, seed: int, log: Path) -> None:
+    def __init__(self, broker: EmbeddedBroker, seed: int, log: Path, *, stay: bool) -> None:
         self.log = log
         with log.open("wb") as err:
             self.process = subprocess.Popen(
-                [sys.executable, str(WORKER), broker.bootstrap, SOURCE, SINK, str(seed)],
+                [sys.executable, str(WORKER), broker.bootstrap, SOURCE, SINK, str(seed),
+                 *(["stay"] if stay else [])],
                 stdout=subprocess.PIPE, stderr=err)
 
     def wait_ready(self, timeout: float) -> bool:
@@ -80,14 +81,21 @@ def test_consume_transform_produce_is_exactly_once_across_kill_9(
     inputs = {p: [f"p{p}-{i:04d}".encode() for i in range(PER_PARTITION)]
               for p in range(PARTITIONS)}
     plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
-    for i in range(PER_PARTITION):
-        for p in range(PARTITIONS):
-            plain.produce(SOURCE, key=f"k{p}".encode(), value=inputs[p][i], partition=p)
-    assert plain.flush(30) == 0
+    # New input before each incarnation, so every one has work whatever the machine's speed
+    # (all of it up front, a fast machine finished it within a few incarnations).
+    chunk = -(-PER_PARTITION // (KILLS + 1))
+
+    def feed(run: int) -> None:
+        for i in range(run * chunk, min((run + 1) * chunk, PER_PARTITION)):
+            for p in range(PARTITIONS):
+                plain.produce(SOURCE, key=f"k{p}".encode(), value=inputs[p][i], partition=p)
+        assert plain.flush(30) == 0
 
     progress = [0]
     for kill in range(KILLS):
-        worker = Worker(broker, rng.randrange(1 << 30), tmp_path / f"worker-{kill}.log")
+        feed(kill)
+        worker = Worker(broker, rng.randrange(1 << 30), tmp_path / f"worker-{kill}.log",
+                        stay=True)
         if rng.random() < 0.25:  # anywhere, start-up and init_transactions included
             time.sleep(rng.uniform(0.1, 1.0))
         else:  # while it consumes and commits transactions
@@ -97,7 +105,8 @@ def test_consume_transform_produce_is_exactly_once_across_kill_9(
         worker.process.kill()
         worker.process.wait()
         progress.append(output_progress(broker))
-    worker = Worker(broker, rng.randrange(1 << 30), tmp_path / "worker-last.log")
+    feed(KILLS)
+    worker = Worker(broker, rng.randrange(1 << 30), tmp_path / "worker-last.log", stay=False)
     try:
         worker.process.wait(60)
     except subprocess.TimeoutExpired:

@@ -30,6 +30,10 @@ def target() -> Iterator[EmbeddedBroker]:
         yield second
 
 
+KEEP_FOREVER = str(10_000 * 365 * 86_400_000)  # a non-default value the mirror must copy
+UNLIMITED = {"retention.ms": "-1"}
+
+
 def _records(start: int, count: int, partitions: int) -> list[Rec]:
     return [Rec(f"v{i}".encode(), f"k{i}".encode() if i % 4 else None, i % partitions,
                 timestamp=1_600_000_000_000 + i * 1000,
@@ -47,9 +51,11 @@ def _content(bootstrap: str, topic: str) -> list[tuple[Any, ...]]:
 def test_pattern_mirror_keeps_records_and_creates_new_topics(
         spark: Any, broker: EmbeddedBroker, target: EmbeddedBroker, tmp_path: Path) -> None:
     base = name("mir")
-    a = new_topic(broker.bootstrap, partitions=2, configs={"retention.ms": "3600000"},
+    # The records are from 2020: time retention must not delete them between a write and
+    # its check (the broker's retention pass may run at any moment), here or once mirrored.
+    a = new_topic(broker.bootstrap, partitions=2, configs={"retention.ms": KEEP_FOREVER},
                   topic=f"{base}-a")
-    b = new_topic(broker.bootstrap, partitions=3, topic=f"{base}-b")
+    b = new_topic(broker.bootstrap, partitions=3, configs=UNLIMITED, topic=f"{base}-b")
     produce(broker.bootstrap, a, _records(0, 10, 2))
     produce(broker.bootstrap, b, _records(0, 9, 3))
     source = Source(broker.bootstrap, pattern=f"{base}-.*")
@@ -61,11 +67,12 @@ def test_pattern_mirror_keeps_records_and_creates_new_topics(
     run()
     assert partition_counts(target.bootstrap, [f"src.{a}", f"src.{b}"]) == \
         {f"src.{a}": 2, f"src.{b}": 3}
-    assert topic_config(target.bootstrap, f"src.{a}", "retention.ms") == "3600000"
+    assert topic_config(target.bootstrap, f"src.{a}", "retention.ms") == KEEP_FOREVER
     for topic in (a, b):
         assert _content(target.bootstrap, f"src.{topic}") == _content(broker.bootstrap, topic)
 
-    c = new_topic(broker.bootstrap, partitions=4, topic=f"{base}-c")  # appears after the start
+    c = new_topic(broker.bootstrap, partitions=4, configs=UNLIMITED,
+                  topic=f"{base}-c")  # appears after the start
     produce(broker.bootstrap, c, _records(0, 8, 4))
     produce(broker.bootstrap, a, _records(10, 6, 2))
     run()

@@ -25,7 +25,9 @@ def _records(start: int, count: int) -> list[Rec]:
 
 def test_records_land_once_in_daily_parquet_files(
         spark: Any, broker: EmbeddedBroker, tmp_path: Path) -> None:
-    topic = new_topic(broker.bootstrap, "pq")
+    # The records are from 2024: without this the broker's time retention, which may run at
+    # any moment, can delete the first ones before the second check reads the topic.
+    topic = new_topic(broker.bootstrap, "pq", configs={"retention.ms": "-1"})
     out, source = tmp_path / "out", Source(broker.bootstrap, (topic,))
 
     def run_and_read() -> list[tuple[Any, ...]]:

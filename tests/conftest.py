@@ -33,5 +33,9 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as embedded:
+    # Many tests write records with fixed timestamps from past years (Spark, pipelines): the
+    # shared broker's time retention, every 5 minutes by default, would delete them at a
+    # random moment between a test's write and its check. Retention is tested on brokers of
+    # its own.
+    with EmbeddedBroker(config={"log.retention.check.interval.ms": 86_400_000}) as embedded:
         yield embedded

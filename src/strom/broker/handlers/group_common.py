@@ -1,4 +1,5 @@
-"""Helpers shared by the consumer-group handlers: parked responses and topic checks.
+"""Helpers shared by the consumer-group handlers: parked responses, topic checks, and the
+request / response shape OffsetCommit and TxnOffsetCommit share.
 
 Coordinator operations answer through a callback: at once (validation errors, reads, writes
 committed synchronously) or later (a parked JoinGroup / SyncGroup, a write waiting to commit).
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from strom.broker.dispatch import HandlerResult, ResponseParts
+from strom.common.errors import UnknownTopicOrPartitionError
+from strom.coordinator.group.coordinator import OffsetToCommit
 from strom.metadata.image import MetadataImage
 
 T = TypeVar("T")
@@ -44,3 +47,36 @@ async def _later(future: asyncio.Future[T], encode: Callable[[T], bytes]) -> Res
 def partition_exists(image: MetadataImage, topic: str, partition: int) -> bool:
     info = image.topics.get(topic)
     return info is not None and 0 <= partition < len(info.partitions)
+
+
+#: (topic, partition) -> the error code answered for it.
+PartitionErrors = dict[tuple[str, int], int]
+
+
+def offsets_to_commit(image: MetadataImage, body: Any, with_leader_epoch: bool
+                      ) -> tuple[list[OffsetToCommit], PartitionErrors]:
+    """The offsets of an OffsetCommit / TxnOffsetCommit ``body`` whose partitions exist, and
+    UNKNOWN_TOPIC_OR_PARTITION for the others (as Kafka). ``with_leader_epoch``: the version
+    carries ``committed_leader_epoch`` (else -1)."""
+    wanted: list[OffsetToCommit] = []
+    errors: PartitionErrors = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            if not partition_exists(image, topic.name, p.partition_index):
+                errors[(topic.name, p.partition_index)] = UnknownTopicOrPartitionError.code
+                continue
+            wanted.append(OffsetToCommit(
+                topic.name, p.partition_index, int(p.committed_offset),
+                int(p.committed_leader_epoch) if with_leader_epoch else -1,
+                p.committed_metadata))
+    return wanted, errors
+
+
+def commit_response_topics(body: Any, errors: PartitionErrors) -> list[dict[str, Any]]:
+    """The response's ``topics``: every requested partition with its error, in request
+    order."""
+    return [{"name": topic.name, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": errors[(topic.name, p.partition_index)]}
+                for p in topic.partitions]}
+            for topic in body.topics]

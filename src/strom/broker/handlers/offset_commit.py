@@ -11,13 +11,15 @@ COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR.
 
 from __future__ import annotations
 
-from typing import Any
-
 from strom.broker.dispatch import HandlerResult, Request
-from strom.broker.handlers.group_common import partition_exists, respond_when_ready
+from strom.broker.handlers.group_common import (
+    commit_response_topics,
+    offsets_to_commit,
+    respond_when_ready,
+)
 from strom.broker.state import BrokerState
-from strom.common.errors import UnknownTopicOrPartitionError, error_class
-from strom.coordinator.group.coordinator import ILLEGAL_GENERATION, OffsetToCommit
+from strom.common.errors import error_class
+from strom.coordinator.group.coordinator import ILLEGAL_GENERATION
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -33,17 +35,7 @@ class OffsetCommitHandler:
         body = api.decode_request(API_KEY, version, request.body)
         state = self._state
         image = state.store.image
-        wanted: list[OffsetToCommit] = []
-        errors: dict[tuple[str, int], int] = {}
-        for topic in body.topics:
-            for p in topic.partitions:
-                if not partition_exists(image, topic.name, p.partition_index):
-                    errors[(topic.name, p.partition_index)] = UnknownTopicOrPartitionError.code
-                    continue
-                wanted.append(OffsetToCommit(
-                    topic.name, p.partition_index, int(p.committed_offset),
-                    int(p.committed_leader_epoch) if version >= 6 else -1,
-                    p.committed_metadata))
+        wanted, errors = offsets_to_commit(image, body, with_leader_epoch=version >= 6)
         expire = -1
         if 2 <= version <= 4 and int(body.retention_time_ms) >= 0:
             expire = state.clock.now_ms() + int(body.retention_time_ms)
@@ -53,14 +45,8 @@ class OffsetCommitHandler:
         def encode(results: list[int]) -> bytes:
             for o, error in zip(wanted, results, strict=True):
                 errors[(o.topic, o.partition)] = error
-            topics: list[dict[str, Any]] = [
-                {"name": topic.name, "partitions": [
-                    {"partition_index": p.partition_index,
-                     "error_code": errors[(topic.name, p.partition_index)]}
-                    for p in topic.partitions]}
-                for topic in body.topics
-            ]
-            return api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": topics})
+            return api.response(API_KEY, version, {
+                "throttle_time_ms": 0, "topics": commit_response_topics(body, errors)})
 
         return respond_when_ready(
             lambda callback: state.groups.commit_offsets(

@@ -811,18 +811,7 @@ class GroupShard:
                                       group_not_found_error)
         if error:
             return callback([error] * len(offsets))
-        now = self.clock.now_ms()
-        errors: list[int] = []
-        records: list[Record] = []
-        for o in offsets:
-            metadata = o.metadata or ""
-            if len(metadata.encode("utf-8")) > self.settings.metadata_max_bytes:
-                errors.append(OFFSET_METADATA_TOO_LARGE)
-                continue
-            errors.append(NONE)
-            records.append((OffsetCommitKey(group_id, o.topic, o.partition),
-                            OffsetCommitValue(o.offset, o.leader_epoch, metadata, now,
-                                              expire_timestamp)))
+        errors, records = self._offset_records(group_id, offsets, expire_timestamp)
         if not records:
             return callback(errors)
         group = self.groups.get(group_id)
@@ -924,6 +913,21 @@ class GroupShard:
                 error = ILLEGAL_GENERATION
         if error:
             return callback([error] * len(offsets))
+        errors, records = self._offset_records(group_id, offsets, -1)
+        if not records:
+            return callback(errors)
+        raw = [(encode_key(k), encode_value(v)) for k, v in records]
+        self.context.write(
+            raw, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True,
+            on_commit=lambda: callback(errors),
+            on_failure=lambda exc: callback(
+                [e or coordinator_error(exc, offset_commit=True) for e in errors]))
+        return None
+
+    def _offset_records(self, group_id: str, offsets: list[OffsetToCommit],
+                        expire_timestamp: int) -> tuple[list[int], list[Record]]:
+        """One error per offset (OFFSET_METADATA_TOO_LARGE or NONE) and the records of the
+        accepted ones, committed now."""
         now = self.clock.now_ms()
         errors: list[int] = []
         records: list[Record] = []
@@ -934,16 +938,9 @@ class GroupShard:
                 continue
             errors.append(NONE)
             records.append((OffsetCommitKey(group_id, o.topic, o.partition),
-                            OffsetCommitValue(o.offset, o.leader_epoch, metadata, now, -1)))
-        if not records:
-            return callback(errors)
-        raw = [(encode_key(k), encode_value(v)) for k, v in records]
-        self.context.write(
-            raw, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True,
-            on_commit=lambda: callback(errors),
-            on_failure=lambda exc: callback(
-                [e or coordinator_error(exc, offset_commit=True) for e in errors]))
-        return None
+                            OffsetCommitValue(o.offset, o.leader_epoch, metadata, now,
+                                              expire_timestamp)))
+        return errors, records
 
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]],

@@ -18,35 +18,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker_bench import PARTITIONS, VALUE, create_topic, produce  # type: ignore[import-not-found]
 from brokers import RunningBroker, start_strom  # type: ignore[import-not-found]
-
-PARTITIONS = 8
-VALUE = b"x" * 100
-
-
-def create_topic(broker: RunningBroker, name: str) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
-        future.result(30)
 
 
 def idempotent(broker: RunningBroker, topic: str, n: int) -> float:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
     start = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                producer.produce(topic, VALUE, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if i % 10_000 == 0:
-            producer.poll(0)
-    if producer.flush(120):
-        raise RuntimeError("records not delivered")
+    produce(broker, topic, n, "all", **{"enable.idempotence": True})
     return n / (time.perf_counter() - start)
 
 

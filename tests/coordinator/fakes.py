@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 from strom.common.clock import ManualClock
+from strom.coordinator.group.codes import ILLEGAL_GENERATION
 from strom.coordinator.group.coordinator import GroupCoordinator
 from strom.coordinator.group.model import CommittedOffset, GroupSettings, OffsetToCommit
 from strom.coordinator.group.records import OFFSETS_TOPIC
-from strom.coordinator.group.shard import ILLEGAL_GENERATION
 from strom.coordinator.runtime import ShardState
 from strom.testing.partition_writer import MemoryPartitionWriter
 from strom.testing.scheduler import ManualScheduler

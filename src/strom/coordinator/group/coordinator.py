@@ -23,6 +23,7 @@ from collections.abc import Callable
 from strom.common.clock import Clock
 from strom.common.errors import KafkaError
 from strom.common.timer import Scheduler
+from strom.coordinator.group.codes import ILLEGAL_GENERATION, INVALID_GROUP_ID
 from strom.coordinator.group.model import (
     CommittedOffset,
     Group,
@@ -35,7 +36,7 @@ from strom.coordinator.group.model import (
     SyncResult,
 )
 from strom.coordinator.group.records import OFFSETS_TOPIC, partition_for
-from strom.coordinator.group.shard import ILLEGAL_GENERATION, INVALID_GROUP_ID, GroupShard
+from strom.coordinator.group.shard import GroupShard
 from strom.coordinator.runtime import (
     COORDINATOR_LOAD_IN_PROGRESS,
     CoordinatorRuntime,

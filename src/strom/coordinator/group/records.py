@@ -104,6 +104,8 @@ class GroupMetadataValue:
 
 Key = OffsetCommitKey | GroupMetadataKey
 Value = OffsetCommitValue | GroupMetadataValue
+#: A record as the shard writes it: a key and a value (None = tombstone).
+Record = tuple[Key, Value | None]
 
 
 # -- writing ----------------------------------------------------------------------------

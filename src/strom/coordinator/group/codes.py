@@ -1,0 +1,26 @@
+"""Kafka error codes the classic group coordinator answers (shared by the shard's modules)."""
+
+from __future__ import annotations
+
+from strom.common.errors import error_class
+
+
+def _code(name: str) -> int:
+    return error_class(name).code
+
+
+NONE = 0
+OFFSET_METADATA_TOO_LARGE = _code("OFFSET_METADATA_TOO_LARGE")
+ILLEGAL_GENERATION = _code("ILLEGAL_GENERATION")
+INCONSISTENT_GROUP_PROTOCOL = _code("INCONSISTENT_GROUP_PROTOCOL")
+INVALID_GROUP_ID = _code("INVALID_GROUP_ID")
+UNKNOWN_MEMBER_ID = _code("UNKNOWN_MEMBER_ID")
+INVALID_SESSION_TIMEOUT = _code("INVALID_SESSION_TIMEOUT")
+REBALANCE_IN_PROGRESS = _code("REBALANCE_IN_PROGRESS")
+NON_EMPTY_GROUP = _code("NON_EMPTY_GROUP")
+GROUP_ID_NOT_FOUND = _code("GROUP_ID_NOT_FOUND")
+MEMBER_ID_REQUIRED = _code("MEMBER_ID_REQUIRED")
+GROUP_MAX_SIZE_REACHED = _code("GROUP_MAX_SIZE_REACHED")
+FENCED_INSTANCE_ID = _code("FENCED_INSTANCE_ID")
+GROUP_SUBSCRIBED_TO_TOPIC = _code("GROUP_SUBSCRIBED_TO_TOPIC")
+UNSTABLE_OFFSET_COMMIT = _code("UNSTABLE_OFFSET_COMMIT")

@@ -255,8 +255,8 @@ SECURITY_KEYS: tuple[ConfigKey, ...] = (
               read_only=True),
     ConfigKey("sasl.enabled.mechanisms", ConfigType.LIST, ["SCRAM-SHA-256", "SCRAM-SHA-512"],
               "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, "
-              "SCRAM-SHA-512 (Kafka's default, GSSAPI, is not implemented).",
-              one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), read_only=True),
+              "SCRAM-SHA-512, OAUTHBEARER (Kafka's default, GSSAPI, is not implemented).",
+              one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"), read_only=True),
     ConfigKey("sasl.jaas.config", ConfigType.PASSWORD, None,
               "JAAS login module configuration; for PLAIN, the users as user_<name>=\"pw\" "
               "options of PlainLoginModule. Usually set per listener and mechanism "
@@ -267,6 +267,38 @@ SECURITY_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("connection.failed.authentication.delay.ms", ConfigType.INT, 100,
               "Delay before the answer to a failed authentication (the connection is then "
               "closed), against password guessing.", at_least(0), read_only=True),
+    ConfigKey("connections.max.reauth.ms", ConfigType.LONG, 0,
+              "SASL sessions last at most this long (KIP-368): the client is told the session "
+              "lifetime (the earlier of this and its token's expiry) and must re-authenticate "
+              "before it ends, else its next request closes the connection (0: no limit "
+              "but the token's expiry). Also per listener and mechanism "
+              "(listener.name.<l>.<mechanism>.connections.max.reauth.ms).",
+              at_least(0), read_only=True),
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.url", ConfigType.STRING, None,
+              "OAUTHBEARER: where the keys that sign tokens are, as a JSON Web Key Set; a "
+              "file:// URL (re-read when the file changes). HTTP(S) endpoints are not "
+              "fetched by strom.", read_only=True),
+    ConfigKey("sasl.oauthbearer.public.keys.location", ConfigType.STRING, None,
+              "OAUTHBEARER (strom): a PEM file of public keys or certificates that sign "
+              "tokens, instead of or besides a JWKS (re-read when the file changes).",
+              read_only=True),
+    ConfigKey("sasl.oauthbearer.expected.audience", ConfigType.LIST, [],
+              "OAUTHBEARER: a token's aud claim must name one of these (empty: not checked).",
+              read_only=True),
+    ConfigKey("sasl.oauthbearer.expected.issuer", ConfigType.STRING, None,
+              "OAUTHBEARER: a token's iss claim must be this (unset: not checked).",
+              read_only=True),
+    ConfigKey("sasl.oauthbearer.sub.claim.name", ConfigType.STRING, "sub",
+              "OAUTHBEARER: the claim whose value is the principal's name.", read_only=True),
+    ConfigKey("sasl.oauthbearer.scope.claim.name", ConfigType.STRING, "scope",
+              "OAUTHBEARER: the claim holding the token's scopes.", read_only=True),
+    ConfigKey("sasl.oauthbearer.clock.skew.seconds", ConfigType.INT, 30,
+              "OAUTHBEARER: tolerance for exp, nbf and iat against the broker's clock.",
+              at_least(0), read_only=True),
+    ConfigKey("sasl.oauthbearer.unsecured.tokens.allowed", ConfigType.BOOLEAN, False,
+              "OAUTHBEARER (strom): also accept unsigned tokens (alg none), as Kafka's "
+              "OAuthBearerUnsecuredValidatorCallbackHandler does. For development only: "
+              "anyone can then claim any principal.", read_only=True),
 )
 
 BROKER_KEYS: dict[str, ConfigKey] = _keys(
@@ -565,19 +597,24 @@ def broker_synonym_names(name: str) -> tuple[str, ...]:
 
 LISTENER_PREFIX = "listener.name."
 _SECURITY_NAMES = frozenset(k.name for k in SECURITY_KEYS)
+_PER_MECHANISM_NAMES = frozenset(
+    name for name in _SECURITY_NAMES
+    if name == "connections.max.reauth.ms" or name.startswith("sasl.oauthbearer.")
+) | {"sasl.jaas.config"}
 
 
 def listener_key(name: str) -> ConfigKey:
     """The key behind a per-listener name: ``listener.name.<listener>.<security key>`` or
-    ``listener.name.<listener>.<mechanism>.sasl.jaas.config``; InvalidConfigError otherwise."""
+    ``listener.name.<listener>.<mechanism>.<key>`` for ``sasl.jaas.config``,
+    ``connections.max.reauth.ms`` and ``sasl.oauthbearer.*``; InvalidConfigError otherwise."""
     rest = name[len(LISTENER_PREFIX):].split(".", 1)
     if len(rest) == 2 and rest[0]:
         key = rest[1]
         if key in _SECURITY_NAMES:
             return BROKER_KEYS[key]
-        mechanism, _, jaas = key.partition(".")
-        if mechanism and jaas == "sasl.jaas.config":
-            return BROKER_KEYS[jaas]
+        mechanism, _, per_mechanism = key.partition(".")
+        if mechanism and per_mechanism in _PER_MECHANISM_NAMES:
+            return BROKER_KEYS[per_mechanism]
     raise InvalidConfigError(
         f"Unknown broker configuration key {name!r} (per-listener keys are "
         "listener.name.<listener>.<ssl.* or sasl.* key>)")

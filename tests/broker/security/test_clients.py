@@ -116,16 +116,13 @@ def test_confluent_kafka_produces_and_consumes(secure: SecureBroker, listener: s
                                values) == values
 
 
-@pytest.mark.parametrize(("listener", "mechanism"), CASES)
-def test_kafka_python_produces_and_consumes(secure: SecureBroker, listener: str,
-                                           mechanism: str | None) -> None:
+def kafka_python_roundtrip(conf: dict[str, Any], topic: str,
+                           values: list[bytes]) -> list[bytes]:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    conf = kafka_python_conf(secure, listener, mechanism)
-    topic = _topic()
     producer = KafkaProducer(**conf)
-    for i in range(10):
-        producer.send(topic, f"k{i}".encode())
+    for value in values:
+        producer.send(topic, value)
     producer.flush(20)
     producer.close()
     consumer = KafkaConsumer(**conf, consumer_timeout_ms=10000)
@@ -134,43 +131,54 @@ def test_kafka_python_produces_and_consumes(secure: SecureBroker, listener: str,
     got = []
     for record in consumer:
         got.append(record.value)
-        if len(got) == 10:
+        if len(got) == len(values):
             break
     consumer.close()
-    assert got == [f"k{i}".encode() for i in range(10)]
+    return got
 
 
 @pytest.mark.parametrize(("listener", "mechanism"), CASES)
-def test_aiokafka_produces_and_consumes(secure: SecureBroker, listener: str,
-                                        mechanism: str | None) -> None:
+def test_kafka_python_produces_and_consumes(secure: SecureBroker, listener: str,
+                                           mechanism: str | None) -> None:
+    values = [f"k{i}".encode() for i in range(10)]
+    assert kafka_python_roundtrip(kafka_python_conf(secure, listener, mechanism), _topic(),
+                                  values) == values
+
+
+def aiokafka_roundtrip(conf: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    topic = _topic()
-
     async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**aiokafka_conf(secure, listener, mechanism))
+        producer = AIOKafkaProducer(**conf)
         await producer.start()
         try:
-            for i in range(10):
-                await producer.send_and_wait(topic, f"a{i}".encode())
+            for value in values:
+                await producer.send_and_wait(topic, value)
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(**aiokafka_conf(secure, listener, mechanism),
-                                    auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(**conf, auto_offset_reset="earliest")
         await consumer.start()
         try:
             tp = TopicPartition(topic, 0)
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)
             got: list[bytes] = []
-            while len(got) < 10:
+            while len(got) < len(values):
                 batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
                 got += [r.value for records in batch.values() for r in records]
             return got
         finally:
             await consumer.stop()
 
-    assert asyncio.run(run()) == [f"a{i}".encode() for i in range(10)]
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize(("listener", "mechanism"), CASES)
+def test_aiokafka_produces_and_consumes(secure: SecureBroker, listener: str,
+                                        mechanism: str | None) -> None:
+    values = [f"a{i}".encode() for i in range(10)]
+    assert aiokafka_roundtrip(aiokafka_conf(secure, listener, mechanism), _topic(),
+                              values) == values
 
 
 def test_fetch_through_tls_serves_large_regions(secure: SecureBroker) -> None:

@@ -17,7 +17,7 @@ def _code(name: str) -> int:
     return error_class(name).code
 
 
-def _closed(client: RawClient) -> bool:
+def closed(client: RawClient) -> bool:
     try:
         client.read_frame()
     except (ConnectionError, OSError):
@@ -38,13 +38,13 @@ def test_api_versions_offers_the_sasl_and_scram_apis(secure: SecureBroker) -> No
 def test_nothing_else_is_served_before_authentication(secure: SecureBroker) -> None:
     client = RawClient(secure.bootstrap("SASL_PLAINTEXT"))
     client.send_frame(client.header(ApiKey.METADATA, 12) + b"\x01\x00\x00")
-    assert _closed(client)
+    assert closed(client)
 
 
 def test_authenticate_before_handshake_closes(secure: SecureBroker) -> None:
     client = RawClient(secure.bootstrap("SASL_PLAINTEXT"))
     client.send_frame(client.header(ApiKey.SASL_AUTHENTICATE, 1) + b"\x00\x00\x00\x00")
-    assert _closed(client)
+    assert closed(client)
 
 
 def test_unsupported_mechanism_lists_the_enabled_ones_then_closes(
@@ -53,7 +53,7 @@ def test_unsupported_mechanism_lists_the_enabled_ones_then_closes(
     response = client.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "GSSAPI"})
     assert response.error_code == _code("UNSUPPORTED_SASL_MECHANISM")
     assert list(response.mechanisms) == MECHANISMS
-    assert _closed(client)
+    assert closed(client)
 
 
 def test_sasl_requests_on_a_listener_without_sasl_are_illegal_state(
@@ -81,7 +81,7 @@ def test_plain_v1_then_requests_are_served_and_a_second_handshake_is_illegal(
     client.close()
 
 
-def test_failed_authentication_is_delayed_answered_and_closed(secure: SecureBroker) -> None:
+def test_failed_authentication_is_delayed_answered_andclosed(secure: SecureBroker) -> None:
     client = RawClient(secure.bootstrap("SASL_PLAINTEXT"))
     client.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
     started = time.monotonic()
@@ -89,7 +89,7 @@ def test_failed_authentication_is_delayed_answered_and_closed(secure: SecureBrok
     assert time.monotonic() - started >= 0.09  # connection.failed.authentication.delay.ms
     assert auth.error_code == _code("SASL_AUTHENTICATION_FAILED")
     assert auth.error_message == "Authentication failed: Invalid username or password"
-    assert _closed(client)
+    assert closed(client)
 
 
 def test_handshake_v0_takes_raw_tokens(secure: SecureBroker) -> None:
@@ -102,7 +102,7 @@ def test_handshake_v0_takes_raw_tokens(secure: SecureBroker) -> None:
     bad = RawClient(secure.bootstrap("SASL_PLAINTEXT"))
     bad.call(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
     bad.send_frame(b"\x00alice\x00wrong")
-    assert _closed(bad)
+    assert closed(bad)
 
 
 def test_scram_rejects_a_forged_proof(secure: SecureBroker) -> None:
@@ -121,5 +121,5 @@ def test_scram_rejects_a_forged_proof(secure: SecureBroker) -> None:
     assert auth.error_code == _code("SASL_AUTHENTICATION_FAILED")
     assert auth.error_message == ("Authentication failed during authentication due to "
                                   "invalid credentials with SASL mechanism SCRAM-SHA-256")
-    assert _closed(client)
+    assert closed(client)
 

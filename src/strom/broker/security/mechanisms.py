@@ -30,12 +30,21 @@ CredentialLookup = Callable[[str, str], ScramCredential | None]  # (user, mechan
 
 
 class AuthenticationFailed(Exception):
-    """The client's credentials (or token) were refused; ``str()`` is sent to the client."""
+    """The client's credentials (or token) were refused; ``str()`` is sent to the client,
+    ``detail`` (when given) is what the broker logs instead."""
+
+    def __init__(self, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class MechanismServer(Protocol):
+    """``expires_ms``: when the credential used expires (ms since the epoch), None if never;
+    it bounds the session's lifetime (KIP-368)."""
+
     complete: bool
     user: str | None
+    expires_ms: int | None
 
     def step(self, token: bytes) -> bytes: ...
 
@@ -48,6 +57,7 @@ class PlainServer:
         self._users = users
         self.complete = False
         self.user: str | None = None
+        self.expires_ms: int | None = None
 
     def step(self, token: bytes) -> bytes:
         if self.complete:
@@ -94,6 +104,7 @@ class ScramServer:
         self._user = ""
         self.complete = False
         self.user: str | None = None
+        self.expires_ms: int | None = None
 
     def step(self, token: bytes) -> bytes:
         try:

@@ -133,6 +133,18 @@ def raw_sasl_token(conn: ConnectionContext, sasl: SaslSession,
     return [_SIZE.pack(len(answer)) + answer]
 
 
+def _check_session(conn: ConnectionContext, sasl: SaslSession, header: RequestHeader) -> None:
+    """KIP-368 on an authenticated SASL connection: a SaslHandshake may begin
+    re-authentication; any other request after the session's lifetime closes the
+    connection (Kafka's ``serverAuthenticationSessionExpired``)."""
+    if header.api_key == ApiKey.SASL_HANDSHAKE and sasl.begin_reauthentication():
+        return
+    if sasl.expired():
+        raise CloseConnection(
+            f"SASL session of {conn.principal} from {conn.peer} on listener {conn.listener} "
+            f"expired ({sasl.session_lifetime_ms} ms) without re-authentication")
+
+
 async def _close_later(delay_s: float, reason: str) -> ResponseParts | None:
     await asyncio.sleep(delay_s)
     raise CloseConnection(reason)
@@ -158,6 +170,8 @@ class Dispatcher:
             header, position = parse_request_header(frame)
         except KafkaError as exc:
             raise CloseConnection(f"malformed request header: {exc}") from None
+        if sasl is not None and sasl.authenticated:
+            _check_session(conn, sasl, header)
         if sasl is not None and not sasl.authenticated and header.api_key not in _BEFORE_AUTH:
             # Kafka's SaslServerAuthenticator: IllegalSaslStateException, connection closed.
             raise CloseConnection(

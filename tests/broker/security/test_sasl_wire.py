@@ -50,7 +50,9 @@ def test_authenticate_before_handshake_closes(secure: SecureBroker) -> None:
 def test_unsupported_mechanism_lists_the_enabled_ones_then_closes(
         secure: SecureBroker) -> None:
     client = RawClient(secure.bootstrap("SASL_PLAINTEXT"))
+    started = time.monotonic()
     response = client.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "GSSAPI"})
+    assert time.monotonic() - started >= 0.09  # connection.failed.authentication.delay.ms
     assert response.error_code == _code("UNSUPPORTED_SASL_MECHANISM")
     assert list(response.mechanisms) == MECHANISMS
     assert closed(client)

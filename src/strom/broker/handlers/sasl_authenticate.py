@@ -4,7 +4,8 @@ A refused token is answered SASL_AUTHENTICATION_FAILED with the mechanism's mess
 ``connection.failed.authentication.delay.ms``, and the connection is closed. On a listener
 without SASL, or once authenticated: ILLEGAL_SASL_STATE (connection kept, as Kafka). Before a
 handshake on a SASL listener the connection is closed (Kafka's IllegalSaslStateException).
-``session_lifetime_ms`` is 0: no re-authentication is required (KIP-368 is not implemented).
+``session_lifetime_ms`` (v1+) is the session's lifetime once authenticated (KIP-368: the
+earlier of ``connections.max.reauth.ms`` and the credential's expiry; 0: none), else 0.
 """
 
 from __future__ import annotations
@@ -43,18 +44,19 @@ class SaslAuthenticateHandler:
             request.conn.close_after_response = True
             return self._later(sasl.settings.failure_delay_s,
                                self._answer(version, "SASL_AUTHENTICATION_FAILED", str(exc)))
-        if sasl.authenticated:
-            request.conn.principal = f"User:{sasl.user}"
-        return [self._answer(version, None, None, token)]
+        if not sasl.authenticated:
+            return [self._answer(version, None, None, token)]
+        request.conn.principal = f"User:{sasl.user}"
+        return [self._answer(version, None, None, token, sasl.session_lifetime_ms)]
 
     @staticmethod
     def _answer(version: int, error: str | None, message: str | None,
-                token: bytes = b"") -> bytes:
+                token: bytes = b"", lifetime_ms: int = 0) -> bytes:
         fields: dict[str, Any] = {
             "error_code": error_class(error).code if error else 0,
             "error_message": message, "auth_bytes": token}
         if version >= 1:
-            fields["session_lifetime_ms"] = 0
+            fields["session_lifetime_ms"] = lifetime_ms
         return api.response(API_KEY, version, fields)
 
     @staticmethod

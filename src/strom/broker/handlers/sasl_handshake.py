@@ -1,14 +1,19 @@
 """SaslHandshake (17), v0-1: choose a SASL mechanism (:mod:`strom.broker.security.sasl`).
 
 On a SASL listener before authentication: NONE and the enabled mechanisms, or
-UNSUPPORTED_SASL_MECHANISM with them and the connection closed. A second handshake, one on an
-authenticated connection, or one on a listener without SASL: ILLEGAL_SASL_STATE (Kafka's
-``KafkaApis`` answer), connection kept.
+UNSUPPORTED_SASL_MECHANISM with them after ``connection.failed.authentication.delay.ms``
+(Kafka delays every failed authentication's answer) and the connection closed. A second
+handshake, one on an authenticated connection that may not re-authenticate (see
+:mod:`strom.broker.security.sasl`; the dispatcher begins a re-authentication before this
+handler runs), or one on a listener without SASL: ILLEGAL_SASL_STATE (Kafka's ``KafkaApis``
+answer), connection kept.
 """
 
 from __future__ import annotations
 
-from strom.broker.dispatch import CloseConnection, Request, ResponseParts
+import asyncio
+
+from strom.broker.dispatch import CloseConnection, HandlerResult, Request, ResponseParts
 from strom.broker.security.sasl import SaslState
 from strom.broker.state import BrokerState
 from strom.common.errors import error_class
@@ -22,7 +27,7 @@ class SaslHandshakeHandler:
     def __init__(self, state: BrokerState) -> None:
         del state
 
-    def __call__(self, request: Request) -> ResponseParts:
+    def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
         sasl = request.conn.sasl
@@ -35,7 +40,12 @@ class SaslHandshakeHandler:
         enabled = list(sasl.settings.mechanisms)
         if not sasl.handshake(str(body.mechanism), version):
             request.conn.close_after_response = True
-            return [api.response(API_KEY, version, {
+            return _later(sasl.settings.failure_delay_s, api.response(API_KEY, version, {
                 "error_code": error_class("UNSUPPORTED_SASL_MECHANISM").code,
-                "mechanisms": enabled})]
+                "mechanisms": enabled}))
         return [api.response(API_KEY, version, {"error_code": 0, "mechanisms": enabled})]
+
+
+async def _later(delay_s: float, answer: bytes) -> ResponseParts:
+    await asyncio.sleep(delay_s)
+    return [answer]

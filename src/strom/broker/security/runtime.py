@@ -1,5 +1,6 @@
 """What each listener needs at run time, built (and checked) once at start-up: its TLS
-context, its principal mapping rules and its SASL settings. Any problem raises a
+context (which then follows certificate changes: :mod:`strom.broker.security.tls_reload`),
+its principal mapping rules and its SASL settings. Any problem raises a
 :class:`~strom.common.errors.StromError` subclass naming the listener and the key, before the
 broker binds a socket."""
 
@@ -14,6 +15,7 @@ from strom.broker.security.mechanisms import CredentialLookup
 from strom.broker.security.principal import ANONYMOUS, PrincipalMapper, PrincipalRulesError
 from strom.broker.security.sasl import SaslConfigError, SaslSession, SaslSettings, sasl_settings
 from strom.broker.security.tls import server_context
+from strom.broker.security.tls_reload import ReloadingContext
 from strom.common.config import BrokerConfig
 
 
@@ -48,7 +50,7 @@ def build_runtimes(config: BrokerConfig, listeners: ListenerSet,
     for listener in listeners.listeners:
         context = mapper = None
         if listener.protocol.uses_tls:
-            context = server_context(config, listener)
+            context = _reloading_context(config, listener)
             rules = str(config.for_listener(listener.name, "ssl.principal.mapping.rules"))
             try:
                 mapper = PrincipalMapper(rules)
@@ -60,3 +62,10 @@ def build_runtimes(config: BrokerConfig, listeners: ListenerSet,
     return out
 
 
+def _reloading_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext:
+    """The listener's SSL context, which follows changes of its keystore and truststore."""
+    files = [str(f) for f in (config.for_listener(listener.name, "ssl.keystore.location"),
+                              config.for_listener(listener.name, "ssl.truststore.location"))
+             if f]
+    return ReloadingContext(lambda: server_context(config, listener), files,
+                            listener.name).front

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError
 
-from tests.broker.security.conftest import SecureBroker, certs, secure  # noqa: F401
+from tests.broker.security.conftest import (  # noqa: F401
+    SCRAM_PASSWORD,
+    SCRAM_USER,
+    SecureBroker,
+    certs,
+    secure,
+)
 from tests.broker.security.test_clients import _confluent_errors, confluent_conf
 from tests.cli.conftest import Result
 
@@ -42,3 +49,21 @@ def test_create_list_delete(secure: SecureBroker,  # noqa: F811
     missing = cli("users", "list", user, *b)
     assert missing.code != 0 and f"Attempt to describe nonexistent user: {user}" in (
         missing.err + missing.out)
+
+
+def test_users_over_a_sasl_ssl_listener(secure: SecureBroker,  # noqa: F811
+                                        cli: Callable[..., Result], tmp_path: Path) -> None:
+    """The CLI reaches a SASL_SSL-only listener with Kafka's client properties."""
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=SASL_SSL\n"
+                      "sasl.mechanism=SCRAM-SHA-256\n"
+                      "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule"
+                      f' required username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";\n'
+                      f"ssl.truststore.location={secure.certs.ca}\n")
+    b = ["--bootstrap-server", secure.bootstrap("SASL_SSL"), "--command-config", str(config)]
+    user = f"tls-{uuid.uuid4().hex[:6]}"
+    created = cli("users", "create", user, "--password", "pw", *b)
+    assert created.code == 0, created.err
+    listed = cli("users", "list", user, *b)
+    assert listed.code == 0 and listed.out.startswith(f"{user}: SCRAM-SHA-256"), listed.err
+    assert cli("users", "delete", user, *b).code == 0

@@ -6,6 +6,8 @@ do not connect) to show each supported key reaches the setting the client uses.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from strom.client import AdminClient, Fetcher, Producer
@@ -73,7 +75,9 @@ def test_admin_keys_reach_the_admin_client() -> None:
     ("producer", "enable.idempotence", "yes", "must be true or false"),
     ("consumer", "auto.offset.reset", "smallest", "must be one of earliest, latest, none"),
     ("consumer", "isolation.level", "committed", "read_uncommitted, read_committed"),
-    ("admin", "security.protocol", "SSL", "PLAINTEXT only"),
+    ("admin", "security.protocol", "TLS", "security.protocol must be one of PLAINTEXT, SSL"),
+    ("admin", "security.protocol", "SASL_PLAINTEXT", "sasl.mechanism must be one of PLAIN"),
+    ("consumer", "ssl.truststore.type", "JKS", "only PEM files are read"),
 ])
 def test_bad_values_are_named(kind: str, key: str, value: str, message: str) -> None:
     with pytest.raises(ClientConfigError, match=message):
@@ -85,11 +89,28 @@ def test_unknown_keys_are_refused_with_the_supported_list() -> None:
         client_options("producer", {"retries": "3"})
     assert "unknown producer property 'retries'" in str(info.value)
     assert "linger.ms" in str(info.value) and "fetch.min.bytes" not in str(info.value)
-    with pytest.raises(UnknownPropertyError, match="no TLS or SASL"):
-        client_options("consumer", {"sasl.mechanism": "PLAIN"})
+    with pytest.raises(UnknownPropertyError, match=r"unknown consumer property 'ssl\.provider'"):
+        client_options("consumer", {"ssl.provider": "SunJSSE"})
     # A consumer key is not an admin key, and the other way round.
     with pytest.raises(UnknownPropertyError, match=r"unknown admin property 'group\.id'"):
         client_options("admin", {"group.id": "g"})
+
+
+def test_security_keys_make_one_client_security(tmp_path: Path) -> None:
+    options = client_options("admin", {
+        "security.protocol": "sasl_plaintext", "sasl.mechanism": "scram-sha-512",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule '
+                            'required username="bob" password="b\\"pw";'})
+    security = options["security"]
+    assert (security.protocol, security.sasl_mechanism, security.username,
+            security.password) == ("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob", 'b"pw')
+    assert AdminClient(**options).cluster.security is security
+    with pytest.raises(ClientConfigError, match=r"needs sasl\.username and sasl\.password"):
+        client_options("producer", {"security.protocol": "SASL_SSL",
+                                    "sasl.mechanism": "PLAIN"})
+    with pytest.raises(ClientConfigError, match=r"ssl\.ca\.location .*missing"):
+        client_options("producer", {"security.protocol": "SSL",
+                                    "ssl.ca.location": str(tmp_path / "missing")})
 
 
 def test_idempotence_needs_acks_all() -> None:

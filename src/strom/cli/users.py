@@ -5,9 +5,9 @@ DescribeUserScramCredentials), what ``kafka-configs.sh --entity-type users --alt
 ``create NAME --password PW`` sets both SCRAM-SHA-256 and SCRAM-SHA-512 unless
 ``--mechanism`` names one (repeatable); the password is salted on this side, only the salted
 password is sent. ``delete NAME`` removes the user's credentials (all mechanisms unless
-``--mechanism``). ``list [NAME …]`` prints each user's mechanisms and iterations. The
-bootstrap server must be a listener this client can reach (PLAINTEXT: strom's client has no
-TLS or SASL yet).
+``--mechanism``). ``list [NAME …]`` prints each user's mechanisms and iterations. A TLS or
+SASL listener is reached with Kafka's client properties in ``--command-config``
+(``security.protocol``, ``ssl.*``, ``sasl.*``: :mod:`strom.client.security`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import getpass
 
-from strom.cli.common import add_bootstrap
+from strom.cli.client_props import add_client_config, admin_options
 from strom.client.scram_admin import DEFAULT_ITERATIONS, ScramDelete, ScramUpsert
 from strom.client.sync import SyncAdminClient
 from strom.common.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
@@ -35,25 +35,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,
                    help=f"PBKDF2 iterations ({MIN_ITERATIONS}-{MAX_ITERATIONS}, default "
                         f"{DEFAULT_ITERATIONS})")
-    add_bootstrap(c)
+    add_client_config(c, "admin")
     c.set_defaults(run=run_create)
 
     d = actions.add_parser("delete", help="delete a user's credentials")
     d.add_argument("name")
     d.add_argument("--mechanism", action="append", choices=list(MECHANISMS),
                    help="only this mechanism; repeatable (default: every one it has)")
-    add_bootstrap(d)
+    add_client_config(d, "admin")
     d.set_defaults(run=run_delete)
 
     li = actions.add_parser("list", help="list users and their mechanisms")
     li.add_argument("names", nargs="*", help="only these users")
-    add_bootstrap(li)
+    add_client_config(li, "admin")
     li.set_defaults(run=run_list)
 
 
 def _admin(args: argparse.Namespace) -> SyncAdminClient:
-    return SyncAdminClient(args.bootstrap_server,
-                           request_timeout_s=args.request_timeout_ms / 1000)
+    return SyncAdminClient(**admin_options(args))
 
 
 def run_create(args: argparse.Namespace) -> int:

@@ -44,6 +44,7 @@ from strom.client.group_admin import GroupAdmin
 from strom.client.metadata import BrokerNode, uuid_text
 from strom.client.offsets import READ_UNCOMMITTED, list_offsets
 from strom.client.scram_admin import ScramDelete, ScramUpsert, UserScramCredentials
+from strom.client.security import ClientSecurity
 from strom.client.txn_admin import TransactionAdmin
 from strom.common.errors import (
     InvalidRequestError,
@@ -76,9 +77,10 @@ class AdminClient:
         *,
         client_id: str = "strom-admin",
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.cluster = Cluster(bootstrap, client_id=client_id,
-                               request_timeout_s=request_timeout_s)
+                               request_timeout_s=request_timeout_s, security=security)
         self.request_timeout_s = request_timeout_s
         self.groups = GroupAdmin(self.cluster, request_timeout_s)
         self.transactions = TransactionAdmin(self.cluster, request_timeout_s)

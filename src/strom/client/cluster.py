@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.metadata import ClusterMetadata, from_response
+from strom.client.security import ClientSecurity
 from strom.common.errors import (
     KafkaError,
     LeaderNotAvailableError,
@@ -83,8 +84,10 @@ class Cluster:
         client_id: str = "strom",
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         allow_auto_create_topics: bool = False,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.security = security
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self.allow_auto_create_topics = allow_auto_create_topics
@@ -118,7 +121,7 @@ class Cluster:
     # -- connections -------------------------------------------------------------------------
     def _new_connection(self, host: str, port: int, node_id: int) -> Connection:
         return Connection(host, port, node_id=node_id, client_id=self.client_id,
-                          request_timeout_s=self.request_timeout_s)
+                          request_timeout_s=self.request_timeout_s, security=self.security)
 
     async def _bootstrap_connection(self) -> Connection:
         conn = self._bootstrap_conn

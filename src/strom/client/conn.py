@@ -10,6 +10,12 @@ version both sides speak (:func:`strom.client.wire.negotiate`). A broker that do
 ApiVersions version answers UNSUPPORTED_VERSION in the v0 format (KIP-511); we then retry at the
 version it advertises for ApiVersions, or v0.
 
+With ``security`` (:class:`~strom.client.security.ClientSecurity`) the socket is TLS
+(the broker's certificate checked, the client's own sent for mutual TLS) and, on a SASL
+listener, :meth:`Connection.open` authenticates after ApiVersions (:mod:`strom.client.sasl`);
+a refusal raises the broker's error. Re-authentication (KIP-368) is not done: a broker that
+sets a session lifetime closes the connection when it ends, and callers reconnect.
+
 When the socket fails or the broker closes it, every waiting request fails with
 :class:`~strom.common.errors.NetworkError` and the connection is closed for good: callers (the
 :class:`~strom.client.cluster.Cluster`) open a new one.
@@ -19,13 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import itertools
 import logging
+import ssl
 import struct
 from typing import Any
 
 from strom import __version__
-from strom.client import wire
+from strom.client import sasl, wire
+from strom.client.security import ClientSecurity
 from strom.common.errors import (
     KafkaError,
     NetworkError,
@@ -61,8 +70,10 @@ class Connection:
         client_id: str | None = "strom",
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.host = host
+        self.security = security
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -95,10 +106,16 @@ class Connection:
 
     async def open(self) -> Connection:
         """Connect and negotiate API versions; NetworkError if the broker cannot be reached."""
+        context = None if self.security is None else self.security.ssl_context
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout_s
+                asyncio.open_connection(self.host, self.port, ssl=context,
+                                        server_hostname=self.host if context else None),
+                self.connect_timeout_s
             )
+        except ssl.SSLError as exc:
+            raise NetworkError(f"TLS handshake with {self.address} failed: "
+                               f"{exc.reason or exc}") from None
         except TimeoutError:
             raise NetworkError(
                 f"could not connect to {self.address}: timed out after {self.connect_timeout_s}s"
@@ -111,6 +128,8 @@ class Connection:
         self._read_task = asyncio.create_task(self._read_loop(), name=f"strom-conn-{self.address}")
         try:
             await self._negotiate()
+            if self.security is not None and self.security.uses_sasl:
+                await self._authenticate(self.security)
         except BaseException:
             await self.close()
             raise
@@ -242,6 +261,31 @@ class Connection:
         except asyncio.CancelledError:
             self._fail("closed by client")
             raise
+
+    # -- SASL --------------------------------------------------------------------------------
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate requests; the
+        broker's refusal raises its error (SASL_AUTHENTICATION_FAILED with its message)."""
+        mechanism = security.sasl_mechanism
+        handshake = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism},
+                                       timeout_s=self.connect_timeout_s)
+        if handshake.error_code:
+            raise error_for(handshake.error_code,
+                            f"{self.address} does not offer SASL mechanism {mechanism} "
+                            f"(it offers {', '.join(handshake.mechanisms) or 'none'})")
+        token = None
+        if security.oauth_token is not None and mechanism == "OAUTHBEARER":
+            got = security.oauth_token()
+            token = await got if inspect.isawaitable(got) else got
+        client = sasl.mechanism_client(security, token)
+        out: bytes | None = client.first()
+        while out is not None:
+            answer = await self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": out},
+                                        timeout_s=self.connect_timeout_s)
+            if answer.error_code:
+                raise error_for(answer.error_code, answer.error_message or
+                                f"SASL {mechanism} authentication with {self.address} failed")
+            out = client.respond(bytes(answer.auth_bytes or b""))
 
     # -- ApiVersions -------------------------------------------------------------------------
     async def _negotiate(self) -> None:

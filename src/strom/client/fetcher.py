@@ -30,6 +30,7 @@ from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.offsets import READ_COMMITTED, READ_UNCOMMITTED, list_offsets
 from strom.client.read_committed import AbortedTransactions, aborted_of
 from strom.client.records import ClientConfigError, ConsumerRecord
+from strom.client.security import ClientSecurity
 from strom.common.errors import (
     KafkaError,
     NetworkError,
@@ -81,6 +82,7 @@ class Fetcher:
         isolation_level: int | str = READ_UNCOMMITTED,
         auto_offset_reset: str = "latest",
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        security: ClientSecurity | None = None,
     ) -> None:
         if auto_offset_reset not in RESET_POLICIES:
             raise ClientConfigError(
@@ -89,7 +91,7 @@ class Fetcher:
             )
         isolation_level = _isolation(isolation_level)
         self.cluster = Cluster(bootstrap, client_id=client_id,
-                               request_timeout_s=request_timeout_s)
+                               request_timeout_s=request_timeout_s, security=security)
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes

@@ -44,6 +44,7 @@ from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster
 from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.partitioner import DefaultPartitioner, Partitioner
 from strom.client.records import ClientConfigError, Header, RecordMetadata, codec_id
+from strom.client.security import ClientSecurity
 from strom.client.sequencing import MAX_IN_FLIGHT, Sequencer
 from strom.client.transactions import ConsumerGroupMetadata, TransactionManager
 from strom.client.txn_errors import TransactionStateError
@@ -151,6 +152,7 @@ class Producer:
         allow_auto_create_topics: bool = True,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60000,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.acks = _parse_acks(acks)
         self.codec = codec_id(compression)
@@ -173,7 +175,8 @@ class Producer:
         self.partitioner: Partitioner = partitioner or DefaultPartitioner(batch_size)
         self.cluster = Cluster(bootstrap, client_id=client_id,
                                request_timeout_s=request_timeout_s,
-                               allow_auto_create_topics=allow_auto_create_topics)
+                               allow_auto_create_topics=allow_auto_create_topics,
+                               security=security)
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self._open: dict[TopicPartition, _Batch] = {}

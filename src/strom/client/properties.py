@@ -8,7 +8,9 @@ the client's ``*_s`` seconds). A key strom does not honour is refused with an er
 it and lists the keys that are supported — never silently ignored, since a setting that does
 nothing (say ``acks=all`` misspelt) is worse than a failed start.
 
-``bootstrap.servers`` maps to the ``bootstrap`` argument every client takes. The consumer
+``bootstrap.servers`` maps to the ``bootstrap`` argument every client takes; the TLS and SASL
+keys (``security.protocol``, ``ssl.*``, ``sasl.*``) together make its ``security`` argument
+(:class:`~strom.client.security.ClientSecurity`). The consumer
 keys ``group.id``, ``enable.auto.commit`` and ``auto.commit.interval.ms`` are group settings
 (:data:`GROUP_KEYWORDS`), which the group-less :class:`~strom.client.fetcher.Fetcher` does
 not take; whoever manages the group's offsets reads them.
@@ -20,6 +22,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from strom.client.records import CODECS, ClientConfigError
+from strom.client.security import PROPERTY_KEYS as SECURITY_KEYS
+from strom.client.security import ClientSecurity
 
 Parser = Callable[[str, str], Any]  # (key, text) -> value
 
@@ -72,18 +76,13 @@ def _choice(*choices: str, values: Mapping[str, Any] | None = None) -> Parser:
     return parse
 
 
-def _plaintext(key: str, text: str) -> None:
-    if text.strip().upper() != "PLAINTEXT":
-        raise ClientConfigError(f"{key}={text} is not supported: strom's client speaks "
-                                "PLAINTEXT only (no TLS or SASL yet)")
-
-
 # key -> (keyword argument, or None for a key that is only checked; parser)
 _COMMON: dict[str, tuple[str | None, Parser]] = {
     "bootstrap.servers": ("bootstrap", _text),
     "client.id": ("client_id", _text),
     "request.timeout.ms": ("request_timeout_s", _seconds(1)),
-    "security.protocol": (None, _plaintext),
+    # TLS and SASL keys (strom.client.security) are gathered into the ``security`` keyword.
+    **{key: ("security", _text) for key in SECURITY_KEYS},
 }
 
 PRODUCER: dict[str, tuple[str | None, Parser]] = {
@@ -130,6 +129,7 @@ def client_options(kind: str, properties: Mapping[str, str]) -> dict[str, Any]:
     from Kafka property ``properties``; ClientConfigError for an unsupported key or value."""
     table = _KINDS[kind]
     out: dict[str, Any] = {}
+    security: dict[str, str] = {}
     for key, text in properties.items():
         name = key.strip()
         entry = table.get(name)
@@ -137,8 +137,12 @@ def client_options(kind: str, properties: Mapping[str, str]) -> dict[str, Any]:
             raise UnknownPropertyError(_unknown(kind, name, table))
         keyword, parse = entry
         value = parse(name, text)
-        if keyword is not None:
+        if keyword == "security":
+            security[name] = value
+        elif keyword is not None:
             out[keyword] = value
+    if security:
+        out["security"] = ClientSecurity.from_properties(security)
     if out.get("idempotent") and out.get("acks", -1) != -1:
         raise ClientConfigError("enable.idempotence=true needs acks=all (-1)")
     if out.get("transactional_id") is not None:
@@ -150,7 +154,5 @@ def client_options(kind: str, properties: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _unknown(kind: str, name: str, table: Mapping[str, object]) -> str:
-    if name.startswith(("ssl.", "sasl.")):
-        return f"{kind} property {name!r} is not supported: strom's client has no TLS or SASL yet"
     return (f"unknown {kind} property {name!r}; strom's {kind} supports "
             f"{', '.join(sorted(table))}")

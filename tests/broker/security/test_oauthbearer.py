@@ -298,3 +298,28 @@ def test_oauthbearer_without_keys_stops_the_broker(certs: Certs) -> None:
               "sasl.enabled.mechanisms": "OAUTHBEARER"}
     with pytest.raises(RuntimeError, match=r"sasl\.oauthbearer\.jwks\.endpoint\.url"):
         EmbeddedBroker(config).start()
+
+
+# -- strom's own client -----------------------------------------------------------------------
+@pytest.mark.parametrize("good", [True, False])
+def test_strom_client_with_a_token_callable(oauth: OAuthBroker, good: bool) -> None:
+    from strom.client import AdminClient
+    from strom.client.security import ClientSecurity, client_context
+
+    token = oauth.keys.token() if good else oauth.keys.token(key="rogue")
+
+    async def fetch_token() -> str:
+        return token
+
+    security = ClientSecurity("SASL_SSL", client_context(ca=str(oauth.certs.ca)),
+                              "OAUTHBEARER", oauth_token=fetch_token)
+
+    async def run() -> list[str]:
+        async with AdminClient(oauth.bootstrap("SASL_SSL"), security=security) as admin:
+            return await admin.list_topics()
+
+    if good:
+        assert isinstance(asyncio.run(run()), list)
+    else:
+        with pytest.raises(error_class("SASL_AUTHENTICATION_FAILED"), match="invalid_token"):
+            asyncio.run(run())

@@ -1,0 +1,116 @@
+"""strom's own client over TLS and SASL against strom's secure listeners: the admin client with
+SCRAM over SASL_SSL, producer and fetcher with PLAIN over SASL_SSL, mutual TLS from Kafka
+property names, and the broker's refusals (wrong password, a mechanism it does not offer, a
+certificate the client does not trust) raised as the broker's errors.
+
+Tansu (the peer broker the other client tests also run against) is not used here: it has no
+TLS or SASL listener to test against."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from strom.client import AdminClient, Fetcher, Producer
+from strom.client.admin_types import NewTopic
+from strom.client.properties import client_options
+from strom.client.security import ClientSecurity, client_context
+from strom.common.errors import NetworkError, error_class
+from strom.common.types import TopicPartition
+from tests.broker.security.conftest import (  # noqa: F401
+    PLAIN_USERS,
+    SCRAM_PASSWORD,
+    SCRAM_USER,
+    SecureBroker,
+    certs,
+    secure,
+)
+
+
+def _sasl_ssl(secure: SecureBroker, mechanism: str, user: str,  # noqa: F811
+              password: str) -> ClientSecurity:
+    return ClientSecurity("SASL_SSL", client_context(ca=str(secure.certs.ca)), mechanism,
+                          user, password)
+
+
+def test_admin_producer_and_fetcher_over_sasl_ssl(secure: SecureBroker) -> None:  # noqa: F811
+    scram = _sasl_ssl(secure, "SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD)
+    plain = _sasl_ssl(secure, "PLAIN", "alice", PLAIN_USERS["alice"])
+    bootstrap, topic = secure.bootstrap("SASL_SSL"), f"client-{uuid.uuid4().hex[:8]}"
+
+    async def run() -> list[bytes]:
+        async with AdminClient(bootstrap, security=scram) as admin:
+            await admin.create_topics([NewTopic(topic, 1, 1)])
+            assert topic in await admin.list_topics()
+        async with Producer(bootstrap, security=plain) as producer:
+            for i in range(10):
+                await producer.send(topic, f"s{i}".encode())
+            await producer.flush()
+        async with Fetcher(bootstrap, security=plain, auto_offset_reset="earliest",
+                           max_wait_ms=100) as fetcher:
+            fetcher.assign([TopicPartition(topic, 0)])
+            got: list[bytes] = []
+            while len(got) < 10:
+                got += [r.value for r in await fetcher.fetch() if r.value is not None]
+            return got
+
+    assert asyncio.run(run()) == [f"s{i}".encode() for i in range(10)]
+
+
+def test_mutual_tls_from_kafka_properties(secure: SecureBroker) -> None:  # noqa: F811
+    files = secure.certs
+    options = client_options("admin", {
+        "bootstrap.servers": secure.bootstrap("MTLS"), "security.protocol": "SSL",
+        "ssl.ca.location": str(files.ca), "ssl.certificate.location": str(files.client_cert),
+        "ssl.key.location": str(files.client_key)})
+
+    async def run() -> int:
+        async with AdminClient(**options) as admin:
+            return len((await admin.describe_cluster()).brokers)
+
+    assert asyncio.run(run()) == 1
+
+
+@pytest.mark.parametrize(("mechanism", "user", "error", "message"), [
+    ("PLAIN", "alice", "SASL_AUTHENTICATION_FAILED",
+     "Authentication failed: Invalid username or password"),
+    ("SCRAM-SHA-256", "nobody", "SASL_AUTHENTICATION_FAILED",
+     "invalid credentials with SASL mechanism SCRAM-SHA-256"),
+])
+def test_refused_credentials_raise_the_broker_error(secure: SecureBroker,  # noqa: F811
+                                                    mechanism: str, user: str, error: str,
+                                                    message: str) -> None:
+    security = _sasl_ssl(secure, mechanism, user, "wrong-pw")
+
+    async def run() -> None:
+        async with AdminClient(secure.bootstrap("SASL_SSL"), security=security):
+            pass
+
+    with pytest.raises(error_class(error), match=message):
+        asyncio.run(run())
+
+
+def test_a_mechanism_the_broker_does_not_offer(secure: SecureBroker) -> None:  # noqa: F811
+    security = ClientSecurity("SASL_PLAINTEXT", None, "OAUTHBEARER",
+                              oauth_token=lambda: "x.y.z")
+
+    async def run() -> None:
+        async with AdminClient(secure.bootstrap("SASL_PLAINTEXT"), security=security):
+            pass
+
+    with pytest.raises(error_class("UNSUPPORTED_SASL_MECHANISM"),
+                       match="offers PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"):
+        asyncio.run(run())
+
+
+def test_an_untrusted_broker_certificate(secure: SecureBroker) -> None:  # noqa: F811
+    security = ClientSecurity("SSL", client_context(ca=str(secure.certs.rogue_cert)))
+
+    async def run() -> None:
+        async with AdminClient(secure.bootstrap("SSL"), security=security):
+            pass
+
+    with pytest.raises(NetworkError, match=r"TLS handshake with .* failed"):
+        asyncio.run(run())

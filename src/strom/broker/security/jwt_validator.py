@@ -308,7 +308,8 @@ def jwks_path(url: str) -> Path:
 
 
 def jwt_validator(jwks_url: str | None, pem_location: str | None, rules: ClaimRules,
-                  allow_unsecured: bool) -> JwtValidator:
+                  allow_unsecured: bool, *,
+                  clock: Callable[[], float] = time.time) -> JwtValidator:
     """A validator from the listener's settings; OAuthConfigError when unusable."""
     files: list[_KeyFile] = []
     if jwks_url or pem_location:
@@ -323,4 +324,4 @@ def jwt_validator(jwks_url: str | None, pem_location: str | None, rules: ClaimRu
         files.append(_KeyFile(jwks_path(jwks_url), load_jwks))
     if pem_location:
         files.append(_KeyFile(Path(pem_location), load_pem_keys))
-    return JwtValidator(files, rules, allow_unsecured)
+    return JwtValidator(files, rules, allow_unsecured, clock)

@@ -11,8 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from strom.common.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from strom.common.errors import KafkaStorageError
-from strom.metadata.changes import PutTopic, SetBrokerConfigs, SetScramCredential
+from strom.metadata.changes import PutTopic, SetAcls, SetBrokerConfigs, SetScramCredential
 from strom.metadata.image import BrokerInfo, PartitionInfo, ScramCredential, TopicInfo
 from strom.metadata.local import (
     FILE_NAME,
@@ -36,10 +44,10 @@ def write_v1(data_dir: Path, epoch: int = 7) -> None:
                                           "configs": {}, "internal": True}}}))
 
 
-def test_new_store_writes_version_3_with_the_given_cluster_id(tmp_path: Path) -> None:
+def test_new_store_writes_version_4_with_the_given_cluster_id(tmp_path: Path) -> None:
     store = LocalMetadataStore(tmp_path, BROKER, "given-id")
     saved = json.loads((tmp_path / FILE_NAME).read_text())
-    assert saved == {"version": 3, "cluster_id": "given-id", "epoch": 0, "next_producer_id": 0,
+    assert saved == {"version": 4, "cluster_id": "given-id", "epoch": 0, "next_producer_id": 0,
                      "topics": {}, "broker_configs": {}}
     assert store.image.controller_id == 3 and store.image.brokers == {3: BROKER}
 
@@ -65,7 +73,7 @@ def test_version_1_is_read_as_led_here_and_rewritten(tmp_path: Path) -> None:
     assert t.topic_id == TOPIC_ID and t.configs == {"segment.ms": "5"} and not t.internal
     assert t.partitions == (PartitionInfo(0, 3, 0, (3,), (3,)), PartitionInfo(1, 3, 0, (3,), (3,)))
     assert image.topics["__consumer_offsets"].internal
-    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 3
+    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 4
     assert LocalMetadataStore(tmp_path, BROKER).image.topics == image.topics
 
 
@@ -79,7 +87,7 @@ def test_version_2_is_read_without_broker_configs_and_rewritten(tmp_path: Path) 
     assert image.epoch == 9 and image.broker_configs == {}
     assert image.topics["t"].partitions == (PartitionInfo(0, 3, 4, (3,), (3,)),)
     saved = json.loads((tmp_path / FILE_NAME).read_text())
-    assert saved["version"] == 3 and saved["broker_configs"] == {}
+    assert saved["version"] == 4 and saved["broker_configs"] == {}
     assert saved["next_producer_id"] == 2000 and saved["topics"]["t"]["partitions"] == [partition]
 
 
@@ -254,4 +262,40 @@ def test_neither_file_readable_is_a_clear_value_error(tmp_path: Path) -> None:
     assert f"the previous copy is unreadable too ({tmp_path / PREVIOUS} is empty)" in message
     (tmp_path / PREVIOUS).unlink()
     with pytest.raises(ValueError, match="there is no previous copy"):
+        LocalMetadataStore(tmp_path, BROKER)
+
+
+ORDERS = ResourcePattern(ResourceType.TOPIC, "orders-", PatternType.PREFIXED)
+ALICE_READS = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+
+
+def test_acls_are_stored_by_resource_pattern_with_kafkas_names(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER)
+    store.write(store.image.epoch, [SetAcls(ORDERS, frozenset({ALICE_READS}))])
+    assert json.loads((tmp_path / FILE_NAME).read_text())["acls"] == [
+        {"resource_type": "TOPIC", "name": "orders-", "pattern_type": "PREFIXED",
+         "entries": [{"principal": "User:alice", "host": "*", "operation": "READ",
+                      "permission": "ALLOW"}]}]
+    reopened = LocalMetadataStore(tmp_path, BROKER)
+    assert reopened.image.acls == {ORDERS: frozenset({ALICE_READS})}
+    reopened.write(reopened.image.epoch, [SetAcls(ORDERS, frozenset())])
+    assert LocalMetadataStore(tmp_path, BROKER).image.acls == {}
+    assert "acls" not in json.loads((tmp_path / FILE_NAME).read_text())
+
+
+def test_version_3_is_read_without_acls_and_rewritten_as_version_4(tmp_path: Path) -> None:
+    (tmp_path / FILE_NAME).write_text(json.dumps({
+        "version": 3, "cluster_id": "c3", "epoch": 5, "next_producer_id": 0, "topics": {},
+        "broker_configs": {}}))
+    assert LocalMetadataStore(tmp_path, BROKER).image.acls == {}
+    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 4
+
+
+def test_an_unknown_acl_operation_name_makes_the_file_unreadable(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER)
+    store.write(store.image.epoch, [SetAcls(ORDERS, frozenset({ALICE_READS}))])
+    path = tmp_path / FILE_NAME
+    path.write_text(path.read_text().replace('"READ"', '"READS"'))
+    (tmp_path / PREVIOUS).unlink()
+    with pytest.raises(ValueError, match="malformed metadata"):
         LocalMetadataStore(tmp_path, BROKER)

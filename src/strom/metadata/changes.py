@@ -14,6 +14,9 @@ layout Kafka uses, so a ZooKeeper store can write a change as one multi-op:
 ``SetBrokerConfigs``  ``/config/brokers/<id>`` or ``/config/brokers/<default>`` (dynamic
                    broker configs; an empty set deletes the znode)
 ``SetScramCredential``  one mechanism's entry of ``/config/users/<user>`` (None deletes it)
+``SetAcls``        ``/kafka-acl/<type>/<name>`` (LITERAL) or
+                   ``/kafka-acl-extended/prefixed/<type>/<name>`` (PREFIXED): every ACL of
+                   one resource pattern (an empty set deletes the znode)
 =================  ===================================================================
 
 :func:`apply_changes` is pure: it checks each change against the image (as it stands after the
@@ -21,6 +24,7 @@ changes before it) and returns a new image with ``epoch + 1``; the input image i
 modified. Business rules (names, defaults, configs, placement) belong to the controller; this
 module only keeps the image well-formed:
 
+* an ACL is well-formed (:func:`strom.common.acl.binding_problem`);
 * a broker config resource is ``""`` (the cluster-wide default) or a broker id in decimal;
 * a topic has partitions ``0..N-1`` (N >= 1) and never loses one (Kafka cannot shrink a topic);
 * each partition has a non-empty replica list without duplicates, an ISR that is a subset of
@@ -35,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from strom.common.acl import AccessControlEntry, AclBinding, ResourcePattern, binding_problem
 from strom.common.errors import StromError
 from strom.metadata.image import MetadataImage, PartitionInfo, ScramCredential, TopicInfo
 
@@ -96,9 +101,17 @@ class SetScramCredential:
     credential: ScramCredential | None
 
 
+@dataclass(frozen=True, slots=True)
+class SetAcls:
+    """Replace the ACLs of one resource pattern with ``entries`` (empty: remove them all)."""
+
+    pattern: ResourcePattern
+    entries: frozenset[AccessControlEntry]
+
+
 MetadataChange: TypeAlias = (
     PutTopic | RemoveTopic | SetTopicConfigs | SetPartitions | SetBrokerConfigs
-    | SetScramCredential)
+    | SetScramCredential | SetAcls)
 
 
 def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> MetadataImage:
@@ -109,8 +122,11 @@ def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> Me
     topics = dict(image.topics)
     broker_configs = dict(image.broker_configs)
     scram = dict(image.scram_credentials)
+    acls = dict(image.acls)
     for change in changes:
-        if isinstance(change, SetScramCredential):
+        if isinstance(change, SetAcls):
+            _set_acls(acls, change)
+        elif isinstance(change, SetScramCredential):
             if not change.user:
                 raise InvalidMetadataChangeError("a SCRAM credential needs a user name")
             users = dict(scram.get(change.user, {}))
@@ -154,7 +170,20 @@ def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> Me
         else:  # pragma: no cover - the union is closed
             raise InvalidMetadataChangeError(f"unknown metadata change {change!r}")
     return dataclasses.replace(image, epoch=image.epoch + 1, topics=topics,
-                               broker_configs=broker_configs, scram_credentials=scram)
+                               broker_configs=broker_configs, scram_credentials=scram,
+                               acls=acls)
+
+
+def _set_acls(acls: dict[ResourcePattern, frozenset[AccessControlEntry]],
+              change: SetAcls) -> None:
+    for entry in change.entries:
+        problem = binding_problem(AclBinding(change.pattern, entry))
+        if problem is not None:
+            raise InvalidMetadataChangeError(f"ACL {entry} on {change.pattern}: {problem}")
+    if change.entries:
+        acls[change.pattern] = frozenset(change.entries)
+    else:
+        acls.pop(change.pattern, None)
 
 
 def _existing(topics: Mapping[str, TopicInfo], name: str) -> TopicInfo:

@@ -1,5 +1,5 @@
 """The cluster metadata image: an immutable snapshot of brokers, topics, partitions, the
-dynamic broker configs and the users' SCRAM credentials.
+dynamic broker configs, the users' SCRAM credentials and the ACLs.
 
 Every change produces a new image with ``epoch`` + 1; readers hold an image and never see it
 change under them. Handlers cache encoded per-topic metadata keyed by (topic, epoch).
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+
+from strom.common.acl import AccessControlEntry, ResourcePattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,8 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     #: user name → SCRAM mechanism name ("SCRAM-SHA-256") → credential.
     scram_credentials: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
+    #: ACLs by resource pattern (a pattern without entries is absent).
+    acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():

@@ -1,15 +1,18 @@
 """Single-node metadata store: the embedded default, one JSON file in the data directory.
 
-File ``<data-dir>/strom-metadata.json``, format version 3 (written atomically: temp file, fsync,
+File ``<data-dir>/strom-metadata.json``, format version 4 (written atomically: temp file, fsync,
 rename, fsync of the directory)::
 
-    {"version": 3, "cluster_id": "...", "epoch": N, "next_producer_id": M,
+    {"version": 4, "cluster_id": "...", "epoch": N, "next_producer_id": M,
      "topics": {"<name>": {"id": "<uuid>", "internal": false, "configs": {"k": "v"},
                            "partitions": [{"replicas": [0], "leader": 0, "leader_epoch": 0,
                                            "isr": [0]}, ...]}},
      "broker_configs": {"": {"k": "v"}, "<broker id>": {"k": "v"}},
      "scram_credentials": {"<user>": {"SCRAM-SHA-256": "salt=…,stored_key=…,server_key=…,
-                                                       iterations=4096"}}}
+                                                       iterations=4096"}},
+     "acls": [{"resource_type": "TOPIC", "name": "orders", "pattern_type": "PREFIXED",
+               "entries": [{"principal": "User:alice", "host": "*", "operation": "READ",
+                            "permission": "ALLOW"}]}]}
 
 Partition ``i`` is entry ``i`` of ``partitions``. ``next_producer_id`` is the lowest producer
 id never reserved. ``broker_configs`` holds the dynamic broker configs: ``""`` the cluster-wide
@@ -17,15 +20,18 @@ default, a broker id that broker's own. Brokers are not stored: like Kafka's eph
 registrations they come from the running broker (its node id and listener).
 ``scram_credentials`` (optional, absent when no user has one) holds each user's salted SCRAM
 credentials in Kafka's text form (:mod:`strom.common.scram`) — never a password.
+``acls`` (optional, absent without ACLs) holds the ACLs per resource pattern, with Kafka's
+enum names (:mod:`strom.common.acl`).
 
-Older files are read and rewritten as version 3 when the store opens. Version 2 files are
+Older files are read and rewritten as version 4 when the store opens. Version 3 files are
+version 4 without ``acls`` (none set). Version 2 files are
 version 3 without ``broker_configs`` (none set). Version 1 files (``"partitions": <count>``, no
 producer ids) are read as partitions led by this node at leader epoch 0 with ISR = replicas =
 [this node]. The producer-id reservation that version 1 brokers kept in
 ``<data-dir>/producer-id-block`` (one line: the next unreserved id; a leftover ``.tmp`` beside
 it counts too, as its rename was not made durable) is folded into ``next_producer_id`` and the
 old file is deleted once the new one is durable, so no id is handed out twice across the
-upgrade. A version 3 file cannot be read by older strom versions.
+upgrade. A version 4 file cannot be read by older strom versions.
 
 Every change is persisted first and then becomes the current image, so a crash leaves either
 the old or the new state; a write that fails (a full disk) changes nothing, is reported through
@@ -56,6 +62,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from strom.common.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from strom.common.scram import format_credential, parse_credential
 from strom.metadata.image import (
     BrokerInfo,
@@ -75,8 +89,8 @@ PREVIOUS_SUFFIX = ".prev"
 #: errno values of a file system that has no hard links (the previous copy is then copied).
 _NO_HARD_LINKS = frozenset(
     {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP})
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, FORMAT_VERSION)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, FORMAT_VERSION)
 LEGACY_PRODUCER_ID_FILE = "producer-id-block"
 # Larger than any producer-id block a single lost write can have reserved (blocks are 1000).
 RECOVERY_PRODUCER_ID_SKIP = 1 << 20
@@ -212,7 +226,8 @@ class LocalMetadataStore(ImageStore):
                         for mech, text in creds.items()}
             for user, creds in state.get("scram_credentials", {}).items() if creds}
         image = MetadataImage(str(state["cluster_id"]), int(state["epoch"]), node,
-                              {node: self._broker}, topics, broker_configs, scram)
+                              {node: self._broker}, topics, broker_configs, scram,
+                              _decode_acls(state.get("acls", [])))
         return image, int(state.get("next_producer_id", 0))
 
     @staticmethod
@@ -241,6 +256,7 @@ class LocalMetadataStore(ImageStore):
                        for mech, c in creds.items()}
                 for user, creds in image.scram_credentials.items()}}
                if image.scram_credentials else {}),
+            **({"acls": _encode_acls(image.acls)} if image.acls else {}),
         }
 
     def _store(self, image: MetadataImage, next_producer_id: int, *,
@@ -319,3 +335,30 @@ class LocalMetadataStore(ImageStore):
                 pass
         if removed:
             fsync_dir(self._dir)
+
+
+def _encode_acls(acls: dict[ResourcePattern, frozenset[AccessControlEntry]]
+                 ) -> list[dict[str, Any]]:
+    return [
+        {"resource_type": pattern.resource_type.name, "name": pattern.name,
+         "pattern_type": pattern.pattern_type.name,
+         "entries": [{"principal": e.principal, "host": e.host,
+                      "operation": e.operation.name, "permission": e.permission.name}
+                     for e in sorted(entries)]}
+        for pattern, entries in sorted(acls.items())]
+
+
+def _decode_acls(raw: list[dict[str, Any]]
+                 ) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+    acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+    for item in raw:
+        pattern = ResourcePattern(ResourceType[item["resource_type"]], str(item["name"]),
+                                  PatternType[item["pattern_type"]])
+        entries = frozenset(
+            AccessControlEntry(str(e["principal"]), str(e["host"]),
+                               AclOperation[e["operation"]],
+                               AclPermissionType[e["permission"]])
+            for e in item["entries"])
+        if entries:
+            acls[pattern] = entries
+    return acls

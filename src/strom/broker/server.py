@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from strom.broker import meta_properties
+from strom.broker.access import Access
 from strom.broker.dispatch import Dispatcher
 from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
 from strom.broker.handlers import build_handlers
 from strom.broker.metadata_recovery import keep_topics_on_disk
 from strom.broker.network import Connections, KafkaConnection
 from strom.broker.request_memory import RequestMemoryPool
+from strom.broker.security.authorizer import AclMap, Authorizer
 from strom.broker.security.listeners import ListenerSet, parse_listeners
 from strom.broker.security.runtime import ListenerRuntime, build_runtimes
 from strom.broker.state import BrokerState
@@ -93,6 +95,7 @@ class BrokerServer:
         self._markers: NetworkMarkerSender | None = None
         self.health = LogDirHealth(self.data_dir)
         self._stopped = asyncio.Event()
+        self._authorizer: Authorizer | None = None
 
     async def start(self) -> None:
         """Start, or raise :class:`BrokerStartupError` (or ``OSError``) having released what
@@ -106,13 +109,14 @@ class BrokerServer:
         try:  # before any disk work
             listeners = parse_listeners(self.config)
             runtimes = build_runtimes(self.config, listeners, self._scram_credential)
+            self._authorizer = Authorizer.from_config(self.config, self._acls)
         except StromError as exc:
             raise BrokerStartupError(str(exc)) from None
         created = self._make_data_dir()
         self._lock()
         fresh = self._holds_only_the_lock()
         try:
-            await self._start(listeners, runtimes)
+            await self._start(listeners, runtimes, self._authorizer)
         except BaseException:
             await self._abandon_start(created if fresh else [], fresh)
             raise
@@ -124,7 +128,13 @@ class BrokerServer:
             return None
         return state.store.image.scram_credentials.get(user, {}).get(mechanism)
 
-    async def _start(self, listeners: ListenerSet, runtimes: list[ListenerRuntime]) -> None:
+    def _acls(self) -> AclMap:
+        """The current ACLs (the authorizer reads them per decision)."""
+        state = self.state
+        return state.store.image.acls if state is not None else {}
+
+    async def _start(self, listeners: ListenerSet, runtimes: list[ListenerRuntime],
+                     authorizer: Authorizer | None) -> None:
         node_id = int(self.config.get("node.id"))
         inter = listeners.named(listeners.inter_broker)
         try:
@@ -150,6 +160,7 @@ class BrokerServer:
                             ProducerIdManager(store))
         state_ref.append(state)
         self.state = state
+        state.access = Access(authorizer)
         logs.load(state.topic_config)
         if store.recovered_from_previous:
             keep_topics_on_disk(state, logs)

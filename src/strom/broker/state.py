@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from strom.broker.access import Access
 from strom.common.clock import Clock
 from strom.common.config import BrokerConfig, TopicConfig, validate_topic_configs
 from strom.common.errors import error_class
@@ -38,6 +39,9 @@ class BrokerState:
     producer_ids: ProducerIdManager
     group_coordinator: GroupCoordinator | None = None
     txn_coordinator: TxnCoordinator | None = None
+    #: Authorization (:mod:`strom.broker.access`); allows everything until the server sets
+    #: the configured authorizer.
+    access: Access = field(default_factory=lambda: Access(None))
     topic_admin: TopicAdmin = field(init=False)
     broker_configs: BrokerConfigAdmin = field(init=False)
 

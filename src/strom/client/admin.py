@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, overload
 
-from strom.client import scram_admin
+from strom.client import acl_admin, scram_admin
 from strom.client.admin_types import (
     AbortTransactionSpec,
     AlterConfigOp,
@@ -46,6 +46,7 @@ from strom.client.offsets import READ_UNCOMMITTED, list_offsets
 from strom.client.scram_admin import ScramDelete, ScramUpsert, UserScramCredentials
 from strom.client.security import ClientSecurity
 from strom.client.txn_admin import TransactionAdmin
+from strom.common.acl import AclBinding, AclFilter
 from strom.common.errors import (
     InvalidRequestError,
     KafkaError,
@@ -551,6 +552,20 @@ class AdminClient:
     ) -> None:
         """Create, replace or delete users' SCRAM credentials (salted on this side)."""
         await scram_admin.alter(self._to_controller, changes)
+
+    # -- ACLs -----------------------------------------------------------------------------------
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Store ACL bindings (CreateAcls; an existing one is left as it is)."""
+        await acl_admin.create(await self.cluster.any_connection(), bindings)
+
+    async def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
+        """The stored ACL bindings ``acl_filter`` matches (every binding when None)."""
+        return await acl_admin.describe(await self.cluster.any_connection(),
+                                        acl_filter or AclFilter())
+
+    async def delete_acls(self, filters: Iterable[AclFilter]) -> list[AclBinding]:
+        """Delete the ACL bindings the filters match; the bindings deleted."""
+        return await acl_admin.delete(await self.cluster.any_connection(), filters)
 
 
 def _config_entry(c: Any) -> ConfigEntry:

@@ -43,6 +43,7 @@ from strom.client.producer import BulkRecord, Producer
 from strom.client.records import ConsumerRecord, Header, RecordMetadata
 from strom.client.scram_admin import ScramDelete, ScramUpsert, UserScramCredentials
 from strom.client.transactions import ConsumerGroupMetadata
+from strom.common.acl import AclBinding, AclFilter
 from strom.common.errors import KafkaError
 from strom.common.types import TopicPartition
 from strom.protocol.records.builder import EncodedRecords
@@ -267,6 +268,15 @@ class SyncAdminClient(_Facade):
 
     def alter_user_scram_credentials(self, changes: Iterable[ScramUpsert | ScramDelete]) -> None:
         self._run(self.admin.alter_user_scram_credentials(changes))
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        self._run(self.admin.create_acls(bindings))
+
+    def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
+        return self._run(self.admin.describe_acls(acl_filter))
+
+    def delete_acls(self, filters: Iterable[AclFilter]) -> list[AclBinding]:
+        return self._run(self.admin.delete_acls(filters))
 
 
 class SyncProducer(_Facade):

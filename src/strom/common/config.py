@@ -299,6 +299,17 @@ SECURITY_KEYS: tuple[ConfigKey, ...] = (
               "OAUTHBEARER (strom): also accept unsigned tokens (alg none), as Kafka's "
               "OAuthBearerUnsecuredValidatorCallbackHandler does. For development only: "
               "anyone can then claim any principal.", read_only=True),
+    ConfigKey("authorizer.class.name", ConfigType.STRING, "",
+              "The authorizer: empty (the default) allows everything; acls (or Kafka's "
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer / "
+              "kafka.security.authorizer.AclAuthorizer) enforces the ACLs stored in the "
+              "metadata.", read_only=True),
+    ConfigKey("super.users", ConfigType.STRING, "",
+              "Principals allowed everything whatever the ACLs, separated by ';' "
+              "(User:admin;User:ANONYMOUS).", read_only=True),
+    ConfigKey("allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, False,
+              "With an authorizer, allow an operation on a resource no ACL applies to.",
+              read_only=True),
 )
 
 BROKER_KEYS: dict[str, ConfigKey] = _keys(

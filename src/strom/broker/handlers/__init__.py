@@ -8,11 +8,14 @@ from strom.broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandle
 from strom.broker.handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from strom.broker.handlers.alter_user_scram_credentials import AlterUserScramCredentialsHandler
 from strom.broker.handlers.api_versions import ApiVersionsHandler
+from strom.broker.handlers.create_acls import CreateAclsHandler
 from strom.broker.handlers.create_partitions import CreatePartitionsHandler
 from strom.broker.handlers.create_topics import CreateTopicsHandler
+from strom.broker.handlers.delete_acls import DeleteAclsHandler
 from strom.broker.handlers.delete_groups import DeleteGroupsHandler
 from strom.broker.handlers.delete_records import DeleteRecordsHandler
 from strom.broker.handlers.delete_topics import DeleteTopicsHandler
+from strom.broker.handlers.describe_acls import DescribeAclsHandler
 from strom.broker.handlers.describe_cluster import DescribeClusterHandler
 from strom.broker.handlers.describe_configs import DescribeConfigsHandler
 from strom.broker.handlers.describe_groups import DescribeGroupsHandler
@@ -86,6 +89,9 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(state),
         ApiKey.SASL_HANDSHAKE: SaslHandshakeHandler(state),
         ApiKey.SASL_AUTHENTICATE: SaslAuthenticateHandler(state),
+        ApiKey.DESCRIBE_ACLS: DescribeAclsHandler(state),
+        ApiKey.CREATE_ACLS: CreateAclsHandler(state),
+        ApiKey.DELETE_ACLS: DeleteAclsHandler(state),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsHandler(state),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsHandler(state),
     }

@@ -1,0 +1,45 @@
+"""Shared by the CreateAcls / DescribeAcls / DeleteAcls handlers: wire fields ⇄ ACL model.
+
+Codes outside Kafka's enums decode as UNKNOWN (0), which the checks then refuse, as Kafka's
+``fromCode`` does."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any, TypeVar
+
+from strom.common.acl import (
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+
+E = TypeVar("E", bound=IntEnum)
+
+
+def code_of(enum: type[E], value: int) -> E:
+    """``value`` as a member of ``enum``; UNKNOWN (0) for a code Kafka does not define."""
+    try:
+        return enum(int(value))
+    except ValueError:
+        return enum(0)
+
+
+def filter_of(item: Any, version: int) -> AclFilter:
+    """A DescribeAcls request or a DeleteAcls filter entry (the same field names)."""
+    return AclFilter(
+        code_of(ResourceType, item.resource_type_filter), item.resource_name_filter,
+        code_of(PatternType, item.pattern_type_filter),
+        item.principal_filter, item.host_filter,
+        code_of(AclOperation, item.operation), code_of(AclPermissionType, item.permission_type))
+
+
+def binding_fields(binding: AclBinding) -> dict[str, Any]:
+    """A DeleteAcls matching ACL's fields (resource and entry)."""
+    p, e = binding.pattern, binding.entry
+    return {"resource_type": int(p.resource_type), "resource_name": p.name,
+            "pattern_type": int(p.pattern_type), "principal": e.principal, "host": e.host,
+            "operation": int(e.operation), "permission_type": int(e.permission)}

@@ -34,6 +34,11 @@ _T, _G, _C, _X = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
 _OP = AclOperation
 _ERRORS = {_T: "TOPIC_AUTHORIZATION_FAILED", _G: "GROUP_AUTHORIZATION_FAILED",
            _C: "CLUSTER_AUTHORIZATION_FAILED", _X: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
+#: The refusal codes on the wire (29, 30, 31, 53).
+TOPIC_DENIED = error_class(_ERRORS[_T]).code
+GROUP_DENIED = error_class(_ERRORS[_G]).code
+CLUSTER_DENIED = error_class(_ERRORS[_C]).code
+TXN_ID_DENIED = error_class(_ERRORS[_X]).code
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,10 @@ the cluster's authorized operations when asked (:mod:`.authorized_ops`)."""
 from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.authorized_ops import CLUSTER_OPERATIONS, authorized
+from strom.broker.handlers.authorized_ops import authorized
 from strom.broker.handlers.common import broker_entries
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import error_class
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -30,7 +31,8 @@ class DescribeClusterHandler:
             "controller_id": image.controller_id,
             "brokers": broker_entries(image, request.conn.listener, "broker_id"),
             "authorized_operations": authorized(
-                CLUSTER_OPERATIONS, bool(body.include_cluster_authorized_operations)),
+                self._state.access, request, ResourceType.CLUSTER,
+                requested=bool(body.include_cluster_authorized_operations)),
         }
         if endpoint != BROKERS_ENDPOINT:
             err = error_class("UNSUPPORTED_ENDPOINT_TYPE")

@@ -2,13 +2,16 @@
 while Stable, as Kafka). An unknown group is described as Dead with no error. v3+
 authorized operations are a group's (READ, DESCRIBE, DELETE; :mod:`.authorized_ops`) when
 asked, for groups described without error. A group whose partition is loading or not led here
-gets that error with an empty state."""
+gets that error with an empty state. A group the caller may not DESCRIBE is answered
+GROUP_AUTHORIZATION_FAILED with nothing else (Kafka's ``groupError``)."""
 
 from __future__ import annotations
 
+from strom.broker.access import GROUP_DENIED
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.authorized_ops import GROUP_OPERATIONS, authorized
+from strom.broker.handlers.authorized_ops import authorized
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -23,8 +26,14 @@ class DescribeGroupsHandler:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
         include_ops = bool(body.include_authorized_operations) if version >= 3 else False
-        groups = []
+        groups: list[dict[str, object]] = []
+        access = self._state.access
         for group_id in body.groups:
+            if not access.allowed(request, ResourceType.GROUP, group_id):
+                groups.append({"error_code": GROUP_DENIED, "group_id": group_id,
+                               "group_state": "", "protocol_type": "", "protocol_data": "",
+                               "members": []})
+                continue
             error, summary = self._state.groups.describe_group(group_id)
             groups.append({
                 "error_code": error,
@@ -39,6 +48,7 @@ class DescribeGroupsHandler:
                     for m in summary.members
                 ],
                 # Kafka reports them only for groups it could describe (no error).
-                "authorized_operations": authorized(GROUP_OPERATIONS, include_ops and not error),
+                "authorized_operations": authorized(access, request, ResourceType.GROUP,
+                                                    group_id, include_ops and not error),
             })
         return [api.response(API_KEY, version, {"throttle_time_ms": 0, "groups": groups})]

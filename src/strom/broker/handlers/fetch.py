@@ -24,10 +24,12 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from strom.broker.access import TOPIC_DENIED
 from strom.broker.dispatch import HandlerResult, Request, ResponseParts
 from strom.broker.fetch_pacing import FetchPacer
 from strom.broker.handlers.common import check_leader_epoch, topic_name_for
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import (
     FetchSessionIdNotFoundError,
     UnknownTopicIdError,
@@ -41,6 +43,7 @@ from strom.replication.partition import FetchIsolation, Partition
 from strom.replication.replica_manager import as_kafka_error
 
 log = logging.getLogger("strom.broker.fetch")
+TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
 
 API_KEY = ApiKey.FETCH
 READ_COMMITTED = 1
@@ -52,6 +55,7 @@ class _Target:
     request: fast.FetchPartition
     name: str | None
     partition: Partition | None
+    denied: bool = False
 
 
 class FetchHandler:
@@ -70,11 +74,18 @@ class FetchHandler:
         image = self._state.store.image
         replicas = self._state.replicas
         targets: list[_Target] = []
+        access = self._state.access
+        # A follower needs CLUSTER_ACTION; refused, its partitions answer as unauthorized
+        # topics (Kafka's choice); a consumer needs READ on each topic.
+        follower_denied = req.replica_id >= 0 and not access.allowed(request, CLUSTER)
         for topic in req.topics:
             name = topic_name_for(image, topic.name, topic.topic_id)
+            denied = name is not None and (
+                follower_denied or (req.replica_id < 0 and not access.allowed(request, TOPIC,
+                                                                              name)))
             for p in topic.partitions:
                 partition = replicas.get(name, p.partition) if name is not None else None
-                targets.append(_Target(topic, p, name, partition))
+                targets.append(_Target(topic, p, name, partition, denied))
         pacer = request.conn.fetch_pacer if req.replica_id < 0 else None
         if pacer is not None:
             stalls = pacer.stalls
@@ -149,6 +160,10 @@ class FetchHandler:
             p = target.request
             out = fast.FetchPartitionResult(p.partition)
             current.partitions.append(out)
+            if target.denied:
+                out.error_code = TOPIC_DENIED
+                errors = True
+                continue
             # Looked up on every read: a parked fetch sees a partition deleted or re-created.
             partition = target.partition = (
                 self._state.replicas.get(target.name, p.partition) if target.name else None)

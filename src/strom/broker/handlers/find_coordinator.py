@@ -6,7 +6,8 @@ id (its coordinator leads its partition of ``__transaction_state``; an empty id 
 INVALID_REQUEST); other types are INVALID_REQUEST. The first lookup of each kind creates
 the internal topic (as in Kafka); when that fails on a full disk the answer is
 COORDINATOR_NOT_AVAILABLE, and the client retries. The error message is never null: on
-success Kafka sends "NONE" (v1-3) or "" (v4+).
+success Kafka sends "NONE" (v1-3) or "" (v4+). Without DESCRIBE on the group / transactional
+id: GROUP_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED, before the internal topic is created.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.common import storage_failure_answer
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import KafkaStorageError, error_class
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.coordinator.txn.records import TXN_TOPIC
@@ -26,14 +28,17 @@ from strom.protocol.versions import ApiKey
 API_KEY = ApiKey.FIND_COORDINATOR
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+_RESOURCE = {GROUP_KEY_TYPE: ResourceType.GROUP,
+             TRANSACTION_KEY_TYPE: ResourceType.TRANSACTIONAL_ID}
 
 
 class FindCoordinatorHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def _answer(self, key: str, key_type: int, success_message: str,
-                listener: str | None) -> dict[str, Any]:
+    def _answer(self, request: Request, key: str, key_type: int,
+                success_message: str) -> dict[str, Any]:
+        listener = request.conn.listener
         entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                                  "error_code": 0, "error_message": success_message}
         if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) or key is None:
@@ -43,6 +48,9 @@ class FindCoordinatorHandler:
         elif key_type == TRANSACTION_KEY_TYPE and not key:
             entry["error_code"] = error_class("INVALID_REQUEST").code
             entry["error_message"] = "empty transactional id"
+        elif denied := self._state.access.check(request, _RESOURCE[key_type], key):
+            entry["error_code"] = denied
+            entry["error_message"] = None if success_message == "NONE" else ""
         else:
             try:
                 broker = self._leader_for(key, key_type)
@@ -80,11 +88,11 @@ class FindCoordinatorHandler:
         body = api.decode_request(API_KEY, version, request.body)
         key_type = int(body.key_type) if version >= 1 else GROUP_KEY_TYPE
         if version >= 4:
-            coordinators = [self._answer(k, key_type, "", request.conn.listener)
+            coordinators = [self._answer(request, k, key_type, "")
                             for k in body.coordinator_keys]
             return [api.response(API_KEY, version,
                                  {"throttle_time_ms": 0, "coordinators": coordinators})]
-        entry = self._answer(body.key, key_type, "NONE", request.conn.listener)
+        entry = self._answer(request, body.key, key_type, "NONE")
         del entry["key"]
         entry["throttle_time_ms"] = 0
         if version == 0:

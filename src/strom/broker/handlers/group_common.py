@@ -1,5 +1,6 @@
 """Helpers shared by the consumer-group handlers: parked responses, topic checks, and the
-request / response shape OffsetCommit and TxnOffsetCommit share.
+request / response shape OffsetCommit and TxnOffsetCommit share, and the group-level refusal
+of JoinGroup / SyncGroup / Heartbeat / LeaveGroup.
 
 Coordinator operations answer through a callback: at once (validation errors, reads, writes
 committed synchronously) or later (a parked JoinGroup / SyncGroup, a write waiting to commit).
@@ -11,10 +12,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from strom.broker.dispatch import HandlerResult, ResponseParts
+from strom.broker.access import GROUP_DENIED
+from strom.broker.dispatch import HandlerResult, Request, ResponseParts
+from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import UnknownTopicOrPartitionError
 from strom.coordinator.group.coordinator import OffsetToCommit
 from strom.metadata.image import MetadataImage
+from strom.protocol import api
 
 T = TypeVar("T")
 
@@ -53,15 +58,21 @@ def partition_exists(image: MetadataImage, topic: str, partition: int) -> bool:
 PartitionErrors = dict[tuple[str, int], int]
 
 
-def offsets_to_commit(image: MetadataImage, body: Any, with_leader_epoch: bool
+def offsets_to_commit(image: MetadataImage, body: Any, with_leader_epoch: bool,
+                      refused: Callable[[str], int] | None = None,
                       ) -> tuple[list[OffsetToCommit], PartitionErrors]:
     """The offsets of an OffsetCommit / TxnOffsetCommit ``body`` whose partitions exist, and
     UNKNOWN_TOPIC_OR_PARTITION for the others (as Kafka). ``with_leader_epoch``: the version
-    carries ``committed_leader_epoch`` (else -1)."""
+    carries ``committed_leader_epoch`` (else -1). ``refused(topic)``: the authorization error
+    of a topic's partitions (0: allowed), checked before existence."""
     wanted: list[OffsetToCommit] = []
     errors: PartitionErrors = {}
     for topic in body.topics:
+        denied = refused(topic.name) if refused is not None else 0
         for p in topic.partitions:
+            if denied:
+                errors[(topic.name, p.partition_index)] = denied
+                continue
             if not partition_exists(image, topic.name, p.partition_index):
                 errors[(topic.name, p.partition_index)] = UnknownTopicOrPartitionError.code
                 continue
@@ -80,3 +91,13 @@ def commit_response_topics(body: Any, errors: PartitionErrors) -> list[dict[str,
                  "error_code": errors[(topic.name, p.partition_index)]}
                 for p in topic.partitions]}
             for topic in body.topics]
+
+
+def group_refused(state: BrokerState, request: Request, group_id: str) -> ResponseParts | None:
+    """The response of a request whose group the caller may not use (Kafka: READ on the
+    group; GROUP_AUTHORIZATION_FAILED at the top, every other field at its default), or
+    None when allowed."""
+    if state.access.allowed(request, ResourceType.GROUP, group_id):
+        return None
+    return [api.response(request.header.api_key, request.version,
+                         {"throttle_time_ms": 0, "error_code": GROUP_DENIED})]

@@ -4,6 +4,7 @@ rejoin."""
 from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.group_common import group_refused
 from strom.broker.state import BrokerState
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -18,6 +19,9 @@ class HeartbeatHandler:
     def __call__(self, request: Request) -> ResponseParts:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
+        refused = group_refused(self._state, request, body.group_id)
+        if refused is not None:
+            return refused
         error = self._state.groups.heartbeat(
             body.group_id, body.member_id,
             body.group_instance_id if version >= 3 else None, int(body.generation_id),

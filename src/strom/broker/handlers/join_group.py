@@ -8,7 +8,7 @@ rejoining static leader to skip the assignment (KIP-814).
 from __future__ import annotations
 
 from strom.broker.dispatch import HandlerResult, Request
-from strom.broker.handlers.group_common import respond_when_ready
+from strom.broker.handlers.group_common import group_refused, respond_when_ready
 from strom.broker.state import BrokerState
 from strom.coordinator.group.model import JoinResult
 from strom.protocol import api
@@ -24,6 +24,9 @@ class JoinGroupHandler:
     def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
+        refused = group_refused(self._state, request, body.group_id)
+        if refused is not None:
+            return refused
         instance_id = body.group_instance_id if version >= 5 else None
         host = request.conn.peer.rpartition(":")[0] or request.conn.peer
         coordinator = self._state.groups

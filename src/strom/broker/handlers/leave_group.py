@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.group_common import group_refused
 from strom.broker.state import BrokerState
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -18,6 +19,9 @@ class LeaveGroupHandler:
     def __call__(self, request: Request) -> ResponseParts:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
+        refused = group_refused(self._state, request, body.group_id)
+        if refused is not None:
+            return refused
         if version >= 3:
             leaving = [(m.member_id or "", m.group_instance_id) for m in body.members]
         else:

@@ -1,11 +1,13 @@
 """ListGroups (16), v0-5: every group with its protocol type; v4+ state filter, v5+ type
 filter (every group here is a ``classic`` group). COORDINATOR_LOAD_IN_PROGRESS (and no groups)
-while a ``__consumer_offsets`` partition led here is still loading, as Kafka."""
+while a ``__consumer_offsets`` partition led here is still loading, as Kafka. A caller without
+DESCRIBE on the cluster sees only the groups it may DESCRIBE."""
 
 from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -26,7 +28,11 @@ class ListGroupsHandler:
         error = 0
         if not types or GROUP_TYPE in types:
             error, listed = self._state.groups.list_groups(states or None)
+            access = self._state.access
+            every = access.allowed(request, ResourceType.CLUSTER)
             for group_id, protocol_type, state in listed:
+                if not every and not access.allowed(request, ResourceType.GROUP, group_id):
+                    continue
                 entry = {"group_id": group_id, "protocol_type": protocol_type}
                 if version >= 4:
                     entry["group_state"] = state

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.access import TOPIC_DENIED
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.common import check_leader_epoch
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -33,14 +35,16 @@ class ListOffsetsHandler:
         body = api.decode_request(API_KEY, version, request.body)
         read_committed = version >= 2 and body.isolation_level == READ_COMMITTED
         topics = []
+        access = self._state.access
         for topic in body.topics:
             partitions = []
+            denied = not access.allowed(request, ResourceType.TOPIC, topic.name)
             for p in topic.partitions:
-                partitions.append(self._one(topic.name, p, read_committed))
+                partitions.append(self._one(topic.name, p, read_committed, denied))
             topics.append({"name": topic.name, "partitions": partitions})
         return [api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": topics})]
 
-    def _one(self, topic: str, p: Any, read_committed: bool) -> dict[str, Any]:
+    def _one(self, topic: str, p: Any, read_committed: bool, denied: bool) -> dict[str, Any]:
         out: dict[str, Any] = {
             "partition_index": p.partition_index,
             "error_code": 0,
@@ -48,6 +52,9 @@ class ListOffsetsHandler:
             "offset": -1,
             "leader_epoch": -1,
         }
+        if denied:  # without DESCRIBE: nothing, not even whether the topic exists
+            out["error_code"] = TOPIC_DENIED
+            return out
         partition = self._state.replicas.get(topic, p.partition_index)
         if partition is None:
             out["error_code"] = UnknownTopicOrPartitionError.code

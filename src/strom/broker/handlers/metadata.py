@@ -1,11 +1,10 @@
 """Metadata (3), v0-12: brokers, cluster id, controller, topics with ids and partitions.
 
 Auto-creates requested topics when ``auto.create.topics.enable`` is on and the client allows
-        if not everything and 10 <= version <= 11 and any(
-            t.name is None or t.topic_id not in (None, ZERO_UUID) for t in requested
-        ):
-            return [self._invalid(version, requested)]
-        refused: dict[str, dict[str, Any]] = {}
+it (v4+). With an authorizer (:mod:`strom.broker.access`): listing every topic shows only those
+the caller may DESCRIBE; a requested topic without DESCRIBE is TOPIC_AUTHORIZATION_FAILED
+whether or not it exists; auto-creation needs CREATE on the cluster or the topic; authorized
+operations (v8+, when asked) are the caller's.
 """
 
 from __future__ import annotations
@@ -14,10 +13,12 @@ import logging
 import uuid
 from typing import Any
 
+from strom.broker.access import TOPIC_DENIED, Access, host_of
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.authorized_ops import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
+from strom.broker.handlers.authorized_ops import authorized
 from strom.broker.handlers.common import broker_entries
 from strom.broker.state import BrokerState
+from strom.common.acl import AclOperation, ResourceType
 from strom.common.errors import (
     InvalidRequestError,
     KafkaError,
@@ -33,9 +34,27 @@ API_KEY = ApiKey.METADATA
 log = logging.getLogger("strom.broker.metadata")
 
 ZERO_UUID = uuid.UUID(int=0)
+TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
 
 
-def topic_entry(topic: TopicInfo, include_ops: bool) -> dict[str, Any]:
+class _Caller:
+    """Who asks: what they may see and their authorized operations (when asked)."""
+
+    def __init__(self, access: Access, request: Request, include_ops: bool) -> None:
+        self.access, self.request, self.include_ops = access, request, include_ops
+
+    def may_describe(self, name: str) -> bool:
+        return self.access.allowed(self.request, TOPIC, name)
+
+    def may_create(self, name: str) -> bool:
+        return (self.access.allowed(self.request, CLUSTER, operation=AclOperation.CREATE)
+                or self.access.allowed(self.request, TOPIC, name, AclOperation.CREATE))
+
+    def ops(self, name: str) -> set[int] | None:
+        return authorized(self.access, self.request, TOPIC, name, self.include_ops)
+
+
+def topic_entry(topic: TopicInfo, ops: set[int] | None) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": topic.name,
@@ -53,23 +72,23 @@ def topic_entry(topic: TopicInfo, include_ops: bool) -> dict[str, Any]:
             }
             for p in topic.partitions
         ],
-        "authorized_operations": authorized(TOPIC_OPERATIONS, include_ops),
+        "authorized_operations": ops,
     }
 
 
 def error_entry(
-    name: str | None, error: KafkaError, topic_id: uuid.UUID = ZERO_UUID,
-    include_ops: bool = False,
+    name: str | None, error: KafkaError | int, topic_id: uuid.UUID = ZERO_UUID,
+    ops: set[int] | None = None,
 ) -> dict[str, Any]:
     """A topic that cannot be described; Kafka reports the operations of a topic looked up by
     name (even an unknown one) when asked, never for an unknown topic id."""
     return {
-        "error_code": error.code,
+        "error_code": error if isinstance(error, int) else error.code,
         "name": name,
         "topic_id": topic_id,
         "is_internal": False,
         "partitions": [],
-        "authorized_operations": authorized(TOPIC_OPERATIONS, include_ops),
+        "authorized_operations": ops,
     }
 
 
@@ -102,26 +121,30 @@ class MetadataHandler:
         ):
             return [self._invalid(version, requested)]
         refused: dict[str, dict[str, Any]] = {}
+        access = self._state.access
+        caller = _Caller(access, request, include_ops)
         if not everything and allow_auto:
             topics = self._state.store.image.topics
             for wanted in requested:
                 if wanted.name is not None and wanted.name not in topics:
-                    entry = self._lookup(wanted, allow_auto, include_ops)  # auto-creates
+                    entry = self._lookup(wanted, allow_auto, caller)  # auto-creates
                     if entry["error_code"] not in (0, UnknownTopicOrPartitionError.code):
                         refused[wanted.name] = entry  # e.g. a name colliding with a topic
         listener = request.conn.listener
         if refused:  # answered with why auto-creation failed; not cached (the key lacks it)
-            return [self._encode(version, requested, everything, include_ops,
+            return [self._encode(version, requested, everything, caller,
                                  include_cluster_ops, listener, refused)]
         image = self._state.store.image
         if image is not self._cached_image:
             self._cache.clear()
             self._cached_image = image
-        key = (version, include_ops, include_cluster_ops, listener,
+        # With an authorizer the answer depends on who asks (ACL changes are image changes).
+        who = (request.conn.principal, host_of(request.conn.peer)) if access.enabled else None
+        key = (version, include_ops, include_cluster_ops, listener, who,
                None if everything else tuple((t.name, t.topic_id) for t in requested))
         encoded = self._cache.get(key)
         if encoded is None:
-            encoded = self._encode(version, requested, everything, include_ops,
+            encoded = self._encode(version, requested, everything, caller,
                                    include_cluster_ops, listener)
             if len(self._cache) < MAX_CACHED_RESPONSES:
                 self._cache[key] = encoded
@@ -135,20 +158,20 @@ class MetadataHandler:
         return api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": [
             error_entry(t.name or "", error, t.topic_id or ZERO_UUID) for t in requested]})
 
-    def _encode(self, version: int, requested: Any, everything: bool, include_ops: bool,
+    def _encode(self, version: int, requested: Any, everything: bool, caller: _Caller,
                 include_cluster_ops: bool, listener: str | None,
                 refused: dict[str, dict[str, Any]] | None = None) -> bytes:
         state = self._state
         entries: list[dict[str, Any]] = []
-        if everything:
+        if everything:  # only the topics the caller may describe
             entries = [
-                topic_entry(t, include_ops)
-                for t in state.store.image.topics.values()
+                topic_entry(t, caller.ops(t.name))
+                for t in state.store.image.topics.values() if caller.may_describe(t.name)
             ]
         else:
             for wanted in requested:
                 entries.append((refused or {}).get(wanted.name)
-                               or self._lookup(wanted, False, include_ops))
+                               or self._lookup(wanted, False, caller))
         image = state.store.image
         fields: dict[str, Any] = {
             "throttle_time_ms": 0,
@@ -158,10 +181,14 @@ class MetadataHandler:
             "topics": entries,
         }
         if 8 <= version <= 10:
-            fields["authorized_operations"] = authorized(CLUSTER_OPERATIONS, include_cluster_ops)
+            fields["authorized_operations"] = authorized(
+                caller.access, caller.request, CLUSTER, requested=include_cluster_ops)
         return api.response(API_KEY, version, fields)
 
-    def _lookup(self, wanted: Any, allow_auto: bool, include_ops: bool) -> dict[str, Any]:
+    def _lookup(self, wanted: Any, allow_auto: bool, caller: _Caller) -> dict[str, Any]:
+        """One requested topic. Without DESCRIBE on it the caller learns nothing, not even
+        whether it exists: TOPIC_AUTHORIZATION_FAILED (a topic id: without its name).
+        Auto-creation also needs CREATE on the cluster or on the topic."""
         state = self._state
         image = state.store.image
         name = wanted.name
@@ -170,20 +197,26 @@ class MetadataHandler:
             found = image.topic_by_id(topic_id)
             if found is None:
                 return error_entry(None, UnknownTopicIdError(), topic_id)
-            return topic_entry(found, include_ops)
+            if not caller.may_describe(found.name):
+                return error_entry(None, TOPIC_DENIED, topic_id)
+            return topic_entry(found, caller.ops(found.name))
+        if not caller.may_describe(name):
+            return error_entry(name, TOPIC_DENIED, ops=caller.ops(name))
         topic = image.topics.get(name)
         if topic is not None:
-            return topic_entry(topic, include_ops)
+            return topic_entry(topic, caller.ops(name))
         try:
             validate_topic_name(name)
         except KafkaError as exc:
-            return error_entry(name, exc, include_ops=include_ops)
+            return error_entry(name, exc, ops=caller.ops(name))
         if allow_auto and state.config.get("auto.create.topics.enable"):
+            if not caller.may_create(name):
+                return error_entry(name, TOPIC_DENIED, ops=caller.ops(name))
             try:
                 created = state.create_topic(name)
                 log.info("auto-created topic %s with %d partitions", name,
                          len(created.partitions))
-                return topic_entry(created, include_ops)
+                return topic_entry(created, caller.ops(name))
             except KafkaError as exc:
-                return error_entry(name, exc, include_ops=include_ops)
-        return error_entry(name, UnknownTopicOrPartitionError(), include_ops=include_ops)
+                return error_entry(name, exc, ops=caller.ops(name))
+        return error_entry(name, UnknownTopicOrPartitionError(), ops=caller.ops(name))

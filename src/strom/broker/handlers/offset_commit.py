@@ -6,11 +6,14 @@ Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION, as in Kafka. The re
 until the commit is durable; a failed write answers each partition with Kafka's mapped error
 (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, INVALID_COMMIT_OFFSET_SIZE …), and the offset is
 not committed. A group whose partition is loading or not led here answers every partition
-COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR.
+COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR. Authorization: READ on the group (else
+GROUP_AUTHORIZATION_FAILED in every partition, nothing committed), READ on each topic (else
+TOPIC_AUTHORIZATION_FAILED in its partitions).
 """
 
 from __future__ import annotations
 
+from strom.broker.access import GROUP_DENIED, TOPIC_DENIED
 from strom.broker.dispatch import HandlerResult, Request
 from strom.broker.handlers.group_common import (
     commit_response_topics,
@@ -18,6 +21,7 @@ from strom.broker.handlers.group_common import (
     respond_when_ready,
 )
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import error_class
 from strom.coordinator.group.coordinator import ILLEGAL_GENERATION
 from strom.protocol import api
@@ -35,7 +39,16 @@ class OffsetCommitHandler:
         body = api.decode_request(API_KEY, version, request.body)
         state = self._state
         image = state.store.image
-        wanted, errors = offsets_to_commit(image, body, with_leader_epoch=version >= 6)
+        access = state.access
+        group_ok = access.allowed(request, ResourceType.GROUP, body.group_id)
+
+        def refused(topic: str) -> int:
+            if not group_ok:
+                return GROUP_DENIED
+            return 0 if access.allowed(request, ResourceType.TOPIC, topic) else TOPIC_DENIED
+
+        wanted, errors = offsets_to_commit(image, body, with_leader_epoch=version >= 6,
+                                           refused=refused)
         expire = -1
         if 2 <= version <= 4 and int(body.retention_time_ms) >= 0:
             expire = state.clock.now_ms() + int(body.retention_time_ms)
@@ -48,6 +61,8 @@ class OffsetCommitHandler:
             return api.response(API_KEY, version, {
                 "throttle_time_ms": 0, "topics": commit_response_topics(body, errors)})
 
+        if not group_ok:
+            return [encode([])]
         return respond_when_ready(
             lambda callback: state.groups.commit_offsets(
                 group_id=body.group_id,

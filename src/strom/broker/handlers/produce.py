@@ -16,6 +16,10 @@ Transactional writes (KIP-890 part 1): a producer's first transactional batch in
 is appended only if the transaction coordinator confirms the partition was added to the
 producer's ongoing transaction (INVALID_TXN_STATE otherwise; a coordinator that cannot answer
 now gives the retriable NOT_ENOUGH_REPLICAS, as Kafka).
+
+Authorization (:mod:`strom.broker.access`): WRITE on each topic (TOPIC_AUTHORIZATION_FAILED
+for the topic's partitions, existing or not); transactional batches also need WRITE on the
+transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from strom.broker.dispatch import CloseConnection, HandlerResult, Request, Respo
 from strom.broker.handlers import produce_checks
 from strom.broker.handlers.common import topic_name_for
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import (
     InvalidTxnStateError,
     KafkaError,
@@ -37,6 +42,8 @@ from strom.protocol.versions import ApiKey
 from strom.replication.replica_manager import AppendOrigin, AppendOutcome
 
 API_KEY = ApiKey.PRODUCE
+TOPIC, TXN_ID = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
+TOPIC_DENIED_ERROR = error_class("TOPIC_AUTHORIZATION_FAILED")
 NOT_ENOUGH_REPLICAS = error_class("NOT_ENOUGH_REPLICAS").code
 # The coordinator cannot answer now: a retriable error the producer knows (Kafka's choice).
 _RETRIABLE_VERIFY = {error_class(name).code: NOT_ENOUGH_REPLICAS for name in (
@@ -60,14 +67,20 @@ class ProduceHandler:
                             for topic in req.topics for p in topic.partitions)
         request_error = (produce_checks.transactional_id_error(req.transactional_id)
                          if transactional else None)
+        access = self._state.access
+        if (request_error is None and transactional and req.transactional_id is not None
+                and not access.allowed(request, TXN_ID, req.transactional_id)):
+            request_error = error_class("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")()
         for topic in req.topics:
             name = topic_name_for(image, topic.name, topic.topic_id)
+            denied = name is not None and not access.allowed(request, TOPIC, name)
             partitions: list[fast.ProducePartitionResult] = []
             for p in topic.partitions:
                 result = fast.ProducePartitionResult(p.index)
                 partitions.append(result)
                 error = request_error or (
-                    UnknownTopicIdError() if name is None
+                    TOPIC_DENIED_ERROR() if denied
+                    else UnknownTopicIdError() if name is None
                     else _records_error(version, p.records))
                 if error is not None or name is None:
                     _refuse(result, error or UnknownTopicIdError())

@@ -6,7 +6,7 @@ v3+ carry ``group_instance_id``; v5+ check and return the protocol type and name
 from __future__ import annotations
 
 from strom.broker.dispatch import HandlerResult, Request
-from strom.broker.handlers.group_common import respond_when_ready
+from strom.broker.handlers.group_common import group_refused, respond_when_ready
 from strom.broker.state import BrokerState
 from strom.coordinator.group.model import SyncResult
 from strom.protocol import api
@@ -22,6 +22,9 @@ class SyncGroupHandler:
     def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
+        refused = group_refused(self._state, request, body.group_id)
+        if refused is not None:
+            return refused
         coordinator = self._state.groups
 
         def encode(result: SyncResult) -> bytes:

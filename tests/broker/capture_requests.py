@@ -200,6 +200,30 @@ def _confluent(bootstrap: str) -> None:
     wait(admin.delete_records([TopicPartition(ADMIN_TOPIC, 0, 2)]))
     wait(admin.delete_consumer_groups([GROUP], request_timeout=10))
     wait(admin.delete_topics([ADMIN_TOPIC], operation_timeout=10))
+    _confluent_acls(bootstrap)
+
+
+def _confluent_acls(bootstrap: str) -> None:
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    binding = AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.PREFIXED,
+                         "User:fuzz", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    match = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    for name, call in (("create acls", lambda: admin.create_acls([binding])),
+                       ("describe acls", lambda: admin.describe_acls(match)),
+                       ("delete acls", lambda: admin.delete_acls([match]))):
+        _attempt(name, lambda c=call: [f.result(timeout=15) for f in (
+            lambda r: r.values() if isinstance(r, dict) else [r])(c())])
 
 
 def _kafka_python(bootstrap: str) -> None:
@@ -271,6 +295,31 @@ def _kafka_python(bootstrap: str) -> None:
     _attempt("delete records", lambda: admin.delete_records({TopicPartition(ADMIN_TOPIC, 0): 2}))
     _attempt("delete groups", lambda: admin.delete_groups([GROUP]))
     _attempt("delete topics", lambda: admin.delete_topics([ADMIN_TOPIC]))
+    admin.close()
+    _kafka_python_acls(bootstrap)
+
+
+def _kafka_python_acls(bootstrap: str) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    acl = ACL("User:fuzz", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+              ResourcePattern(ResourceType.TOPIC, TOPIC, ACLResourcePatternType.LITERAL))
+    match = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                      ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
+    _attempt("create acls", lambda: admin.create_acls([acl]))
+    _attempt("describe acls", lambda: admin.describe_acls(match))
+    _attempt("delete acls", lambda: admin.delete_acls([match]))
     admin.close()
 
 
@@ -403,7 +452,39 @@ def capture() -> list[dict[str, Any]]:
     ] + hand_built()
 
 
+def capture_acls() -> list[dict[str, Any]]:
+    """Only the ACL workloads (CreateAcls / DescribeAcls / DeleteAcls), to add their seeds to
+    the file without regenerating the others (``python -m tests.broker.capture_requests
+    acls``)."""
+    with recording_broker() as (_broker, proxy):
+        bootstrap = f"127.0.0.1:{proxy.port}"
+        for name, workload in (("confluent-kafka", _confluent_acls),
+                               ("kafka-python", _kafka_python_acls)):
+            proxy.client = name
+            workload(bootstrap)
+            time.sleep(1)
+    acl_keys = {29, 30, 31}
+    out = []
+    for client, frame in proxy.frames:
+        header, position = parse_request_header(memoryview(frame))
+        if header.api_key in acl_keys:
+            entry = {"client": client, "api_key": header.api_key,
+                     "api_version": header.api_version, "body": frame[position:].hex()}
+            if entry not in out:
+                out.append(entry)
+    return out
+
+
 def main() -> None:
+    import sys
+
+    if sys.argv[1:] == ["acls"]:
+        old = json.loads(DATA_FILE.read_text())["captures"]
+        kept = [c for c in old if c["api_key"] not in (29, 30, 31)]
+        captures = kept + capture_acls()
+        DATA_FILE.write_text(json.dumps({"captures": captures}, indent=1) + "\n")
+        print(f"{len(captures) - len(kept)} ACL requests added -> {DATA_FILE}")
+        return
     captures = capture()
     DATA_FILE.parent.mkdir(exist_ok=True)
     DATA_FILE.write_text(json.dumps({"captures": captures}, indent=1) + "\n")

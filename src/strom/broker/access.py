@@ -39,6 +39,7 @@ TOPIC_DENIED = error_class(_ERRORS[_T]).code
 GROUP_DENIED = error_class(_ERRORS[_G]).code
 CLUSTER_DENIED = error_class(_ERRORS[_C]).code
 TXN_ID_DENIED = error_class(_ERRORS[_X]).code
+TopicDenied = error_class(_ERRORS[_T])  # raised where a handler's flow uses exceptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,9 @@ RULES: dict[int, tuple[Rule, ...]] = {
 #: client's; Kafka checks DESCRIBE topic — see RULES when it is added).
 
 
+_CONFIG_TOPIC, _CONFIG_BROKER = 2, 4  # ConfigResource types
+
+
 def host_of(peer: str) -> str:
     """The address part of ``host:port`` (IPv6 addresses keep their colons)."""
     return peer.rpartition(":")[0] or peer
@@ -146,6 +150,15 @@ class Access:
         if self.allowed(request, resource, name, operation):
             return 0
         return error_class(self.rule(request, resource, operation).error).code
+
+    def config_refusal(self, request: Request, config_resource_type: int, name: str) -> int:
+        """Describe/AlterConfigs: the error for a config resource (type 2 a topic, 4 a broker
+        — checked on the cluster), 0 when allowed or when the type is not one of those."""
+        if config_resource_type == _CONFIG_TOPIC:
+            return self.check(request, _T, name)
+        if config_resource_type == _CONFIG_BROKER:
+            return self.check(request, _C)
+        return 0
 
     def operations(self, request: Request, resource: ResourceType,
                    name: str = CLUSTER_NAME) -> frozenset[AclOperation]:

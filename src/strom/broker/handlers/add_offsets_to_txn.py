@@ -10,6 +10,7 @@ from strom.broker.dispatch import HandlerResult, Request
 from strom.broker.handlers.group_common import respond_when_ready
 from strom.broker.handlers.init_producer_id import fenced_for
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import error_class
 from strom.common.types import TopicPartition
 from strom.coordinator.group.records import OFFSETS_TOPIC
@@ -35,6 +36,11 @@ class AddOffsetsToTxnHandler:
         if not body.group_id:
             return [answer(INVALID_GROUP_ID)]
         state = self._state
+        denied = (state.access.check(request, ResourceType.TRANSACTIONAL_ID,
+                                     body.transactional_id)
+                  or state.access.check(request, ResourceType.GROUP, body.group_id))
+        if denied:
+            return [answer(denied)]
         state.ensure_offsets_topic()
         offsets = TopicPartition(OFFSETS_TOPIC, state.groups.partition_for(body.group_id))
         return respond_when_ready(

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from strom.broker.access import TOPIC_DENIED, TXN_ID_DENIED
 from strom.broker.dispatch import HandlerResult, Request
 from strom.broker.handlers.group_common import partition_exists, respond_when_ready
 from strom.broker.handlers.init_producer_id import fenced_for
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import UnknownTopicOrPartitionError, error_class
 from strom.common.types import TopicPartition
 from strom.protocol import api
@@ -48,14 +50,29 @@ class AddPartitionsToTxnHandler:
         return {tp: UnknownTopicOrPartitionError.code if tp in missing
                 else OPERATION_NOT_ATTEMPTED for tp in partitions}
 
+    def _refused(self, request: Request, tid: str, partitions: set[TopicPartition]
+                 ) -> dict[TopicPartition, int] | None:
+        """Kafka's authorization: WRITE on the transactional id (else every partition
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic (else its partitions
+        TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED); None if allowed."""
+        access = self._state.access
+        if not access.allowed(request, ResourceType.TRANSACTIONAL_ID, tid):
+            return dict.fromkeys(partitions, TXN_ID_DENIED)
+        denied = {t for t in {tp.topic for tp in partitions}
+                  if not access.allowed(request, ResourceType.TOPIC, t)}
+        if not denied:
+            return None
+        return {tp: TOPIC_DENIED if tp.topic in denied else OPERATION_NOT_ATTEMPTED
+                for tp in partitions}
+
     def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
         if version < 4:
-            return self._single(version, body)
-        return self._batch(version, body)
+            return self._single(request, version, body)
+        return self._batch(request, version, body)
 
-    def _single(self, version: int, body: Any) -> HandlerResult:
+    def _single(self, request: Request, version: int, body: Any) -> HandlerResult:
         partitions = {TopicPartition(t.name, p) for t in body.v3_and_below_topics
                       for p in t.partitions}
 
@@ -63,7 +80,8 @@ class AddPartitionsToTxnHandler:
             return api.response(API_KEY, version, {
                 "throttle_time_ms": 0, "results_by_topic_v3_and_below": topic_results(errors)})
 
-        failed = self._unknown(partitions)
+        failed = (self._refused(request, body.v3_and_below_transactional_id, partitions)
+                  or self._unknown(partitions))
         if failed is not None:
             return [answer(failed)]
         return respond_when_ready(
@@ -74,7 +92,7 @@ class AddPartitionsToTxnHandler:
                                                      fenced_for(version, 2, error)))),
             answer)
 
-    def _batch(self, version: int, body: Any) -> HandlerResult:
+    def _batch(self, request: Request, version: int, body: Any) -> HandlerResult:
         txns = list(body.transactions)
         results: list[dict[str, Any] | None] = [None] * len(txns)
         pending = [len(txns)]
@@ -93,7 +111,7 @@ class AddPartitionsToTxnHandler:
             for index, txn in enumerate(txns):
                 parts = {TopicPartition(t.name, p) for t in txn.topics for p in t.partitions}
                 tid = txn.transactional_id
-                failed = self._unknown(parts)
+                failed = self._refused(request, tid, parts) or self._unknown(parts)
                 if failed is not None:
                     settle(index, tid, failed)
                 elif txn.verify_only:

@@ -25,6 +25,7 @@ from strom.common.errors import (
     InvalidRequestError,
     KafkaError,
     UnknownTopicOrPartitionError,
+    error_for,
 )
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -52,6 +53,9 @@ class _AlterBase:
             try:
                 if named[(res.resource_type, res.resource_name)] > 1:
                     raise InvalidRequestError("Each resource must appear at most once.")
+                if refused := self._state.access.config_refusal(
+                        request, res.resource_type, res.resource_name):
+                    raise error_for(refused)
                 self._alter(res, bool(body.validate_only))
             except KafkaError as exc:
                 out["error_code"] = exc.code

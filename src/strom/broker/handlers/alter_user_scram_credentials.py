@@ -1,13 +1,14 @@
 """AlterUserScramCredentials (51), v0: add, replace or delete users' SCRAM credentials in
 the metadata store (:mod:`strom.controller.scram_credentials`); one result per user.
 
-Without ACLs (issue 12's authorization part) any connection that may send requests may
-alter credentials, as in a Kafka cluster without an authorizer."""
+With an authorizer, ALTER on the cluster is required (CLUSTER_AUTHORIZATION_FAILED for every
+user); without one any connection that may send requests may alter credentials, as in Kafka."""
 
 from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.controller.scram_credentials import Deletion, Upsertion, alter, code
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -26,6 +27,11 @@ class AlterUserScramCredentialsHandler:
         upsertions = [Upsertion(str(u.name), int(u.mechanism), int(u.iterations),
                                 bytes(u.salt or b""), bytes(u.salted_password or b""))
                       for u in body.upsertions]
+        if denied := self._state.access.check(request, ResourceType.CLUSTER):  # ALTER
+            users = dict.fromkeys([d.user for d in deletions] + [u.user for u in upsertions])
+            return [api.response(API_KEY, version, {"throttle_time_ms": 0, "results": [
+                {"user": user, "error_code": denied, "error_message": None}
+                for user in users]})]
         results = alter(self._state.store, deletions, upsertions)
         return [api.response(API_KEY, version, {"throttle_time_ms": 0, "results": [
             {"user": user, "error_code": code(error),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.access import TopicDenied
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import InvalidRequestError, KafkaError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -27,6 +29,8 @@ class CreatePartitionsHandler:
             try:
                 if names.count(topic.name) > 1:
                     raise InvalidRequestError(f"Duplicate topic {topic.name} in the request.")
+                if not self._state.access.allowed(request, ResourceType.TOPIC, topic.name):
+                    raise TopicDenied()
                 self._grow(topic, bool(body.validate_only))
             except KafkaError as exc:
                 out["error_code"] = exc.code

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.access import TopicDenied
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.configs_view import topic_entries
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.config import TopicConfig, validate_topic_configs
 from strom.common.errors import InvalidReplicaAssignmentError, InvalidRequestError, KafkaError
 from strom.protocol import api
@@ -23,6 +25,9 @@ class CreateTopicsHandler:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
         names = [t.name for t in body.topics]
+        access = self._state.access
+        # CREATE on the cluster allows every topic; else CREATE on each topic.
+        cluster_create = access.allowed(request, ResourceType.CLUSTER)
         results = []
         for topic in body.topics:
             entry: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None,
@@ -33,6 +38,9 @@ class CreateTopicsHandler:
                     raise InvalidRequestError(
                         f"Create topics request from client contains a duplicate topic "
                         f"{topic.name}")
+                if not cluster_create and not access.allowed(request, ResourceType.TOPIC,
+                                                             topic.name):
+                    raise TopicDenied()
                 self._create(topic, bool(body.validate_only), entry, version)
             except KafkaError as exc:
                 entry["error_code"] = exc.code

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.access import TOPIC_DENIED
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import InvalidTopicError, UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -25,7 +27,10 @@ class DeleteRecordsHandler:
         body = api.decode_request(API_KEY, version, request.body)
         topics = []
         for topic in body.topics:
-            parts = [self._one(topic.name, p) for p in topic.partitions]
+            denied = not self._state.access.allowed(request, ResourceType.TOPIC, topic.name)
+            parts = [{"partition_index": p.partition_index, "low_watermark": -1,
+                      "error_code": TOPIC_DENIED} if denied else self._one(topic.name, p)
+                     for p in topic.partitions]
             topics.append({"name": topic.name, "partitions": parts})
         return [api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": topics})]
 

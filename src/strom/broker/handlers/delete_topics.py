@@ -5,8 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from strom.broker.access import TopicDenied
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import (
     KafkaError,
     UnknownTopicIdError,
@@ -30,10 +32,11 @@ class DeleteTopicsHandler:
             wanted = [(t.name, t.topic_id) for t in body.topics or []]
         else:
             wanted = [(name, None) for name in body.topic_names or []]
-        results = [self._delete(name, topic_id) for name, topic_id in wanted]
+        results = [self._delete(request, name, topic_id) for name, topic_id in wanted]
         return [api.response(API_KEY, version, {"throttle_time_ms": 0, "responses": results})]
 
-    def _delete(self, name: str | None, topic_id: uuid.UUID | None) -> dict[str, Any]:
+    def _delete(self, request: Request, name: str | None, topic_id: uuid.UUID | None
+                ) -> dict[str, Any]:
         image = self._state.store.image
         out: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": 0,
                                "error_message": None}
@@ -44,6 +47,9 @@ class DeleteTopicsHandler:
                     raise UnknownTopicIdError("Topic id does not exist.")
                 name = topic.name
                 out["name"] = name
+            if name is not None and not self._state.access.allowed(
+                    request, ResourceType.TOPIC, name):  # before revealing existence
+                raise TopicDenied()
             if name is None or name not in image.topics:
                 raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
             deleted = self._state.delete_topic(name)

@@ -19,6 +19,7 @@ from strom.common.errors import (
     InvalidRequestError,
     KafkaError,
     UnknownTopicOrPartitionError,
+    error_for,
 )
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -45,6 +46,9 @@ class DescribeConfigsHandler:
                 "resource_name": res.resource_name, "configs": [],
             }
             try:
+                if refused := self._state.access.config_refusal(
+                        request, res.resource_type, res.resource_name):
+                    raise error_for(refused)
                 out["configs"] = self._describe(res, synonyms, docs)
             except KafkaError as exc:
                 out["error_code"] = exc.code

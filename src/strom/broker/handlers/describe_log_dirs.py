@@ -7,6 +7,7 @@ from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -20,6 +21,9 @@ class DescribeLogDirsHandler:
     def __call__(self, request: Request) -> ResponseParts:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
+        if denied := self._state.access.check(request, ResourceType.CLUSTER):
+            return [api.response(API_KEY, version, {"throttle_time_ms": 0,
+                                                    "error_code": denied, "results": []})]
         replicas = self._state.replicas
         wanted: dict[str, set[int] | None] | None = None
         if body.topics is not None:

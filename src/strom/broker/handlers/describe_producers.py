@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.access import TOPIC_DENIED
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -43,7 +45,12 @@ class DescribeProducersHandler:
     def __call__(self, request: Request) -> ResponseParts:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
+        access = self._state.access
         topics = [{"name": t.name,
-                   "partitions": [self._partition(t.name, int(i)) for i in t.partition_indexes]}
+                   "partitions": [self._partition(t.name, int(i)) if access.allowed(
+                       request, ResourceType.TOPIC, t.name) else {
+                       "partition_index": int(i), "error_code": TOPIC_DENIED,
+                       "error_message": None, "active_producers": []}
+                       for i in t.partition_indexes]}
                   for t in body.topics]
         return [api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": topics})]

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.access import TXN_ID_DENIED
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -41,6 +43,12 @@ class DescribeTransactionsHandler:
     def __call__(self, request: Request) -> ResponseParts:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
-        states = [self._one(tid) for tid in body.transactional_ids]
+        access = self._state.access
+        states = [self._one(tid) if access.allowed(request, ResourceType.TRANSACTIONAL_ID, tid)
+                  else {"error_code": TXN_ID_DENIED, "transactional_id": tid,
+                        "transaction_state": "", "transaction_timeout_ms": 0,
+                        "transaction_start_time_ms": -1, "producer_id": -1,
+                        "producer_epoch": -1, "topics": []}
+                  for tid in body.transactional_ids]
         return [api.response(API_KEY, version,
                              {"throttle_time_ms": 0, "transaction_states": states})]

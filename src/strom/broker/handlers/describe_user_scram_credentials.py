@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.controller.scram_credentials import code, describe
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -19,6 +20,10 @@ class DescribeUserScramCredentialsHandler:
     def __call__(self, request: Request) -> ResponseParts:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
+        if denied := self._state.access.check(request, ResourceType.CLUSTER):  # DESCRIBE
+            return [api.response(API_KEY, version, {
+                "throttle_time_ms": 0, "error_code": denied, "error_message": None,
+                "results": []})]
         users = None if body.users is None else [str(u.name) for u in body.users]
         results = [
             {"user": user, "error_code": code(error),

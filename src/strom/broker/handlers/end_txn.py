@@ -12,6 +12,7 @@ from strom.broker.dispatch import HandlerResult, Request
 from strom.broker.handlers.group_common import respond_when_ready
 from strom.broker.handlers.init_producer_id import fenced_for
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -30,6 +31,10 @@ class EndTxnHandler:
             return api.response(API_KEY, version, {
                 "throttle_time_ms": 0, "error_code": fenced_for(version, 2, error)})
 
+        denied = self._state.access.check(request, ResourceType.TRANSACTIONAL_ID,
+                                          body.transactional_id)
+        if denied:
+            return [answer(denied)]
         return respond_when_ready(
             lambda callback: self._state.txns.end_txn(
                 body.transactional_id, int(body.producer_id), int(body.producer_epoch),

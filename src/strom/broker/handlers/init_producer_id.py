@@ -15,10 +15,12 @@ COORDINATOR_LOAD_IN_PROGRESS, and the client retries.
 
 from __future__ import annotations
 
+from strom.broker.access import CLUSTER_DENIED, TXN_ID_DENIED
 from strom.broker.dispatch import HandlerResult, Request
 from strom.broker.handlers.common import storage_failure_answer
 from strom.broker.handlers.group_common import respond_when_ready
 from strom.broker.state import BrokerState
+from strom.common.acl import AclOperation, ResourceType
 from strom.common.errors import KafkaStorageError, error_class
 from strom.coordinator.txn.shard import PRODUCER_FENCED
 from strom.protocol import api
@@ -51,6 +53,13 @@ class InitProducerIdHandler:
                 "producer_id": producer_id, "producer_epoch": epoch})
 
         tid = body.transactional_id
+        access = self._state.access
+        if tid is not None and not access.allowed(request, ResourceType.TRANSACTIONAL_ID, tid):
+            return [answer((TXN_ID_DENIED, -1, -1))]
+        if tid is None and not (  # KIP-679: WRITE on any topic allows idempotence too
+                access.allowed(request, ResourceType.CLUSTER)
+                or access.any_allowed(request, ResourceType.TOPIC, AclOperation.WRITE)):
+            return [answer((CLUSTER_DENIED, -1, -1))]
         try:
             if tid is None:
                 return [answer((0, self._state.producer_ids.next_id(), 0))]

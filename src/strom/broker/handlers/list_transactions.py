@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.coordinator.txn.model import TxnState
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -33,7 +34,9 @@ class ListTransactionsHandler:
         error, views = self._state.txns.list_transactions(
             known or None, {int(p) for p in body.producer_id_filters} or None, duration)
         fields["error_code"] = error
+        access = self._state.access  # only the ids the caller may DESCRIBE
         fields["transaction_states"] = [
             {"transactional_id": v.transactional_id, "producer_id": v.producer_id,
-             "transaction_state": v.state.display} for v in views]
+             "transaction_state": v.state.display} for v in views
+            if access.allowed(request, ResourceType.TRANSACTIONAL_ID, v.transactional_id)]
         return [api.response(API_KEY, version, fields)]

@@ -8,9 +8,11 @@ failed write is the top-level error (Kafka's mapping).
 
 from __future__ import annotations
 
+from strom.broker.access import GROUP_DENIED, TOPIC_DENIED
 from strom.broker.dispatch import HandlerResult, Request
 from strom.broker.handlers.group_common import partition_exists, respond_when_ready
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -27,11 +29,14 @@ class OffsetDeleteHandler:
         body = api.decode_request(API_KEY, version, request.body)
         image = self._state.store.image
         requested = [(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions]
-        known = [tp for tp in requested if partition_exists(image, *tp)]
+        access = self._state.access
+        readable = {t: access.allowed(request, ResourceType.TOPIC, t) for t, _ in requested}
+        known = [tp for tp in requested if readable[tp[0]] and partition_exists(image, *tp)]
 
         def encode(outcome: tuple[int, list[int]]) -> bytes:
             top, results = outcome
-            errors = {tp: UnknownTopicOrPartitionError.code for tp in requested}
+            errors = {tp: UnknownTopicOrPartitionError.code if readable[tp[0]]
+                      else TOPIC_DENIED for tp in requested}
             if not top:
                 errors.update(zip(known, results, strict=True))
             topics = [] if top else [
@@ -44,6 +49,8 @@ class OffsetDeleteHandler:
             return api.response(API_KEY, version,
                                 {"error_code": top, "throttle_time_ms": 0, "topics": topics})
 
+        if not access.allowed(request, ResourceType.GROUP, body.group_id):
+            return [encode((GROUP_DENIED, []))]
         return respond_when_ready(
             lambda callback: self._state.groups.delete_offsets(
                 body.group_id, known, lambda top, results: callback((top, results))),

@@ -24,6 +24,7 @@ transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition).
 
 from __future__ import annotations
 
+from strom.broker.access import TopicDenied
 from strom.broker.dispatch import CloseConnection, HandlerResult, Request, ResponseParts
 from strom.broker.handlers import produce_checks
 from strom.broker.handlers.common import topic_name_for
@@ -43,7 +44,6 @@ from strom.replication.replica_manager import AppendOrigin, AppendOutcome
 
 API_KEY = ApiKey.PRODUCE
 TOPIC, TXN_ID = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
-TOPIC_DENIED_ERROR = error_class("TOPIC_AUTHORIZATION_FAILED")
 NOT_ENOUGH_REPLICAS = error_class("NOT_ENOUGH_REPLICAS").code
 # The coordinator cannot answer now: a retriable error the producer knows (Kafka's choice).
 _RETRIABLE_VERIFY = {error_class(name).code: NOT_ENOUGH_REPLICAS for name in (
@@ -79,7 +79,7 @@ class ProduceHandler:
                 result = fast.ProducePartitionResult(p.index)
                 partitions.append(result)
                 error = request_error or (
-                    TOPIC_DENIED_ERROR() if denied
+                    TopicDenied() if denied
                     else UnknownTopicIdError() if name is None
                     else _records_error(version, p.records))
                 if error is not None or name is None:

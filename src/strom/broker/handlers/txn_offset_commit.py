@@ -18,6 +18,7 @@ from strom.broker.handlers.group_common import (
     respond_when_ready,
 )
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.coordinator.runtime import COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -34,7 +35,13 @@ class TxnOffsetCommitHandler:
         body = api.decode_request(API_KEY, version, request.body)
         state = self._state
         image = state.store.image
-        wanted, errors = offsets_to_commit(image, body, with_leader_epoch=version >= 2)
+        access = state.access
+        # WRITE on the transactional id, READ on the group: else every partition refused.
+        denied = (access.check(request, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
+                  or access.check(request, ResourceType.GROUP, body.group_id))
+        wanted, errors = offsets_to_commit(
+            image, body, with_leader_epoch=version >= 2,
+            refused=lambda topic: denied or access.check(request, ResourceType.TOPIC, topic))
 
         def encode(results: list[int]) -> bytes:
             for o, error in zip(wanted, results, strict=True):
@@ -44,7 +51,7 @@ class TxnOffsetCommitHandler:
             return api.response(API_KEY, version, {
                 "throttle_time_ms": 0, "topics": commit_response_topics(body, errors)})
 
-        if not wanted:
+        if not wanted or denied:
             return [encode([])]
         return respond_when_ready(
             lambda callback: state.groups.txn_commit_offsets(

@@ -18,8 +18,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from strom.broker.access import CLUSTER_DENIED
 from strom.broker.dispatch import HandlerResult, Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.types import TopicPartition
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.protocol import api
@@ -55,6 +57,13 @@ class WriteTxnMarkersHandler:
     def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
+        if not self._state.access.allowed(request, ResourceType.CLUSTER):  # CLUSTER_ACTION
+            return [api.response(API_KEY, version, {"markers": [
+                {"producer_id": int(m.producer_id), "topics": [
+                    {"name": t.name, "partitions": [
+                        {"partition_index": p, "error_code": CLUSTER_DENIED}
+                        for p in t.partition_indexes]} for t in m.topics]}
+                for m in body.markers]})]
         now = self._state.clock.now_ms()
         outcomes = []
         for marker in body.markers:

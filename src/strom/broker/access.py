@@ -62,6 +62,7 @@ RULES: dict[int, tuple[Rule, ...]] = {
     ApiKey.PRODUCE: _r((_T, _OP.WRITE), (_X, _OP.WRITE)),
     ApiKey.FETCH: _r((_T, _OP.READ), (_C, _OP.CLUSTER_ACTION)),
     ApiKey.LIST_OFFSETS: _r((_T, _OP.DESCRIBE)),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _r((_T, _OP.DESCRIBE), (_C, _OP.CLUSTER_ACTION)),
     ApiKey.METADATA: _r((_T, _OP.DESCRIBE), (_T, _OP.CREATE), (_C, _OP.CREATE)),
     ApiKey.OFFSET_COMMIT: _r((_G, _OP.READ), (_T, _OP.READ)),
     ApiKey.OFFSET_FETCH: _r((_G, _OP.DESCRIBE), (_T, _OP.DESCRIBE)),
@@ -98,8 +99,9 @@ RULES: dict[int, tuple[Rule, ...]] = {
     ApiKey.LIST_TRANSACTIONS: _r((_X, _OP.DESCRIBE)),
 }
 #: APIs any authenticated connection may use (Kafka checks nothing, or only reports
-#: authorized operations): ApiVersions, SASL, DescribeCluster, OffsetForLeaderEpoch (a
-#: client's; Kafka checks DESCRIBE topic — see RULES when it is added).
+#: authorized operations): ApiVersions, SaslHandshake, SaslAuthenticate, DescribeCluster.
+UNCHECKED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+                       ApiKey.DESCRIBE_CLUSTER})
 
 
 _CONFIG_TOPIC, _CONFIG_BROKER = 2, 4  # ConfigResource types

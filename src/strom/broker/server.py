@@ -110,6 +110,9 @@ class BrokerServer:
             listeners = parse_listeners(self.config)
             runtimes = build_runtimes(self.config, listeners, self._scram_credential)
             self._authorizer = Authorizer.from_config(self.config, self._acls)
+            if self._authorizer is not None:
+                self._authorizer.warn_about_broker_principal(
+                    listeners.named(listeners.inter_broker).protocol.value)
         except StromError as exc:
             raise BrokerStartupError(str(exc)) from None
         created = self._make_data_dir()

@@ -73,6 +73,9 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     # SASL (strom.client.sasl): the v1 handshake, then tokens in SaslAuthenticate.
     ApiKey.SASL_HANDSHAKE: (1, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
 }
 
 

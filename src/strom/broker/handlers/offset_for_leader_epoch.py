@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.access import TOPIC_DENIED
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.common import check_leader_epoch
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -26,8 +28,15 @@ class OffsetForLeaderEpochHandler:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
         topics = []
+        access = self._state.access
+        # A follower (replica_id >= 0) needs CLUSTER_ACTION, a consumer DESCRIBE on the topic.
+        follower = version >= 3 and int(body.replica_id) >= 0
         for topic in body.topics:
-            parts = [self._one(topic.topic, p) for p in topic.partitions]
+            allowed = (access.allowed(request, ResourceType.CLUSTER) if follower
+                       else access.allowed(request, ResourceType.TOPIC, topic.topic))
+            parts = [self._one(topic.topic, p) if allowed else {
+                "error_code": TOPIC_DENIED, "partition": p.partition, "leader_epoch": -1,
+                "end_offset": -1} for p in topic.partitions]
             topics.append({"topic": topic.topic, "partitions": parts})
         return [api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": topics})]
 

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from strom.broker.security.principal import ANONYMOUS
 from strom.common.acl import (
     IMPLIED_BY_ALLOW,
     SUPPORTED_OPERATIONS,
@@ -128,6 +129,18 @@ class Authorizer:
                 f"{' or '.join(sorted(AUTHORIZER_NAMES))} (ACLs), or leave it empty")
         return cls(acls, parse_super_users(str(config.get("super.users") or "")),
                    bool(config.get("allow.everyone.if.no.acl.found")))
+
+    def warn_about_broker_principal(self, inter_broker_protocol: str) -> None:
+        """strom's own connections (transaction markers to partition leaders) come through
+        the inter-broker listener as ``User:ANONYMOUS`` (PLAINTEXT, the only inter-broker
+        protocol for now); as in Kafka that principal must be a super user (or be granted
+        CLUSTER_ACTION on the cluster) for them to be accepted."""
+        if inter_broker_protocol == "PLAINTEXT" and ANONYMOUS not in self.super_users:
+            log.warning(
+                "ACLs are on and the inter-broker listener is PLAINTEXT: the broker's own "
+                "requests (transaction markers) come as %s, which is not in super.users; "
+                "unless ACLs allow it CLUSTER_ACTION on the cluster, transactions will not "
+                "complete. Add it to super.users and keep that listener private.", ANONYMOUS)
 
     def acls(self) -> AclMap:
         """The ACLs decisions are made against (the current image's)."""

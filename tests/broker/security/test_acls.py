@@ -30,6 +30,7 @@ from strom.common.acl import (
     ResourceType,
 )
 from strom.common.errors import error_class
+from strom.protocol.records.builder import BatchBuilder
 from strom.protocol.versions import ApiKey
 from strom.testing import EmbeddedBroker
 from tests.broker.raw import RawClient
@@ -137,7 +138,57 @@ def _first_partition(field: str) -> Callable[[Any], int]:
     return lambda r: int(getattr(r, field)[0].partitions[0].error_code)
 
 
+def _records() -> bytes:
+    builder = BatchBuilder()
+    builder.append(int(time.time() * 1000), None, b"v")
+    return builder.build()
+
+
 MATRIX = [
+    Case("Produce", ApiKey.PRODUCE, 9, lambda n: {
+        "transactional_id": None, "acks": 1, "timeout_ms": 5000,
+        "topic_data": [{"name": n, "partition_data": [{"index": 0, "records": _records()}]}]},
+         ((T, OP.WRITE),), lambda r: int(r.responses[0].partition_responses[0].error_code),
+         "TOPIC_AUTHORIZATION_FAILED", topic=True),
+    Case("Produce(missing topic)", ApiKey.PRODUCE, 9, lambda n: {
+        "transactional_id": None, "acks": 1, "timeout_ms": 5000,
+        "topic_data": [{"name": n, "partition_data": [{"index": 0, "records": _records()}]}]},
+         ((T, OP.WRITE),), lambda r: int(r.responses[0].partition_responses[0].error_code),
+         "TOPIC_AUTHORIZATION_FAILED"),
+    Case("OffsetForLeaderEpoch", ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, lambda n: {
+        "replica_id": -1, "topics": [{"topic": n, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+         ((T, OP.DESCRIBE),), _first_partition("topics"), "TOPIC_AUTHORIZATION_FAILED",
+         topic=True),
+    Case("OffsetDelete", ApiKey.OFFSET_DELETE, 0, lambda n: {
+        "group_id": n, "topics": [{"name": n, "partitions": [{"partition_index": 0}]}]},
+         ((G, OP.DELETE), (T, OP.READ)), lambda r: int(r.error_code),
+         "GROUP_AUTHORIZATION_FAILED", topic=True),
+    Case("AlterConfigs", ApiKey.ALTER_CONFIGS, 2, lambda n: {
+        "resources": [{"resource_type": 2, "resource_name": n, "configs": [
+            {"name": "retention.ms", "value": "3600000"}]}], "validate_only": True},
+         ((T, OP.ALTER_CONFIGS),), lambda r: int(r.responses[0].error_code),
+         "TOPIC_AUTHORIZATION_FAILED", topic=True),
+    Case("AddPartitionsToTxn", ApiKey.ADD_PARTITIONS_TO_TXN, 3, lambda n: {
+        "v3_and_below_transactional_id": n, "v3_and_below_producer_id": 1,
+        "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": n, "partitions": [0]}]},
+         ((X, OP.WRITE), (T, OP.WRITE)),
+         lambda r: int(r.results_by_topic_v3_and_below[0].results_by_partition[0]
+                       .partition_error_code),
+         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", topic=True),
+    Case("AddOffsetsToTxn", ApiKey.ADD_OFFSETS_TO_TXN, 3, lambda n: {
+        "transactional_id": n, "producer_id": 1, "producer_epoch": 0, "group_id": n},
+         ((X, OP.WRITE), (G, OP.READ)), lambda r: int(r.error_code),
+         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    Case("TxnOffsetCommit", ApiKey.TXN_OFFSET_COMMIT, 3, lambda n: {
+        "transactional_id": n, "group_id": n, "producer_id": 1, "producer_epoch": 0,
+        "generation_id": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": n, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                               "committed_leader_epoch": -1,
+                                               "committed_metadata": ""}]}]},
+         ((X, OP.WRITE), (G, OP.READ), (T, OP.READ)), _first_partition("topics"),
+         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", topic=True),
     Case("Fetch", ApiKey.FETCH, 12, _fetch, ((T, OP.READ),),
          lambda r: int(r.responses[0].partitions[0].error_code),
          "TOPIC_AUTHORIZATION_FAILED", topic=True),
@@ -283,6 +334,10 @@ def _name(case: Case) -> str:
     return "m-" + "".join(ch if ch.isalnum() else "-" for ch in case.api.lower())
 
 
+def _named(api: str) -> str:
+    return _name(next(c for c in MATRIX if c.api == api))
+
+
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
     with EmbeddedBroker(ACL_CONFIG, data_dir=tmp_path_factory.mktemp("acl-broker")) as broker:
@@ -312,8 +367,31 @@ def test_acl_matrix(acl_broker: AclBroker, case: Case) -> None:
     assert allowed not in AUTHORIZATION_CODES, f"{case.api} as alice: {allowed}"
 
 
+def test_list_groups_and_transactions_show_only_what_may_be_described(
+        acl_broker: AclBroker) -> None:
+    commit = next(c for c in MATRIX if c.api == "OffsetCommit")
+    group = _name(commit)
+    acl_broker.call("admin", ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+    deadline, error = time.monotonic() + 15, -1
+    while error and time.monotonic() < deadline:  # until the offsets topic is loaded
+        error = commit.error(acl_broker.call("alice", commit.api_key, commit.version,
+                                             commit.fields(group)))
+        time.sleep(0.05)
+    assert error == 0  # alice's group exists
+    listing = {"states_filter": [], "types_filter": []}
+    # bob sees no group, alice (DESCRIBE on the cluster) every group.
+    assert acl_broker.call("bob", ApiKey.LIST_GROUPS, 5, listing).groups == []
+    groups = [g.group_id for g in acl_broker.call("alice", ApiKey.LIST_GROUPS, 5,
+                                                  listing).groups]
+    assert group in groups
+    everything = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
+    assert acl_broker.call("bob", ApiKey.LIST_TRANSACTIONS, 1,
+                           everything).transaction_states == []
+
+
 def test_topic_existence_is_not_revealed_without_describe(acl_broker: AclBroker) -> None:
-    existing, missing = _name(MATRIX[0]), f"missing-{uuid.uuid4().hex[:6]}"
+    reads, describes = _named("Fetch"), _named("ListOffsets")  # READ / DESCRIBE granted
+    existing, missing = reads, f"missing-{uuid.uuid4().hex[:6]}"
     for wanted in (existing, missing):
         response = acl_broker.call("bob", ApiKey.METADATA, 12, {
             "topics": [{"name": wanted, "topic_id": None}],
@@ -326,9 +404,9 @@ def test_topic_existence_is_not_revealed_without_describe(acl_broker: AclBroker)
     assert acl_broker.call("bob", ApiKey.METADATA, 12, everything).topics == []
     listed = {t.name: t for t in acl_broker.call("alice", ApiKey.METADATA, 12,
                                                   everything).topics}
-    assert _name(MATRIX[0]) in listed and _name(MATRIX[1]) in listed
-    assert set(listed[_name(MATRIX[0])].authorized_operations) == {OP.READ, OP.DESCRIBE}
-    assert set(listed[_name(MATRIX[1])].authorized_operations) == {OP.DESCRIBE}
+    assert reads in listed and describes in listed
+    assert set(listed[reads].authorized_operations) == {OP.READ, OP.DESCRIBE}
+    assert set(listed[describes].authorized_operations) == {OP.DESCRIBE}
     # The missing topic was not auto-created.
     admin = acl_broker.admin()
     try:

@@ -321,13 +321,21 @@ CLUSTER_MATRIX = [
         "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
         "producer_epoch": -1}, (), lambda r: int(r.error_code),
          "CLUSTER_AUTHORIZATION_FAILED"),
+    Case("Fetch(replica)", ApiKey.FETCH, 12, lambda n: {**_fetch("m-fetch"), "replica_id": 0},
+         (), lambda r: int(r.responses[0].partitions[0].error_code),
+         "TOPIC_AUTHORIZATION_FAILED"),
+    Case("DescribeConfigs(broker)", ApiKey.DESCRIBE_CONFIGS, 4, lambda n: {
+        "resources": [{"resource_type": 4, "resource_name": "", "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False},
+         (), lambda r: int(r.results[0].error_code), "CLUSTER_AUTHORIZATION_FAILED"),
     Case("WriteTxnMarkers", ApiKey.WRITE_TXN_MARKERS, 1, lambda n: {"markers": [{
         "producer_id": 1, "producer_epoch": 0, "transaction_result": False,
         "topics": [{"name": n, "partition_indexes": [0]}], "coordinator_epoch": 0}]},
          (), lambda r: int(r.markers[0].topics[0].partitions[0].error_code),
          "CLUSTER_AUTHORIZATION_FAILED"),
 ]
-CLUSTER_GRANTS = (OP.ALTER, OP.DESCRIBE, OP.IDEMPOTENT_WRITE, OP.CLUSTER_ACTION)
+CLUSTER_GRANTS = (OP.ALTER, OP.DESCRIBE, OP.IDEMPOTENT_WRITE, OP.CLUSTER_ACTION,
+                  OP.DESCRIBE_CONFIGS)
 
 
 def _name(case: Case) -> str:
@@ -387,6 +395,22 @@ def test_list_groups_and_transactions_show_only_what_may_be_described(
     everything = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
     assert acl_broker.call("bob", ApiKey.LIST_TRANSACTIONS, 1,
                            everything).transaction_states == []
+
+
+def test_write_on_any_topic_allows_an_idempotent_producer_id(acl_broker: AclBroker) -> None:
+    """KIP-679: without IDEMPOTENT_WRITE on the cluster, WRITE on some topic is enough."""
+    fields = {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
+              "producer_epoch": -1}
+    assert acl_broker.call("carol", ApiKey.INIT_PRODUCER_ID, 4, fields).error_code == code(
+        "CLUSTER_AUTHORIZATION_FAILED")
+    rule = binding(T, "kip679-", "User:carol", OP.WRITE, kind=PatternType.PREFIXED)
+    admin = acl_broker.admin()
+    try:
+        admin.create_acls([rule])
+        assert acl_broker.call("carol", ApiKey.INIT_PRODUCER_ID, 4, fields).error_code == 0
+    finally:
+        admin.delete_acls([AclFilter(T, "kip679-", PatternType.PREFIXED)])
+        admin.close()
 
 
 def test_topic_existence_is_not_revealed_without_describe(acl_broker: AclBroker) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from strom.protocol.versions import ApiKey
-from tests.broker.security.test_acls import AclBroker, acl_broker, code  # noqa: F401
+from tests.broker.security.test_acls import USERS, AclBroker, acl_broker, code  # noqa: F401
 from tests.cli.conftest import Result
 
 
@@ -67,6 +68,29 @@ def test_producer_and_consumer_shortcuts(acl_broker: AclBroker,  # noqa: F811
     assert cli("acls", "remove", "--allow-principal", "User:carol", "--consumer", "--topic",
                topic, "--group", group, *b).code == 0
     assert "carol" not in cli("acls", "list", "--topic", topic, "--group", group, *b).out
+
+
+def test_over_sasl_with_a_command_config(acl_broker: AclBroker,  # noqa: F811
+                                        cli: Callable[..., Result], tmp_path: Path) -> None:
+    """The CLI as a SASL principal: a super user may add ACLs, bob (no ALTER on the cluster)
+    gets CLUSTER_AUTHORIZATION_FAILED."""
+    b = ["--bootstrap-server", acl_broker.sasl]
+    configs = {}
+    for user in ("admin", "bob"):
+        configs[user] = tmp_path / f"{user}.properties"
+        configs[user].write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+            f"sasl.username={user}\nsasl.password={USERS[user]}\n")
+    group = f"cli-sasl-{uuid.uuid4().hex[:6]}"
+    args = ("acls", "add", "--allow-principal", "User:carol", "--operation", "Read",
+            "--group", group, *b)
+    refused = cli(*args, "--command-config", str(configs["bob"]))
+    assert refused.code == 1 and "CLUSTER_AUTHORIZATION_FAILED" in refused.err
+    added = cli(*args, "--command-config", str(configs["admin"]))
+    assert added.code == 0, added.err
+    listed = cli("acls", "list", "--group", group, *b, "--command-config",
+                 str(configs["admin"]))
+    assert "principal=User:carol, host=*, operation=READ" in listed.out
 
 
 def test_usage_errors(acl_broker: AclBroker,  # noqa: F811

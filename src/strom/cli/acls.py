@@ -13,8 +13,9 @@ topics; WRITE, DESCRIBE on the transactional ids; IDEMPOTENT_WRITE on the cluste
 ``--idempotent``) and ``--consumer`` (READ, DESCRIBE on the topics, READ on the groups) are
 kafka-acls.sh's shortcuts. ``remove`` without principals removes every ACL of the resources;
 ``list`` prints Kafka's lines (``Current ACLs for resource `ResourcePattern(...)`:``).
-The bootstrap server must be a listener this client can reach (PLAINTEXT: strom's client has
-no TLS or SASL yet), and that connection's principal needs ALTER / DESCRIBE on the cluster.
+A TLS or SASL listener is reached with Kafka's client properties in ``--command-config``
+(``security.protocol``, ``sasl.*``, as ``strom users``); the connection's principal needs
+ALTER (add, remove) or DESCRIBE (list) on the cluster.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 
-from strom.cli.common import UsageError, add_bootstrap
+from strom.cli.client_props import add_client_config, admin_options
+from strom.cli.common import UsageError
 from strom.client.sync import SyncAdminClient
 from strom.common.acl import (
     CLUSTER_NAME,
@@ -63,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "remove":
             a.add_argument("--force", action="store_true",
                            help="accepted for kafka-acls.sh compatibility (never asks)")
-        add_bootstrap(a)
+        add_client_config(a, "admin")
         a.set_defaults(run=run)
 
 
@@ -164,8 +166,7 @@ def _bindings(args: argparse.Namespace, patterns: list[ResourcePattern]) -> list
 
 
 def _admin(args: argparse.Namespace) -> SyncAdminClient:
-    return SyncAdminClient(args.bootstrap_server,
-                           request_timeout_s=args.request_timeout_ms / 1000)
+    return SyncAdminClient(**admin_options(args))
 
 
 def _print(bindings: Iterable[AclBinding]) -> None:

@@ -332,7 +332,7 @@ def test_idempotent_requests_leave_in_dispatch_order_while_connecting() -> None:
     async def test(broker: FakeBroker) -> None:
         broker.create("t")
         async with Producer(broker.bootstrap, idempotent=True, linger_ms=0, batch_size=1,
-                            delivery_timeout_s=3.0) as producer:
+                            delivery_timeout_s=3.0, request_timeout_s=3.0) as producer:
             real = producer.cluster.connection
             calls = 0
 
@@ -374,7 +374,7 @@ def test_leader_connection_failures_are_retried_until_the_delivery_timeout() -> 
             return None
 
         async with Producer(broker.bootstrap, idempotent=True, linger_ms=0,
-                            delivery_timeout_s=1.0) as producer:
+                            delivery_timeout_s=1.0, request_timeout_s=1.0) as producer:
             # The bootstrap connection is open; the leader's first one fails to negotiate.
             broker.hooks[ApiKey.API_VERSIONS] = drop
             assert (await producer.send_and_wait("t", b"a")).offset == 0
@@ -394,7 +394,8 @@ def test_leader_connection_failures_are_retried_until_the_delivery_timeout() -> 
 def test_batches_without_a_leader_expire_at_the_delivery_timeout() -> None:
     async def test(broker: FakeBroker) -> None:
         broker.create("t")
-        async with Producer(broker.bootstrap, linger_ms=0, delivery_timeout_s=0.5) as producer:
+        async with Producer(broker.bootstrap, linger_ms=0, delivery_timeout_s=0.5,
+                            request_timeout_s=0.5) as producer:
             assert (await producer.send_and_wait("t", b"a")).offset == 0
             broker.leaderless.add("t")
             await producer.cluster.refresh(["t"])

@@ -27,7 +27,7 @@ def test_producer_keys_reach_the_producer() -> None:
         "bootstrap.servers": "127.0.0.1:1", "client.id": "p1", "acks": "1",
         "compression.type": "ZSTD", "linger.ms": "20", "batch.size": "1000",
         "max.request.size": "2000", "buffer.memory": "4096",
-        "max.in.flight.requests.per.connection": "2", "delivery.timeout.ms": "1500",
+        "max.in.flight.requests.per.connection": "2", "delivery.timeout.ms": "3000",
         "request.timeout.ms": "2500", "security.protocol": "plaintext",
     })
     producer = Producer(**options)
@@ -35,7 +35,7 @@ def test_producer_keys_reach_the_producer() -> None:
         (1, 4, 0.02, 1000)
     assert (producer.max_request_size, producer.buffer_memory, producer.max_in_flight) == \
         (2000, 4096, 2)
-    assert (producer.delivery_timeout_s, producer.request_timeout_s) == (1.5, 2.5)
+    assert (producer.delivery_timeout_s, producer.request_timeout_s) == (3.0, 2.5)
     assert producer.cluster.client_id == "p1"
     assert producer.cluster.bootstrap == [("127.0.0.1", 1)]
     idempotent = Producer(**client_options("producer", {"enable.idempotence": "true",

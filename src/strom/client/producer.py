@@ -23,18 +23,38 @@ Pre-encoded batches (:meth:`Producer.send_encoded`, for bulk encoders such as th
 writer) skip the per-record path: each is queued as a closed batch of its own and sealed
 (codec, producer id / epoch / sequence, CRC) by the sender like any other batch.
 
-Backpressure: at most ``buffer_memory`` bytes of records wait unsent; ``send`` waits for room.
+Before a record is queued, ``send`` runs the interceptors' ``on_send``
+(:mod:`strom.client.interceptors`), serializes key and value (:mod:`strom.client.serializers`;
+bytes pass through untouched, the fast path) and picks the partition
+(:func:`strom.client.partitioner.partitioner_for`). Errors found there — serialization, a
+record larger than ``max_request_size`` or ``buffer_memory``, an unknown partition, no room or
+no metadata within ``max_block_s`` — raise from ``send`` at once and are never retried.
+
+Backpressure: at most ``buffer_memory`` bytes of records wait unsent; ``send`` waits for room
+up to ``max_block_s`` (Kafka's ``max.block.ms``, which also bounds the wait for the topic's
+metadata), then raises RequestTimedOutError.
+
+Delivery timeout: a record is acknowledged or failed within ``delivery_timeout_s`` of its
+batch's creation (Kafka's ``delivery.timeout.ms``; the batch opens at the first ``send`` into
+it): batches still waiting when it is up fail with RequestTimedOutError, and retriable errors
+are retried only while it lasts. As in Kafka, it must be ≥ ``linger_ms + request_timeout_s``.
+
+A batch the broker refuses as MESSAGE_TOO_LARGE (the topic's ``max.message.bytes`` is below
+``batch_size``) is split in two and each half resent, as Kafka's producer does, down to
+single records, so only a record too large on its own fails (non-idempotent producers; an
+idempotent producer fails the batch, since its sequence numbers are already spent).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,10 +62,12 @@ from strom.client.admin_types import OffsetAndMetadata
 from strom.client.batching import build_batch, estimate_record_size
 from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster
 from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
-from strom.client.partitioner import DefaultPartitioner, Partitioner
+from strom.client.interceptors import InterceptorChain, ProducerInterceptor, ProducerRecord
+from strom.client.partitioner import PartitionerSpec, partitioner_for
 from strom.client.records import ClientConfigError, Header, RecordMetadata, codec_id
 from strom.client.security import ClientSecurity
 from strom.client.sequencing import MAX_IN_FLIGHT, Sequencer
+from strom.client.serializers import SerializerSpec, resolve_serializer
 from strom.client.transactions import ConsumerGroupMetadata, TransactionManager
 from strom.client.txn_errors import TransactionStateError
 from strom.common.errors import (
@@ -63,6 +85,10 @@ from strom.protocol.records.builder import EncodedRecords
 from strom.protocol.versions import ApiKey
 
 log = logging.getLogger("strom.client.producer")
+
+#: ``on_delivery=`` of :meth:`Producer.send`: called once with ``(metadata, None)`` when the
+#: record is acknowledged or ``(metadata with offset -1, exception)`` when it failed.
+DeliveryCallback = Callable[[RecordMetadata, "BaseException | None"], None]
 
 RETRY_BACKOFF_S = 0.1
 
@@ -113,6 +139,11 @@ class _Batch:
         return len(self.records) if self.encoded is None else self.encoded.count
 
 
+def _resolve(done: asyncio.Future[None], _: object) -> None:
+    if not done.done():
+        done.set_result(None)
+
+
 def _parse_acks(acks: int | str) -> int:
     text = str(acks).strip().lower()
     if text == "all":
@@ -147,12 +178,16 @@ class Producer:
         max_in_flight: int = 5,
         delivery_timeout_s: float = 120.0,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-        partitioner: Partitioner | None = None,
+        partitioner: PartitionerSpec = None,
         client_id: str = "strom-producer",
         allow_auto_create_topics: bool = True,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60000,
         security: ClientSecurity | None = None,
+        key_serializer: SerializerSpec = None,
+        value_serializer: SerializerSpec = None,
+        interceptors: Sequence[ProducerInterceptor] = (),
+        max_block_s: float = 60.0,
     ) -> None:
         self.acks = _parse_acks(acks)
         self.codec = codec_id(compression)
@@ -165,6 +200,11 @@ class Producer:
         if batch_size < 1 or max_request_size < 1 or max_in_flight < 1:
             raise ClientConfigError("batch_size, max_request_size and max_in_flight must be > 0")
         self.linger_s = max(linger_ms, 0.0) / 1000.0
+        if delivery_timeout_s < self.linger_s + request_timeout_s:
+            raise ClientConfigError(
+                f"delivery_timeout_s={delivery_timeout_s:g} must be at least linger_ms + "
+                f"request_timeout_s = {self.linger_s + request_timeout_s:g}s (Kafka's rule for "
+                "delivery.timeout.ms)")
         self.batch_size = batch_size
         self.max_request_size = max_request_size
         self.buffer_memory = buffer_memory
@@ -172,7 +212,13 @@ class Producer:
         self.max_in_flight = min(max_in_flight, MAX_IN_FLIGHT) if idempotent else max_in_flight
         self.delivery_timeout_s = delivery_timeout_s
         self.request_timeout_s = request_timeout_s
-        self.partitioner: Partitioner = partitioner or DefaultPartitioner(batch_size)
+        self.max_block_s = max(max_block_s, 0.0)
+        self.partitioner = partitioner_for(partitioner, batch_size)
+        # Default (bytes) serializers and no interceptors: bytes go straight to the batch.
+        self._raw = key_serializer is None and value_serializer is None and not interceptors
+        self._serialize_key = resolve_serializer(key_serializer)
+        self._serialize_value = resolve_serializer(value_serializer)
+        self.interceptors = InterceptorChain(interceptors)
         self.cluster = Cluster(bootstrap, client_id=client_id,
                                request_timeout_s=request_timeout_s,
                                allow_auto_create_topics=allow_auto_create_topics,
@@ -233,6 +279,7 @@ class Producer:
                 if task is not None:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
+            self.interceptors.close()
             await self.cluster.close()
 
     async def _init_producer_id(self) -> None:
@@ -249,26 +296,72 @@ class Producer:
     async def send(
         self,
         topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
+        value: Any,
+        key: Any = None,
         headers: Iterable[Header] | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
+        *,
+        on_delivery: DeliveryCallback | None = None,
     ) -> asyncio.Future[RecordMetadata]:
-        """Queue a record; the returned future resolves to its (partition, offset).
+        """Queue a record; the returned future resolves to its :class:`RecordMetadata`
+        (partition, offset, topic, timestamp) once acknowledged, or raises what failed it.
 
-        Waits only when ``buffer_memory`` is full or the topic's metadata is not known yet.
+        The three ways to send: ignore the future (fire-and-forget), ``await`` it (or
+        :meth:`send_and_wait`, synchronous), or pass ``on_delivery`` (asynchronous with a
+        callback, called on the producer's loop as ``on_delivery(metadata, exception)``).
+        ``key`` / ``value`` go through the serializers; ``headers`` pass through as given.
+
+        Waits only when ``buffer_memory`` is full or the topic's metadata is not known yet,
+        both for at most ``max_block_s``. What fails here raises (the callback is not called
+        then; the interceptors' ``on_acknowledgement`` is).
         """
         self._ensure_running()
         header_tuple = tuple(headers) if headers else ()
-        size = self._record_size(key, value, header_tuple)
-        count = await self.cluster.topic_partitions(topic)
-        partition = self._partition_for(topic, count, partition, key, size)
+        if self.interceptors:
+            record = self.interceptors.on_send(
+                ProducerRecord(topic, value, key, header_tuple, partition, timestamp))
+            topic, value, key = record.topic, record.value, record.key
+            header_tuple, partition, timestamp = record.headers, record.partition, record.timestamp
         ts = int(time.time() * 1000) if timestamp is None else timestamp
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        await self._queue(TopicPartition(topic, partition), size,
-                          _PendingRecord(ts, key, value, header_tuple), future)
+        try:
+            if not (self._raw and (value is None or type(value) is bytes)
+                    and (key is None or type(key) is bytes)):
+                key = self._serialize_key(topic, key)
+                value = self._serialize_value(topic, value)
+            size = self._record_size(key, value, header_tuple)
+            deadline = time.monotonic() + self.max_block_s
+            count = await self.cluster.topic_partitions(topic, timeout_s=self.max_block_s)
+            partition = self._partition_for(topic, count, partition, key, size)
+            future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+            if self.interceptors or on_delivery is not None:
+                future.add_done_callback(functools.partial(
+                    self._delivered, RecordMetadata(partition, -1, topic, ts), on_delivery))
+            await self._queue(TopicPartition(topic, partition), size,
+                              _PendingRecord(ts, key, value, header_tuple), future, deadline)
+        except Exception as exc:
+            if self.interceptors:
+                failed = RecordMetadata(-1 if partition is None else partition, -1, topic, ts)
+                self.interceptors.on_acknowledgement(failed, exc)
+            raise
         return future
+
+    def _delivered(self, failed: RecordMetadata, on_delivery: DeliveryCallback | None,
+                   future: asyncio.Future[RecordMetadata]) -> None:
+        """A record's outcome to the interceptors, then to its ``on_delivery`` callback
+        (``failed`` is the metadata they get when it failed)."""
+        if future.cancelled():
+            error: BaseException | None = ProducerClosedError("the send was cancelled")
+        else:
+            error = future.exception()
+        metadata = failed if error is not None else future.result()
+        if self.interceptors:
+            self.interceptors.on_acknowledgement(metadata, error)
+        if on_delivery is not None:
+            try:
+                on_delivery(metadata, error)
+            except Exception:
+                log.exception("on_delivery callback %r failed (ignored)", on_delivery)
 
     async def send_many(self, topic: str,
                         records: Iterable[BulkRecord]) -> list[asyncio.Future[None]]:
@@ -292,7 +385,7 @@ class Producer:
             batch = await self._queue(
                 TopicPartition(topic, partition), size,
                 _PendingRecord(wall_ms if timestamp is None else timestamp, key, value,
-                               header_tuple), None)
+                               header_tuple), None, time.monotonic() + self.max_block_s)
             if batch.outcome is None:
                 batch.outcome = loop.create_future()
                 outcomes[id(batch)] = batch.outcome
@@ -321,7 +414,7 @@ class Producer:
         for tp, encoded in checked:
             size = encoded.size_in_bytes
             if self._buffered + size > self.buffer_memory and self._buffered > 0:
-                await self._wait_for_room(size)
+                await self._wait_for_room(size, time.monotonic() + self.max_block_s)
             current = self._open.get(tp)
             if current is not None:
                 self._close_batch(current)
@@ -368,6 +461,9 @@ class Producer:
             raise MessageTooLargeError(
                 f"record of about {size} bytes exceeds max_request_size={self.max_request_size}"
             )
+        if size > self.buffer_memory:
+            raise MessageTooLargeError(
+                f"record of about {size} bytes exceeds buffer_memory={self.buffer_memory}")
         return size
 
     def _partition_for(self, topic: str, count: int, partition: int | None,
@@ -383,11 +479,11 @@ class Producer:
         return partition
 
     async def _queue(self, tp: TopicPartition, size: int, record: _PendingRecord,
-                     future: asyncio.Future[RecordMetadata] | None) -> _Batch:
-        """Append ``record`` to ``tp``'s open batch (waiting for ``buffer_memory`` room);
-        returns that batch."""
+                     future: asyncio.Future[RecordMetadata] | None, deadline: float) -> _Batch:
+        """Append ``record`` to ``tp``'s open batch (waiting for ``buffer_memory`` room until
+        the monotonic ``deadline``); returns that batch."""
         if self._buffered + size > self.buffer_memory and self._buffered > 0:
-            await self._wait_for_room(size)
+            await self._wait_for_room(size, deadline)
         batch, closed = self._batch_for(tp, size)
         batch.records.append(record)
         batch.futures.append(future)
@@ -397,10 +493,18 @@ class Producer:
             await asyncio.sleep(0)
         return batch
 
-    async def _wait_for_room(self, size: int) -> None:
+    async def _wait_for_room(self, size: int, deadline: float) -> None:
+        """Wait until ``size`` more bytes fit ``buffer_memory`` (or nothing is buffered);
+        RequestTimedOutError at the monotonic ``deadline`` (Kafka's max.block.ms)."""
         while self._buffered + size > self.buffer_memory and self._buffered > 0:
             self._room.clear()
-            await self._room.wait()
+            left = deadline - time.monotonic()
+            try:
+                await asyncio.wait_for(self._room.wait(), max(left, 0.0))
+            except TimeoutError:
+                raise RequestTimedOutError(
+                    f"no room for a record of {size} bytes in buffer_memory="
+                    f"{self.buffer_memory} within max_block_s={self.max_block_s:g}") from None
             if self._closed:
                 raise ProducerClosedError("producer closed while waiting for buffer space")
 
@@ -440,8 +544,8 @@ class Producer:
     async def send_and_wait(
         self,
         topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
+        value: Any,
+        key: Any = None,
         headers: Iterable[Header] | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
@@ -514,6 +618,8 @@ class Producer:
         conns: dict[int, Connection] = {}
         next_retry: float | None = None
         for tp, queue in self._ready.items():
+            while queue and queue[0].deadline <= now:
+                self._expire(queue.popleft(), now)
             if not queue or self._in_flight[tp] >= self.max_in_flight:
                 continue
             if self.transaction is not None and not self.transaction.may_send(tp):
@@ -525,16 +631,6 @@ class Producer:
                 continue
             leader = self.cluster.metadata.leader(tp)
             if leader is None:
-                if batch.deadline <= now:
-                    # No leader for the whole delivery timeout: fail it, as Kafka expires
-                    # batches it could not send.
-                    # No leader for the whole delivery timeout: fail it (with what failed its
-                    # last attempt, if anything did), as Kafka expires batches it cannot send.
-                    queue.popleft()
-                    self._fail_for_good(batch, batch.last_error or RequestTimedOutError(
-                        f"no leader for {tp} within the delivery timeout of "
-                        f"{self.delivery_timeout_s:g}s"))
-                    continue
                 self._refresh_soon(tp)
                 if next_retry is None or batch.deadline < next_retry:
                     next_retry = batch.deadline
@@ -555,6 +651,21 @@ class Producer:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         return bool(by_leader), next_retry
+
+    def _expire(self, batch: _Batch, now: float) -> None:
+        """Fail a batch not acknowledged within the delivery timeout (counted from its
+        creation, as Kafka's), with what failed its last attempt if anything did."""
+        if batch.last_error is not None:
+            error: KafkaError = batch.last_error
+        elif self.cluster.metadata.leader(batch.tp) is None:
+            error = RequestTimedOutError(f"no leader for {batch.tp} within the delivery "
+                                         f"timeout of {self.delivery_timeout_s:g}s")
+        else:
+            error = RequestTimedOutError(
+                f"expiring {batch.record_count} record(s) for {batch.tp}: "
+                f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation "
+                f"(delivery_timeout_s={self.delivery_timeout_s:g})")
+        self._fail_for_good(batch, error)
 
     def _split(self, batches: list[_Batch]) -> list[list[_Batch]]:
         """Group batches into requests no larger than ``max_request_size``."""
@@ -759,17 +870,21 @@ class Producer:
     def _complete(self, batch: _Batch, base_offset: int) -> None:
         if self.idempotent:
             self._sequencer.acknowledged(batch.tp, batch.base_sequence, batch.record_count)
-        partition = batch.tp.partition
-        for i, future in enumerate(batch.futures):
+        partition, topic = batch.tp.partition, batch.tp.topic
+        for i, (future, record) in enumerate(zip(batch.futures, batch.records, strict=False)):
             if future is not None and not future.done():
                 offset = -1 if base_offset < 0 else base_offset + i
-                future.set_result(RecordMetadata(partition, offset))
+                future.set_result(RecordMetadata(partition, offset, topic, record.timestamp))
         if batch.outcome is not None and not batch.outcome.done():
             batch.outcome.set_result(None)
         self._finish(batch)
 
     def _retry_or_fail(self, batch: _Batch, error: KafkaError) -> None:
         now = time.monotonic()
+        if (isinstance(error, MessageTooLargeError) and len(batch.records) > 1
+                and batch.outcome is None and not self.idempotent and not self._closed):
+            self._split_too_large(batch)
+            return
         retry = error.retriable
         if self.idempotent:
             retry = self._sequencer.should_retry(batch.tp, batch.base_sequence, error)
@@ -791,6 +906,29 @@ class Producer:
             # Its sequences were sent, so later ones will never be accepted (a batch that
             # never got any, e.g. its leader could not be reached, leaves no gap).
             self._sequencer.reset(batch.tp)
+
+    def _split_too_large(self, batch: _Batch) -> None:
+        """Resend a batch refused as MESSAGE_TOO_LARGE as two halves (same deadline, same
+        place in the partition's order): the topic's ``max.message.bytes`` may be below
+        ``batch_size``, and only a record too large on its own should fail. Only batches of
+        ``send()`` records (one future each) are split."""
+        half = len(batch.records) // 2
+        loop = asyncio.get_running_loop()
+        parts = [_Batch(batch.tp, batch.created, batch.order, records=records, futures=futures,
+                        deadline=batch.deadline, size=sum(
+                            estimate_record_size(r.key, r.value, r.headers) for r in records))
+                 for records, futures in ((batch.records[:half], batch.futures[:half]),
+                                          (batch.records[half:], batch.futures[half:]))]
+        for part in parts:
+            self._incomplete[part] = loop.create_future()
+        done = self._incomplete.pop(batch, None)
+        if done is not None:  # flush() may be waiting for the whole batch
+            both = asyncio.gather(*(self._incomplete[part] for part in parts))
+            both.add_done_callback(functools.partial(_resolve, done))
+        for part in reversed(parts):  # each goes before equal-order ones: first half first
+            self._requeue(part)
+        log.debug("split a batch of %d records for %s after MESSAGE_TOO_LARGE",
+                  len(batch.records), batch.tp)
 
     def _requeue(self, batch: _Batch) -> None:
         """Put a batch back before every later-created batch of its partition."""

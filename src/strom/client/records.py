@@ -36,11 +36,34 @@ def codec_id(name: str | int | None) -> int:
     return CODECS[key]
 
 
-class RecordMetadata(NamedTuple):
-    """Where a produced record landed. ``offset`` is -1 when acks=0 (nothing is reported)."""
-
+class _Position(NamedTuple):
     partition: int
     offset: int
+
+
+class RecordMetadata(_Position):
+    """Where a produced record landed. ``offset`` is -1 when acks=0 (nothing is reported)
+    and, for a record that failed, in the metadata its interceptors and callbacks get
+    (``partition`` is -1 too when none was chosen yet).
+
+    A ``(partition, offset)`` tuple — unpacking and equality use those two only — that also
+    carries ``topic`` and the record's ``timestamp`` (-1 when unknown), as Java's
+    ``RecordMetadata`` does.
+    """
+
+    topic: str
+    timestamp: int
+
+    def __new__(cls, partition: int, offset: int, topic: str = "",
+                timestamp: int = -1) -> RecordMetadata:
+        self = super().__new__(cls, partition, offset)
+        self.topic = topic
+        self.timestamp = timestamp
+        return self
+
+    def __repr__(self) -> str:
+        return (f"RecordMetadata(topic={self.topic!r}, partition={self.partition}, "
+                f"offset={self.offset}, timestamp={self.timestamp})")
 
 
 @dataclass(frozen=True, slots=True)

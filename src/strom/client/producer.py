@@ -109,6 +109,17 @@ class _PendingRecord:
     headers: tuple[Header, ...]
 
 
+@dataclass(slots=True)
+class PreparedRecord:
+    """A record :meth:`Producer.prepare` made ready to queue: serialized, size checked;
+    ``partition`` is None until the partitioner picks one."""
+
+    topic: str
+    partition: int | None
+    record: _PendingRecord
+    size: int
+
+
 @dataclass(slots=True, eq=False)
 class _Batch:
     """Records for one partition, sent together. ``payload`` is built once, on first send.
@@ -317,6 +328,16 @@ class Producer:
         then; the interceptors' ``on_acknowledgement`` is).
         """
         self._ensure_running()
+        prepared = self.prepare(topic, value, key, headers, partition, timestamp)
+        return await self.send_prepared(prepared, on_delivery)
+
+    def prepare(self, topic: str, value: Any, key: Any = None,
+                headers: Iterable[Header] | None = None, partition: int | None = None,
+                timestamp: int | None = None) -> PreparedRecord:
+        """The synchronous first half of :meth:`send`: interceptors' ``on_send``, the key and
+        value serialized, the size checked (the timestamp defaults to now). Raises what
+        fails (after telling the interceptors); touches no producer state, so it may run on
+        any thread (:class:`~strom.client.sync.SyncProducer` runs it in the caller's)."""
         header_tuple = tuple(headers) if headers else ()
         if self.interceptors:
             record = self.interceptors.on_send(
@@ -330,21 +351,41 @@ class Producer:
                 key = self._serialize_key(topic, key)
                 value = self._serialize_value(topic, value)
             size = self._record_size(key, value, header_tuple)
+        except Exception as exc:
+            self.report_send_failure(topic, partition, ts, exc)
+            raise
+        return PreparedRecord(topic, partition, _PendingRecord(ts, key, value, header_tuple),
+                              size)
+
+    async def send_prepared(self, prepared: PreparedRecord,
+                            on_delivery: DeliveryCallback | None = None
+                            ) -> asyncio.Future[RecordMetadata]:
+        """The second half of :meth:`send`: pick the partition and queue the record."""
+        topic, partition, record = prepared.topic, prepared.partition, prepared.record
+        try:
+            self._ensure_running()
             deadline = time.monotonic() + self.max_block_s
             count = await self.cluster.topic_partitions(topic, timeout_s=self.max_block_s)
-            partition = self._partition_for(topic, count, partition, key, size)
+            partition = self._partition_for(topic, count, partition, record.key, prepared.size)
             future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
             if self.interceptors or on_delivery is not None:
                 future.add_done_callback(functools.partial(
-                    self._delivered, RecordMetadata(partition, -1, topic, ts), on_delivery))
-            await self._queue(TopicPartition(topic, partition), size,
-                              _PendingRecord(ts, key, value, header_tuple), future, deadline)
+                    self._delivered, RecordMetadata(partition, -1, topic, record.timestamp),
+                    on_delivery))
+            await self._queue(TopicPartition(topic, partition), prepared.size, record, future,
+                              deadline)
         except Exception as exc:
-            if self.interceptors:
-                failed = RecordMetadata(-1 if partition is None else partition, -1, topic, ts)
-                self.interceptors.on_acknowledgement(failed, exc)
+            self.report_send_failure(topic, partition, record.timestamp, exc)
             raise
         return future
+
+    def report_send_failure(self, topic: str, partition: int | None, timestamp: int,
+                     error: BaseException) -> None:
+        """Tell the interceptors that a record failed before it was queued."""
+        if self.interceptors:
+            self.interceptors.on_acknowledgement(
+                RecordMetadata(-1 if partition is None else partition, -1, topic, timestamp),
+                error)
 
     def _delivered(self, failed: RecordMetadata, on_delivery: DeliveryCallback | None,
                    future: asyncio.Future[RecordMetadata]) -> None:

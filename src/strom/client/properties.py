@@ -21,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from strom.client.partitioner import partitioner_names
 from strom.client.records import CODECS, ClientConfigError
 from strom.client.security import PROPERTY_KEYS as SECURITY_KEYS
 from strom.client.security import ClientSecurity
+from strom.client.serializers import serializer_names
 
 Parser = Callable[[str, str], Any]  # (key, text) -> value
 
@@ -76,6 +78,17 @@ def _choice(*choices: str, values: Mapping[str, Any] | None = None) -> Parser:
     return parse
 
 
+def _named(names: list[str]) -> Parser:
+    """A name from ``names`` (serializers, partitioners), kept as written."""
+    def parse(key: str, text: str) -> str:
+        value = text.strip()
+        if value not in names and value.lower() not in names:
+            raise ClientConfigError(f"{key} must be one of {', '.join(names)}, got {text!r}")
+        return value if value in names else value.lower()
+
+    return parse
+
+
 # key -> (keyword argument, or None for a key that is only checked; parser)
 _COMMON: dict[str, tuple[str | None, Parser]] = {
     "bootstrap.servers": ("bootstrap", _text),
@@ -99,6 +112,11 @@ PRODUCER: dict[str, tuple[str | None, Parser]] = {
     "delivery.timeout.ms": ("delivery_timeout_s", _seconds(1)),
     "transactional.id": ("transactional_id", _text),
     "transaction.timeout.ms": ("transaction_timeout_ms", _integer(1)),
+    "max.block.ms": ("max_block_s", _seconds(0)),
+    "key.serializer": ("key_serializer", _named(serializer_names())),
+    "value.serializer": ("value_serializer", _named(serializer_names())),
+    "partitioner": ("partitioner", _named(partitioner_names())),  # librdkafka's name
+    "partitioner.class": ("partitioner", _named(partitioner_names())),  # Java's
 }
 
 CONSUMER: dict[str, tuple[str | None, Parser]] = {

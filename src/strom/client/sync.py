@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import logging
 import threading
 from collections import deque
 from collections.abc import Awaitable, Coroutine, Iterable, Iterator, Mapping, Sequence
@@ -39,16 +40,17 @@ from strom.client.admin_types import (
 )
 from strom.client.fetcher import Fetcher
 from strom.client.metadata import BrokerNode
-from strom.client.producer import BulkRecord, Producer
+from strom.client.producer import BulkRecord, DeliveryCallback, PreparedRecord, Producer
 from strom.client.records import ConsumerRecord, Header, RecordMetadata
 from strom.client.scram_admin import ScramDelete, ScramUpsert, UserScramCredentials
 from strom.client.transactions import ConsumerGroupMetadata
 from strom.common.acl import AclBinding, AclFilter
-from strom.common.errors import KafkaError
+from strom.common.errors import KafkaError, RequestTimedOutError
 from strom.common.types import TopicPartition
 from strom.protocol.records.builder import EncodedRecords
 
 T = TypeVar("T")
+_log = logging.getLogger("strom.client.sync")
 
 DEFAULT_MAX_PENDING_SENDS = 10000
 
@@ -282,9 +284,13 @@ class SyncAdminClient(_Facade):
 class SyncProducer(_Facade):
     """Blocking :class:`~strom.client.producer.Producer`.
 
-    :meth:`send` returns a ``concurrent.futures.Future`` at once. Records cross to the loop
-    thread through a queue drained by one task (no thread hop per record); ``send`` blocks
-    when ``max_pending`` records wait in that queue, until the task takes them (backpressure).
+    :meth:`send` returns a ``concurrent.futures.Future`` at once. Interceptors' ``on_send``
+    and the serializers run in the caller's thread (their errors raise from ``send``); the
+    records then cross to the loop thread through a queue drained by one task (no thread hop
+    per record); ``send`` blocks when ``max_pending`` records wait in that queue, until the
+    task takes them (backpressure), for at most ``max_block_s`` (RequestTimedOutError).
+    ``on_delivery(metadata, exception)`` and the interceptors' ``on_acknowledgement`` run on
+    the loop thread: keep them quick.
     """
 
     def __init__(self, bootstrap: str, *, max_pending: int = DEFAULT_MAX_PENDING_SENDS,
@@ -294,31 +300,39 @@ class SyncProducer(_Facade):
         self._max_pending = max(max_pending, 1)
         self._room = threading.Event()
         self._lock = threading.Lock()
-        self._queue: deque[tuple[_SendArgs, concurrent.futures.Future[RecordMetadata]]] = deque()
+        self._queue: deque[tuple[PreparedRecord, concurrent.futures.Future[RecordMetadata],
+                                 DeliveryCallback | None]] = deque()
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
         self._start(self.producer.start())
 
-    def send(self, topic: str, value: bytes | None, key: bytes | None = None,
+    def send(self, topic: str, value: Any, key: Any = None,
              headers: Iterable[Header] | None = None, partition: int | None = None,
-             timestamp: int | None = None) -> concurrent.futures.Future[RecordMetadata]:
-        """Queue a record; the future resolves to its (partition, offset) or raises. A
-        transactional producer raises at once when no transaction is open (or it failed)."""
+             timestamp: int | None = None, *, on_delivery: DeliveryCallback | None = None
+             ) -> concurrent.futures.Future[RecordMetadata]:
+        """Queue a record; the future resolves to its :class:`RecordMetadata` or raises
+        (see :meth:`Producer.send`). A transactional producer raises at once when no
+        transaction is open (or it failed)."""
         if self.producer.transaction is not None:
             self.producer.transaction.check_send()
+        prepared = self.producer.prepare(topic, value, key, headers, partition, timestamp)
         future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
-        args = (topic, value, key, list(headers) if headers else None, partition, timestamp)
         with self._lock:
-            self._queue.append((args, future))
-            wake = not self._draining
-            self._draining = True
             full = len(self._queue) >= self._max_pending
             if full:
                 self._room.clear()
+        if full and not self._room.wait(self.producer.max_block_s):
+            error = RequestTimedOutError(f"{self._max_pending} records wait to be queued; "
+                                         f"no room within max_block_s="
+                                         f"{self.producer.max_block_s:g}")
+            self.producer.report_send_failure(topic, partition, prepared.record.timestamp, error)
+            raise error
+        with self._lock:
+            self._queue.append((prepared, future, on_delivery))
+            wake = not self._draining
+            self._draining = True
         if wake:
             self._loop.loop.call_soon_threadsafe(self._start_drain)
-        if full:
-            self._room.wait()
         return future
 
     def _start_drain(self) -> None:
@@ -333,11 +347,13 @@ class SyncProducer(_Facade):
                 items = list(self._queue)
                 self._queue.clear()
                 self._room.set()
-            for args, future in items:
+            for prepared, future, on_delivery in items:
                 try:
-                    sent = await self.producer.send(*args)
+                    sent = await self.producer.send_prepared(prepared, on_delivery)
                 except Exception as exc:
                     future.set_exception(exc)
+                    if on_delivery is not None:  # send() returned already: report it here
+                        _call_back(on_delivery, prepared, exc)
                 else:
                     sent.add_done_callback(functools.partial(_chain, future))
 
@@ -365,7 +381,7 @@ class SyncProducer(_Facade):
         """How many partitions ``topic`` has (see :meth:`Producer.partition_count`)."""
         return self._run(self.producer.partition_count(topic))
 
-    def send_and_wait(self, topic: str, value: bytes | None, key: bytes | None = None,
+    def send_and_wait(self, topic: str, value: Any, key: Any = None,
                       headers: Iterable[Header] | None = None, partition: int | None = None,
                       timestamp: int | None = None) -> RecordMetadata:
         return self._run(self.producer.send_and_wait(topic, value, key, headers, partition,
@@ -428,7 +444,14 @@ class SyncProducer(_Facade):
         await self.producer.flush()
 
 
-_SendArgs = tuple[str, bytes | None, bytes | None, list[Header] | None, int | None, int | None]
+def _call_back(on_delivery: DeliveryCallback, prepared: PreparedRecord,
+               error: BaseException) -> None:
+    partition = -1 if prepared.partition is None else prepared.partition
+    try:
+        on_delivery(RecordMetadata(partition, -1, prepared.topic, prepared.record.timestamp),
+                    error)
+    except Exception:
+        _log.exception("on_delivery callback %r failed (ignored)", on_delivery)
 
 
 def _chained(outcomes: list[asyncio.Future[None]]) -> list[concurrent.futures.Future[None]]:

@@ -50,3 +50,12 @@ def tansu_bootstrap() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(params=["strom", "tansu"])
+def any_broker(request: pytest.FixtureRequest) -> str:
+    """The bootstrap of a strom broker (the session one), then of Tansu: client behaviour
+    that must not depend on the broker runs against both."""
+    if request.param == "tansu":
+        return str(request.getfixturevalue("tansu_bootstrap"))
+    return str(request.getfixturevalue("broker").bootstrap)

@@ -246,6 +246,7 @@ class Producer:
         self._room = asyncio.Event()
         self._wakeup = asyncio.Event()
         self._flushing = 0
+        self._waiting_for_room = 0  # sends waiting for buffer_memory: lingering is pointless
         self._closed = False
         self._sender: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -539,6 +540,8 @@ class Producer:
         RequestTimedOutError at the monotonic ``deadline`` (Kafka's max.block.ms)."""
         while self._buffered + size > self.buffer_memory and self._buffered > 0:
             self._room.clear()
+            self._waiting_for_room += 1
+            self._wakeup.set()  # the sender sends open batches now (see _close_lingered)
             left = deadline - time.monotonic()
             try:
                 await asyncio.wait_for(self._room.wait(), max(left, 0.0))
@@ -546,6 +549,8 @@ class Producer:
                 raise RequestTimedOutError(
                     f"no room for a record of {size} bytes in buffer_memory="
                     f"{self.buffer_memory} within max_block_s={self.max_block_s:g}") from None
+            finally:
+                self._waiting_for_room -= 1
             if self._closed:
                 raise ProducerClosedError("producer closed while waiting for buffer space")
 
@@ -633,11 +638,14 @@ class Producer:
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
 
     def _close_lingered(self, now: float) -> float | None:
-        """Close open batches whose linger time is up; return when the next one is due."""
+        """Close open batches whose linger time is up (all of them while flushing or while a
+        send waits for buffer room, as Kafka's accumulator does when its memory is
+        exhausted); return when the next one is due."""
         next_due: float | None = None
+        send_all = self._flushing or self._waiting_for_room
         for batch in list(self._open.values()):
             due = batch.created + self.linger_s
-            if self._flushing or due <= now:
+            if send_all or due <= now:
                 self._close_batch(batch)
             else:
                 next_due = due if next_due is None else min(next_due, due)

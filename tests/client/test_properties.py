@@ -121,3 +121,20 @@ def test_idempotence_needs_acks_all() -> None:
 def test_tables_share_the_common_keys() -> None:
     for table in (PRODUCER, CONSUMER, ADMIN):
         assert {"bootstrap.servers", "client.id", "request.timeout.ms"} <= set(table)
+
+
+def test_producer_pipeline_keys() -> None:
+    options = client_options("producer", {
+        "key.serializer": "org.apache.kafka.common.serialization.StringSerializer",
+        "value.serializer": "json", "partitioner": "murmur2_random", "max.block.ms": "250"})
+    assert options == {"key_serializer": "org.apache.kafka.common.serialization.StringSerializer",
+                       "value_serializer": "json", "partitioner": "murmur2_random",
+                       "max_block_s": 0.25}
+    producer = Producer(**options)
+    assert producer.max_block_s == 0.25
+    assert client_options("producer", {"partitioner.class": "org.apache.kafka.clients.producer."
+                                       "RoundRobinPartitioner"})
+    with pytest.raises(ClientConfigError, match="partitioner"):
+        client_options("producer", {"partitioner": "crc16"})
+    with pytest.raises(ClientConfigError, match=r"value\.serializer"):
+        client_options("producer", {"value.serializer": "avro"})

@@ -130,7 +130,7 @@ class _Batch:
 
     tp: TopicPartition
     created: float
-    order: int
+    order: tuple[int, ...]  # creation order; parts of a split batch extend it: (n, 0), (n, 1)
     records: list[_PendingRecord] = field(default_factory=list)
     encoded: EncodedRecords | None = None
     # One entry per record, aligned with ``records``: None for records queued by send_many.
@@ -572,7 +572,7 @@ class Producer:
         """A new, empty batch of ``tp``, counted as incomplete until acknowledged or failed
         (and, in a transaction, its partition added to the transaction)."""
         now = time.monotonic()
-        batch = _Batch(tp, now, next(self._order), deadline=now + self.delivery_timeout_s)
+        batch = _Batch(tp, now, (next(self._order),), deadline=now + self.delivery_timeout_s)
         if self.transaction is not None:
             self.transaction.add_partition(tp)
         self._incomplete[batch] = asyncio.get_running_loop().create_future()
@@ -963,18 +963,19 @@ class Producer:
         ``send()`` records (one future each) are split."""
         half = len(batch.records) // 2
         loop = asyncio.get_running_loop()
-        parts = [_Batch(batch.tp, batch.created, batch.order, records=records, futures=futures,
-                        deadline=batch.deadline, size=sum(
+        parts = [_Batch(batch.tp, batch.created, (*batch.order, i), records=records,
+                        futures=futures, deadline=batch.deadline, size=sum(
                             estimate_record_size(r.key, r.value, r.headers) for r in records))
-                 for records, futures in ((batch.records[:half], batch.futures[:half]),
-                                          (batch.records[half:], batch.futures[half:]))]
+                 for i, (records, futures) in enumerate((
+                     (batch.records[:half], batch.futures[:half]),
+                     (batch.records[half:], batch.futures[half:])))]
         for part in parts:
             self._incomplete[part] = loop.create_future()
         done = self._incomplete.pop(batch, None)
         if done is not None:  # flush() may be waiting for the whole batch
             both = asyncio.gather(*(self._incomplete[part] for part in parts))
             both.add_done_callback(functools.partial(_resolve, done))
-        for part in reversed(parts):  # each goes before equal-order ones: first half first
+        for part in parts:
             self._requeue(part)
         log.debug("split a batch of %d records for %s after MESSAGE_TOO_LARGE",
                   len(batch.records), batch.tp)

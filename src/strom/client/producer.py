@@ -48,6 +48,7 @@ idempotent producer fails the batch, since its sequence numbers are already spen
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import itertools
@@ -56,7 +57,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from strom.client.admin_types import OffsetAndMetadata
 from strom.client.batching import build_batch, estimate_record_size
@@ -89,6 +90,10 @@ log = logging.getLogger("strom.client.producer")
 #: ``on_delivery=`` of :meth:`Producer.send`: called once with ``(metadata, None)`` when the
 #: record is acknowledged or ``(metadata with offset -1, exception)`` when it failed.
 DeliveryCallback = Callable[[RecordMetadata, "BaseException | None"], None]
+
+#: A record's future: asyncio's, or (from SyncProducer, resolved on the loop thread) a
+#: running ``concurrent.futures.Future`` — which cannot be cancelled any more.
+RecordFuture = asyncio.Future[RecordMetadata] | concurrent.futures.Future[RecordMetadata]
 
 RETRY_BACKOFF_S = 0.1
 
@@ -134,7 +139,7 @@ class _Batch:
     records: list[_PendingRecord] = field(default_factory=list)
     encoded: EncodedRecords | None = None
     # One entry per record, aligned with ``records``: None for records queued by send_many.
-    futures: list[asyncio.Future[RecordMetadata] | None] = field(default_factory=list)
+    futures: list[RecordFuture | None] = field(default_factory=list)
     outcome: asyncio.Future[None] | None = None  # for send_many: acknowledged, or the error
     last_error: KafkaError | None = None  # what made the last attempt fail, if any
     size: int = 0
@@ -230,6 +235,7 @@ class Producer:
         self._serialize_key = resolve_serializer(key_serializer)
         self._serialize_value = resolve_serializer(value_serializer)
         self.interceptors = InterceptorChain(interceptors)
+        self._intercepting = bool(self.interceptors)
         self.cluster = Cluster(bootstrap, client_id=client_id,
                                request_timeout_s=request_timeout_s,
                                allow_auto_create_topics=allow_auto_create_topics,
@@ -246,6 +252,7 @@ class Producer:
         self._room = asyncio.Event()
         self._wakeup = asyncio.Event()
         self._flushing = 0
+        self._loop: asyncio.AbstractEventLoop  # set by start()
         self._waiting_for_room = 0  # sends waiting for buffer_memory: lingering is pointless
         self._closed = False
         self._sender: asyncio.Task[None] | None = None
@@ -262,6 +269,7 @@ class Producer:
         await self.cluster.start()
         if self.idempotent and self.transaction is None:
             await self._init_producer_id()
+        self._loop = asyncio.get_running_loop()
         self._sender = asyncio.create_task(self._send_loop(), name="strom-producer-sender")
         return self
 
@@ -329,8 +337,18 @@ class Producer:
         then; the interceptors' ``on_acknowledgement`` is).
         """
         self._ensure_running()
-        prepared = self.prepare(topic, value, key, headers, partition, timestamp)
-        return await self.send_prepared(prepared, on_delivery)
+        if (self._raw and not headers and (value is None or type(value) is bytes)
+                and (key is None or type(key) is bytes)):
+            # The hot path: nothing to intercept or serialize.
+            ts = int(time.time() * 1000) if timestamp is None else timestamp
+            size = self._record_size(key, value, ())
+            future = await self._enqueue(topic, partition,
+                                         _PendingRecord(ts, key, value, ()), size, on_delivery)
+        else:
+            prepared = self.prepare(topic, value, key, headers, partition, timestamp)
+            future = await self._enqueue(prepared.topic, prepared.partition, prepared.record,
+                                         prepared.size, on_delivery)
+        return cast(asyncio.Future[RecordMetadata], future)  # no given future: asyncio's
 
     def prepare(self, topic: str, value: Any, key: Any = None,
                 headers: Iterable[Header] | None = None, partition: int | None = None,
@@ -340,7 +358,7 @@ class Producer:
         fails (after telling the interceptors); touches no producer state, so it may run on
         any thread (:class:`~strom.client.sync.SyncProducer` runs it in the caller's)."""
         header_tuple = tuple(headers) if headers else ()
-        if self.interceptors:
+        if self._intercepting:
             record = self.interceptors.on_send(
                 ProducerRecord(topic, value, key, header_tuple, partition, timestamp))
             topic, value, key = record.topic, record.value, record.key
@@ -359,22 +377,35 @@ class Producer:
                               size)
 
     async def send_prepared(self, prepared: PreparedRecord,
-                            on_delivery: DeliveryCallback | None = None
-                            ) -> asyncio.Future[RecordMetadata]:
-        """The second half of :meth:`send`: pick the partition and queue the record."""
-        topic, partition, record = prepared.topic, prepared.partition, prepared.record
+                            on_delivery: DeliveryCallback | None = None,
+                            future: concurrent.futures.Future[RecordMetadata] | None = None
+                            ) -> RecordFuture:
+        """The second half of :meth:`send`: pick the partition and queue the record. With
+        ``future`` (a running concurrent future), the outcome goes there instead of to a
+        new asyncio future, saving a hop per record for a caller on another thread."""
+        self._ensure_running()
+        return await self._enqueue(prepared.topic, prepared.partition, prepared.record,
+                                   prepared.size, on_delivery, future)
+
+    async def _enqueue(self, topic: str, partition: int | None, record: _PendingRecord,
+                       size: int, on_delivery: DeliveryCallback | None,
+                       given: concurrent.futures.Future[RecordMetadata] | None = None
+                       ) -> RecordFuture:
+        """Pick the partition (waiting for metadata) and queue the record (waiting for
+        room), both within ``max_block_s``; returns the record's future (``given``, if
+        any)."""
         try:
-            self._ensure_running()
             deadline = time.monotonic() + self.max_block_s
-            count = await self.cluster.topic_partitions(topic, timeout_s=self.max_block_s)
-            partition = self._partition_for(topic, count, partition, record.key, prepared.size)
-            future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-            if self.interceptors or on_delivery is not None:
+            count = self.cluster.metadata.partition_count(topic)
+            if count is None:
+                count = await self.cluster.topic_partitions(topic, timeout_s=self.max_block_s)
+            partition = self._partition_for(topic, count, partition, record.key, size)
+            future: RecordFuture = self._loop.create_future() if given is None else given
+            if self._intercepting or on_delivery is not None:
                 future.add_done_callback(functools.partial(
                     self._delivered, RecordMetadata(partition, -1, topic, record.timestamp),
                     on_delivery))
-            await self._queue(TopicPartition(topic, partition), prepared.size, record, future,
-                              deadline)
+            await self._queue(TopicPartition(topic, partition), size, record, future, deadline)
         except Exception as exc:
             self.report_send_failure(topic, partition, record.timestamp, exc)
             raise
@@ -383,13 +414,13 @@ class Producer:
     def report_send_failure(self, topic: str, partition: int | None, timestamp: int,
                      error: BaseException) -> None:
         """Tell the interceptors that a record failed before it was queued."""
-        if self.interceptors:
+        if self._intercepting:
             self.interceptors.on_acknowledgement(
                 RecordMetadata(-1 if partition is None else partition, -1, topic, timestamp),
                 error)
 
     def _delivered(self, failed: RecordMetadata, on_delivery: DeliveryCallback | None,
-                   future: asyncio.Future[RecordMetadata]) -> None:
+                   future: RecordFuture) -> None:
         """A record's outcome to the interceptors, then to its ``on_delivery`` callback
         (``failed`` is the metadata they get when it failed)."""
         if future.cancelled():
@@ -521,7 +552,7 @@ class Producer:
         return partition
 
     async def _queue(self, tp: TopicPartition, size: int, record: _PendingRecord,
-                     future: asyncio.Future[RecordMetadata] | None, deadline: float) -> _Batch:
+                     future: RecordFuture | None, deadline: float) -> _Batch:
         """Append ``record`` to ``tp``'s open batch (waiting for ``buffer_memory`` room until
         the monotonic ``deadline``); returns that batch."""
         if self._buffered + size > self.buffer_memory and self._buffered > 0:
@@ -920,10 +951,13 @@ class Producer:
         if self.idempotent:
             self._sequencer.acknowledged(batch.tp, batch.base_sequence, batch.record_count)
         partition, topic = batch.tp.partition, batch.tp.topic
+        new = tuple.__new__  # RecordMetadata without its Python-level __new__ (hot path)
         for i, (future, record) in enumerate(zip(batch.futures, batch.records, strict=False)):
             if future is not None and not future.done():
-                offset = -1 if base_offset < 0 else base_offset + i
-                future.set_result(RecordMetadata(partition, offset, topic, record.timestamp))
+                metadata = new(RecordMetadata, (partition, -1 if base_offset < 0
+                                                else base_offset + i))
+                metadata.topic, metadata.timestamp = topic, record.timestamp
+                future.set_result(metadata)
         if batch.outcome is not None and not batch.outcome.done():
             batch.outcome.set_result(None)
         self._finish(batch)

@@ -13,10 +13,11 @@ import concurrent.futures
 import functools
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar, overload
+from typing import Any, Literal, Self, TypeVar, cast, overload
 
 from strom.client.admin import AdminClient
 from strom.client.admin_types import (
@@ -281,6 +282,45 @@ class SyncAdminClient(_Facade):
         return self._run(self.admin.delete_acls(filters))
 
 
+class DeliveryFuture(concurrent.futures.Future[T]):
+    """The future :meth:`SyncProducer.send` returns: a ``concurrent.futures.Future`` that is
+    running from the start (it cannot be cancelled) and shares one condition variable with
+    every other DeliveryFuture instead of creating its own — creating a Condition per record
+    cost more than the rest of ``send`` together. ``result()`` / ``exception()`` re-check
+    their own state after every wake-up, since a notification may be for another future;
+    ``concurrent.futures.wait`` / ``as_completed`` work as with any future.
+    """
+
+    _shared = threading.Condition()
+
+    def __init__(self) -> None:  # no super().__init__(): that builds the Condition
+        self._condition = self._shared
+        self._state = "RUNNING"
+        self._result: T | None = None
+        self._exception: BaseException | None = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Any] = []
+
+    def _wait_finished(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._condition:
+            while self._state != "FINISHED":
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError()
+                self._condition.wait(left)
+
+    def result(self, timeout: float | None = None) -> T:
+        self._wait_finished(timeout)
+        if self._exception is not None:
+            raise self._exception
+        return cast(T, self._result)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait_finished(timeout)
+        return self._exception
+
+
 class SyncProducer(_Facade):
     """Blocking :class:`~strom.client.producer.Producer`.
 
@@ -316,12 +356,20 @@ class SyncProducer(_Facade):
         if self.producer.transaction is not None:
             self.producer.transaction.check_send()
         prepared = self.producer.prepare(topic, value, key, headers, partition, timestamp)
-        future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        future: DeliveryFuture[RecordMetadata] = DeliveryFuture()
         with self._lock:
             full = len(self._queue) >= self._max_pending
-            if full:
+            if not full:
+                self._queue.append((prepared, future, on_delivery))
+                wake = not self._draining
+                self._draining = True
+            else:
                 self._room.clear()
-        if full and not self._room.wait(self.producer.max_block_s):
+        if not full:
+            if wake:
+                self._loop.loop.call_soon_threadsafe(self._start_drain)
+            return future
+        if not self._room.wait(self.producer.max_block_s):
             error = RequestTimedOutError(f"{self._max_pending} records wait to be queued; "
                                          f"no room within max_block_s="
                                          f"{self.producer.max_block_s:g}")
@@ -349,13 +397,11 @@ class SyncProducer(_Facade):
                 self._room.set()
             for prepared, future, on_delivery in items:
                 try:
-                    sent = await self.producer.send_prepared(prepared, on_delivery)
+                    await self.producer.send_prepared(prepared, on_delivery, future)
                 except Exception as exc:
                     future.set_exception(exc)
                     if on_delivery is not None:  # send() returned already: report it here
                         _call_back(on_delivery, prepared, exc)
-                else:
-                    sent.add_done_callback(functools.partial(_chain, future))
 
     def send_many(self, topic: str, records: Sequence[BulkRecord]
                   ) -> list[concurrent.futures.Future[None]]:

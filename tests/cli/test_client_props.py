@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +14,7 @@ from strom.cli.client_props import client_settings, parse_properties, read_prope
 from strom.cli.common import UsageError
 from strom.cli.main import build_parser
 from tests.cli.conftest import Result
+from tests.client.producer_helpers import make_topic, read_all
 
 
 def test_java_properties_syntax() -> None:
@@ -113,3 +117,20 @@ def test_unknown_key_in_config_file(cli: Callable[..., Result], tmp_path: Path) 
     config.write_text("client.id=x\nlinger.ms=5\n")
     result = cli("get-offsets", "--command-config", str(config))
     assert result.code == 1 and "unknown admin property 'linger.ms'" in result.err
+
+
+def test_produce_takes_the_producer_pipeline_properties(cli: Callable[..., Result],
+                                                        broker: Any) -> None:
+    """``partitioner`` places keys as librdkafka's does; serializer settings are overridden
+    (lines are bytes), as Kafka's console producer overrides them."""
+    topic = asyncio.run(make_topic(broker.bootstrap, 5))
+    keys = [f"user-{i}" for i in range(20)]
+    result = cli("produce", topic, "--bootstrap-server", broker.bootstrap, "--key-separator",
+                 ":", "--producer-property", "partitioner=consistent",
+                 "--producer-property", "max.block.ms=5000", "--producer-property",
+                 "value.serializer=org.apache.kafka.common.serialization.StringSerializer",
+                 stdin="".join(f"{key}:v\n" for key in keys))
+    assert result.code == 0, result.err
+    records = asyncio.run(read_all(broker.bootstrap, topic, 5))
+    assert sorted((r.key or b"", r.partition) for r in records) == sorted(
+        (key.encode(), zlib.crc32(key.encode()) % 5) for key in keys)

@@ -91,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
         "linger.ms": None if args.linger_ms is None else str(args.linger_ms),
         "batch.size": None if args.batch_size is None else str(args.batch_size),
     }))
+    # As Kafka's console producer: lines are bytes, so key/value serializer settings are
+    # overridden by the bytes serializer (a configured StringSerializer would refuse them).
+    options.pop("key_serializer", None)
+    options.pop("value_serializer", None)
     progress = Progress(enabled=not args.quiet)
     tally = _Tally()
     started = time.monotonic()

@@ -41,8 +41,10 @@ from strom.client.cluster import Cluster
 from strom.client.conn import Connection
 from strom.client.consumer_protocol import ConsumerAssignment, ConsumerSubscription
 from strom.client.fetcher import Fetcher
+from strom.client.interceptors import ProducerInterceptor, ProducerRecord
 from strom.client.producer import Producer
 from strom.client.records import ConsumerRecord, RecordMetadata
+from strom.client.serializers import SerializationError, Serializer
 from strom.client.sync import SyncAdminClient, SyncFetcher, SyncProducer
 from strom.client.transactions import ConsumerGroupMetadata
 from strom.client.txn_errors import (
@@ -79,9 +81,13 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetSpec",
     "Producer",
+    "ProducerInterceptor",
+    "ProducerRecord",
     "ProducerState",
     "RecordMetadata",
     "ResourceType",
+    "SerializationError",
+    "Serializer",
     "SyncAdminClient",
     "SyncFetcher",
     "SyncProducer",

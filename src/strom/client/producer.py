@@ -444,7 +444,8 @@ class Producer:
         None)``; a None partition is chosen by the partitioner as in :meth:`send`. Returns
         one future per batch the records went into: it resolves when that batch is
         acknowledged and raises what failed it. Per-partition order is the call order, and
-        records of ``send`` and ``send_many`` calls interleave correctly.
+        records of ``send`` and ``send_many`` calls interleave correctly. A bulk path for
+        bytes: keys and values are not serialized and interceptors do not see the records.
         """
         self._ensure_running()
         count = await self.cluster.topic_partitions(topic)

@@ -556,6 +556,16 @@ class Producer:
                      future: RecordFuture | None, deadline: float) -> _Batch:
         """Append ``record`` to ``tp``'s open batch (waiting for ``buffer_memory`` room until
         the monotonic ``deadline``); returns that batch."""
+        batch = self._open.get(tp)
+        if (batch is not None and batch.size + size < self.batch_size
+                and self._buffered + size <= self.buffer_memory):
+            # The common case, inlined: room in the open batch (which stays open) and in
+            # the buffer. Same effect as the general path below.
+            batch.records.append(record)
+            batch.futures.append(future)
+            batch.size += size
+            self._buffered += size
+            return batch
         if self._buffered + size > self.buffer_memory and self._buffered > 0:
             await self._wait_for_room(size, deadline)
         batch, closed = self._batch_for(tp, size)

@@ -20,7 +20,13 @@ from strom.common.acl import (
     ResourceType,
 )
 from strom.common.errors import KafkaStorageError
-from strom.metadata.changes import PutTopic, SetAcls, SetBrokerConfigs, SetScramCredential
+from strom.metadata.changes import (
+    PutTopic,
+    SetAcls,
+    SetBrokerConfigs,
+    SetClientQuota,
+    SetScramCredential,
+)
 from strom.metadata.image import BrokerInfo, PartitionInfo, ScramCredential, TopicInfo
 from strom.metadata.local import (
     FILE_NAME,
@@ -44,10 +50,10 @@ def write_v1(data_dir: Path, epoch: int = 7) -> None:
                                           "configs": {}, "internal": True}}}))
 
 
-def test_new_store_writes_version_4_with_the_given_cluster_id(tmp_path: Path) -> None:
+def test_new_store_writes_version_5_with_the_given_cluster_id(tmp_path: Path) -> None:
     store = LocalMetadataStore(tmp_path, BROKER, "given-id")
     saved = json.loads((tmp_path / FILE_NAME).read_text())
-    assert saved == {"version": 4, "cluster_id": "given-id", "epoch": 0, "next_producer_id": 0,
+    assert saved == {"version": 5, "cluster_id": "given-id", "epoch": 0, "next_producer_id": 0,
                      "topics": {}, "broker_configs": {}}
     assert store.image.controller_id == 3 and store.image.brokers == {3: BROKER}
 
@@ -73,7 +79,7 @@ def test_version_1_is_read_as_led_here_and_rewritten(tmp_path: Path) -> None:
     assert t.topic_id == TOPIC_ID and t.configs == {"segment.ms": "5"} and not t.internal
     assert t.partitions == (PartitionInfo(0, 3, 0, (3,), (3,)), PartitionInfo(1, 3, 0, (3,), (3,)))
     assert image.topics["__consumer_offsets"].internal
-    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 4
+    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 5
     assert LocalMetadataStore(tmp_path, BROKER).image.topics == image.topics
 
 
@@ -87,7 +93,7 @@ def test_version_2_is_read_without_broker_configs_and_rewritten(tmp_path: Path) 
     assert image.epoch == 9 and image.broker_configs == {}
     assert image.topics["t"].partitions == (PartitionInfo(0, 3, 4, (3,), (3,)),)
     saved = json.loads((tmp_path / FILE_NAME).read_text())
-    assert saved["version"] == 4 and saved["broker_configs"] == {}
+    assert saved["version"] == 5 and saved["broker_configs"] == {}
     assert saved["next_producer_id"] == 2000 and saved["topics"]["t"]["partitions"] == [partition]
 
 
@@ -121,6 +127,39 @@ def test_scram_credentials_are_stored_in_kafkas_text_form(tmp_path: Path) -> Non
     reopened.write(reopened.image.epoch, [SetScramCredential("alice", "SCRAM-SHA-256", None)])
     assert LocalMetadataStore(tmp_path, BROKER).image.scram_credentials == {}
     assert "scram_credentials" not in json.loads((tmp_path / FILE_NAME).read_text())
+
+
+ALICE_DEFAULT_CLIENT = (("client-id", None), ("user", "alice"))
+
+
+def test_client_quotas_are_stored_with_null_for_default_entities(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER)
+    store.write(store.image.epoch, [
+        SetClientQuota(ALICE_DEFAULT_CLIENT, "producer_byte_rate", 1024),
+        SetClientQuota((("user", None),), "request_percentage", 12.5)])
+    stored = json.loads((tmp_path / FILE_NAME).read_text())["client_quotas"]
+    assert stored == [
+        {"entity": {"client-id": None, "user": "alice"}, "quotas": {"producer_byte_rate": 1024.0}},
+        {"entity": {"user": None}, "quotas": {"request_percentage": 12.5}}]
+    reopened = LocalMetadataStore(tmp_path, BROKER)
+    assert reopened.image.client_quotas == {
+        ALICE_DEFAULT_CLIENT: {"producer_byte_rate": 1024.0},
+        (("user", None),): {"request_percentage": 12.5}}
+    reopened.write(reopened.image.epoch, [
+        SetClientQuota(ALICE_DEFAULT_CLIENT, "producer_byte_rate", None),
+        SetClientQuota((("user", None),), "request_percentage", None)])
+    assert LocalMetadataStore(tmp_path, BROKER).image.client_quotas == {}
+    assert "client_quotas" not in json.loads((tmp_path / FILE_NAME).read_text())
+
+
+def test_version_4_is_read_without_client_quotas_and_rewritten(tmp_path: Path) -> None:
+    (tmp_path / FILE_NAME).write_text(json.dumps({
+        "version": 4, "cluster_id": "c3", "epoch": 4, "next_producer_id": 0, "topics": {},
+        "broker_configs": {"": {"log.retention.ms": "1000"}}}))
+    image = LocalMetadataStore(tmp_path, BROKER).image
+    assert image.client_quotas == {} and image.broker_configs == {
+        "": {"log.retention.ms": "1000"}}
+    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 5
 
 
 @pytest.mark.parametrize(("main", "tmp", "expected"), [
@@ -283,12 +322,12 @@ def test_acls_are_stored_by_resource_pattern_with_kafkas_names(tmp_path: Path) -
     assert "acls" not in json.loads((tmp_path / FILE_NAME).read_text())
 
 
-def test_version_3_is_read_without_acls_and_rewritten_as_version_4(tmp_path: Path) -> None:
+def test_version_3_is_read_without_acls_and_rewritten_as_version_5(tmp_path: Path) -> None:
     (tmp_path / FILE_NAME).write_text(json.dumps({
         "version": 3, "cluster_id": "c3", "epoch": 5, "next_producer_id": 0, "topics": {},
         "broker_configs": {}}))
     assert LocalMetadataStore(tmp_path, BROKER).image.acls == {}
-    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 4
+    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 5
 
 
 def test_an_unknown_acl_operation_name_makes_the_file_unreadable(tmp_path: Path) -> None:

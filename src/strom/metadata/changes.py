@@ -17,6 +17,8 @@ layout Kafka uses, so a ZooKeeper store can write a change as one multi-op:
 ``SetAcls``        ``/kafka-acl/<type>/<name>`` (LITERAL) or
                    ``/kafka-acl-extended/prefixed/<type>/<name>`` (PREFIXED): every ACL of
                    one resource pattern (an empty set deletes the znode)
+``SetClientQuota``  one key of ``/config/users/<u>[/clients/<c>]`` or ``/config/clients/<c>``
+                   (``<default>`` for a default name; None deletes the key)
 =================  ===================================================================
 
 :func:`apply_changes` is pure: it checks each change against the image (as it stands after the
@@ -25,6 +27,7 @@ modified. Business rules (names, defaults, configs, placement) belong to the con
 module only keeps the image well-formed:
 
 * an ACL is well-formed (:func:`strom.common.acl.binding_problem`);
+* a client-quota entity names ``user`` and / or ``client-id``, each once, sorted by type;
 * a broker config resource is ``""`` (the cluster-wide default) or a broker id in decimal;
 * a topic has partitions ``0..N-1`` (N >= 1) and never loses one (Kafka cannot shrink a topic);
 * each partition has a non-empty replica list without duplicates, an ISR that is a subset of
@@ -41,7 +44,13 @@ from typing import TypeAlias
 
 from strom.common.acl import AccessControlEntry, AclBinding, ResourcePattern, binding_problem
 from strom.common.errors import StromError
-from strom.metadata.image import MetadataImage, PartitionInfo, ScramCredential, TopicInfo
+from strom.metadata.image import (
+    MetadataImage,
+    PartitionInfo,
+    QuotaEntity,
+    ScramCredential,
+    TopicInfo,
+)
 
 NO_LEADER = -1
 
@@ -109,9 +118,20 @@ class SetAcls:
     entries: frozenset[AccessControlEntry]
 
 
+@dataclass(frozen=True, slots=True)
+class SetClientQuota:
+    """Set (or, with ``value`` None, delete) quota ``key`` of a client-quota ``entity``."""
+
+    entity: QuotaEntity
+    key: str
+    value: float | None
+
+
+QUOTA_ENTITY_TYPES = ("client-id", "user")
+
 MetadataChange: TypeAlias = (
     PutTopic | RemoveTopic | SetTopicConfigs | SetPartitions | SetBrokerConfigs
-    | SetScramCredential | SetAcls)
+    | SetScramCredential | SetAcls | SetClientQuota)
 
 
 def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> MetadataImage:
@@ -123,9 +143,12 @@ def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> Me
     broker_configs = dict(image.broker_configs)
     scram = dict(image.scram_credentials)
     acls = dict(image.acls)
+    quotas = dict(image.client_quotas)
     for change in changes:
         if isinstance(change, SetAcls):
             _set_acls(acls, change)
+        elif isinstance(change, SetClientQuota):
+            _set_quota(quotas, change)
         elif isinstance(change, SetScramCredential):
             if not change.user:
                 raise InvalidMetadataChangeError("a SCRAM credential needs a user name")
@@ -171,7 +194,7 @@ def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> Me
             raise InvalidMetadataChangeError(f"unknown metadata change {change!r}")
     return dataclasses.replace(image, epoch=image.epoch + 1, topics=topics,
                                broker_configs=broker_configs, scram_credentials=scram,
-                               acls=acls)
+                               acls=acls, client_quotas=quotas)
 
 
 def _set_acls(acls: dict[ResourcePattern, frozenset[AccessControlEntry]],
@@ -184,6 +207,22 @@ def _set_acls(acls: dict[ResourcePattern, frozenset[AccessControlEntry]],
         acls[change.pattern] = frozenset(change.entries)
     else:
         acls.pop(change.pattern, None)
+
+
+def _set_quota(quotas: dict[QuotaEntity, dict[str, float]], change: SetClientQuota) -> None:
+    entity = change.entity
+    types = [t for t, _ in entity]
+    if not types or types != sorted(set(types)) or not set(types) <= set(QUOTA_ENTITY_TYPES):
+        raise InvalidMetadataChangeError(f"malformed client-quota entity {entity!r}")
+    values = dict(quotas.get(entity, {}))
+    if change.value is None:
+        values.pop(change.key, None)
+    else:
+        values[change.key] = float(change.value)
+    if values:
+        quotas[entity] = values
+    else:
+        quotas.pop(entity, None)
 
 
 def _existing(topics: Mapping[str, TopicInfo], name: str) -> TopicInfo:

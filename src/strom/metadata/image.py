@@ -1,5 +1,5 @@
 """The cluster metadata image: an immutable snapshot of brokers, topics, partitions, the
-dynamic broker configs, the users' SCRAM credentials and the ACLs.
+dynamic broker configs, the users' SCRAM credentials, the ACLs and the client quotas.
 
 Every change produces a new image with ``epoch`` + 1; readers hold an image and never see it
 change under them. Handlers cache encoded per-topic metadata keyed by (topic, epoch).
@@ -58,6 +58,13 @@ class ScramCredential:
     iterations: int
 
 
+#: A client-quota entity (Kafka's ``ClientQuotaEntity``): its (entity type, name) pairs sorted
+#: by type, the types being ``"user"`` and ``"client-id"``; a None name is that type's default
+#: entity (Kafka's ``<default>``). ``(("client-id", None), ("user", "alice"))`` is the default
+#: client id of user alice.
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionInfo:
     partition: int
@@ -94,6 +101,8 @@ class MetadataImage:
     scram_credentials: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
     #: ACLs by resource pattern (a pattern without entries is absent).
     acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = field(default_factory=dict)
+    #: client-quota entity → quota key ("producer_byte_rate") → value.
+    client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():

@@ -1,9 +1,9 @@
 """Single-node metadata store: the embedded default, one JSON file in the data directory.
 
-File ``<data-dir>/strom-metadata.json``, format version 4 (written atomically: temp file, fsync,
+File ``<data-dir>/strom-metadata.json``, format version 5 (written atomically: temp file, fsync,
 rename, fsync of the directory)::
 
-    {"version": 4, "cluster_id": "...", "epoch": N, "next_producer_id": M,
+    {"version": 5, "cluster_id": "...", "epoch": N, "next_producer_id": M,
      "topics": {"<name>": {"id": "<uuid>", "internal": false, "configs": {"k": "v"},
                            "partitions": [{"replicas": [0], "leader": 0, "leader_epoch": 0,
                                            "isr": [0]}, ...]}},
@@ -12,7 +12,9 @@ rename, fsync of the directory)::
                                                        iterations=4096"}},
      "acls": [{"resource_type": "TOPIC", "name": "orders", "pattern_type": "PREFIXED",
                "entries": [{"principal": "User:alice", "host": "*", "operation": "READ",
-                            "permission": "ALLOW"}]}]}
+                            "permission": "ALLOW"}]}],
+     "client_quotas": [{"entity": {"user": "alice", "client-id": null},
+                        "quotas": {"producer_byte_rate": 1048576.0}}]}
 
 Partition ``i`` is entry ``i`` of ``partitions``. ``next_producer_id`` is the lowest producer
 id never reserved. ``broker_configs`` holds the dynamic broker configs: ``""`` the cluster-wide
@@ -22,16 +24,20 @@ registrations they come from the running broker (its node id and listener).
 credentials in Kafka's text form (:mod:`strom.common.scram`) — never a password.
 ``acls`` (optional, absent without ACLs) holds the ACLs per resource pattern, with Kafka's
 enum names (:mod:`strom.common.acl`).
+``client_quotas`` (optional, absent when none is set) holds each client-quota entity's values:
+``entity`` maps the entity types it names (``user``, ``client-id``) to a name, null for the
+default entity (Kafka's ``<default>``).
 
-Older files are read and rewritten as version 4 when the store opens. Version 3 files are
-version 4 without ``acls`` (none set). Version 2 files are
+Older files are read and rewritten as version 5 when the store opens. Version 4 files are
+version 5 without ``client_quotas``. Version 3 files are version 4 without ``acls`` (none
+set). Version 2 files are
 version 3 without ``broker_configs`` (none set). Version 1 files (``"partitions": <count>``, no
 producer ids) are read as partitions led by this node at leader epoch 0 with ISR = replicas =
 [this node]. The producer-id reservation that version 1 brokers kept in
 ``<data-dir>/producer-id-block`` (one line: the next unreserved id; a leftover ``.tmp`` beside
 it counts too, as its rename was not made durable) is folded into ``next_producer_id`` and the
 old file is deleted once the new one is durable, so no id is handed out twice across the
-upgrade. A version 4 file cannot be read by older strom versions.
+upgrade. A version 5 file cannot be read by older strom versions.
 
 Every change is persisted first and then becomes the current image, so a crash leaves either
 the old or the new state; a write that fails (a full disk) changes nothing, is reported through
@@ -75,6 +81,7 @@ from strom.metadata.image import (
     BrokerInfo,
     MetadataImage,
     PartitionInfo,
+    QuotaEntity,
     ScramCredential,
     TopicInfo,
 )
@@ -89,8 +96,8 @@ PREVIOUS_SUFFIX = ".prev"
 #: errno values of a file system that has no hard links (the previous copy is then copied).
 _NO_HARD_LINKS = frozenset(
     {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP})
-FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, FORMAT_VERSION)
+FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, FORMAT_VERSION)
 LEGACY_PRODUCER_ID_FILE = "producer-id-block"
 # Larger than any producer-id block a single lost write can have reserved (blocks are 1000).
 RECOVERY_PRODUCER_ID_SKIP = 1 << 20
@@ -225,9 +232,14 @@ class LocalMetadataStore(ImageStore):
             str(user): {str(mech): ScramCredential(*parse_credential(str(text)))
                         for mech, text in creds.items()}
             for user, creds in state.get("scram_credentials", {}).items() if creds}
+        quotas: dict[QuotaEntity, dict[str, float]] = {}
+        for entry in state.get("client_quotas", []):
+            entity = tuple(sorted((str(t), None if n is None else str(n))
+                                  for t, n in entry["entity"].items()))
+            quotas[entity] = {str(k): float(v) for k, v in entry["quotas"].items()}
         image = MetadataImage(str(state["cluster_id"]), int(state["epoch"]), node,
                               {node: self._broker}, topics, broker_configs, scram,
-                              _decode_acls(state.get("acls", [])))
+                              _decode_acls(state.get("acls", [])), quotas)
         return image, int(state.get("next_producer_id", 0))
 
     @staticmethod
@@ -257,6 +269,10 @@ class LocalMetadataStore(ImageStore):
                 for user, creds in image.scram_credentials.items()}}
                if image.scram_credentials else {}),
             **({"acls": _encode_acls(image.acls)} if image.acls else {}),
+            **({"client_quotas": [
+                {"entity": dict(entity), "quotas": dict(values)}
+                for entity, values in image.client_quotas.items()]}
+               if image.client_quotas else {}),
         }
 
     def _store(self, image: MetadataImage, next_producer_id: int, *,

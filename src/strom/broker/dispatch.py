@@ -11,6 +11,15 @@ and any malformed request, closes only that connection (:class:`CloseConnection`
 report per-topic / per-partition errors inside their responses. An unexpected exception is
 logged once and closes the connection; it never crashes the broker.
 
+Client quotas (:mod:`strom.broker.quotas`) are applied here, and only when some quota is
+stored: Produce request bytes are recorded before the handler (its response carries the
+throttle time), the handler's synchronous time after it, Fetch response bytes once the
+response is complete; the largest throttle time (with any a handler set in
+``Request.throttle_ms``: controller mutations) goes into the response's
+``throttle_time_ms`` and mutes the connection for that long after the response is sent
+(``ConnectionContext.mute_s``, KIP-219), or — for versions older than KIP-219 — holds the
+response back for that long.
+
 Storage failures: the storage boundary (the replica manager's writes, the metadata store)
 turns a failed write into KafkaStorageError, reported once per episode by the data
 directory's :class:`~strom.storage.health.LogDirHealth`, and handlers answer it in their
@@ -24,11 +33,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from strom.broker.fetch_pacing import FetchPacer
+from strom.broker.quotas import throttle as quota_throttle
+from strom.broker.quotas.manager import FETCH, PRODUCE, REQUEST, ClientQuotas, user_of
 from strom.broker.security.mechanisms import AuthenticationFailed
 from strom.broker.security.principal import ANONYMOUS
 from strom.broker.security.sasl import SaslSession
@@ -66,13 +78,20 @@ class ConnectionContext:
     principal: str = ANONYMOUS
     sasl: SaslSession | None = None
     close_after_response: bool = False
+    #: Stop reading this connection for this long once the response is sent (a quota
+    #: throttle, KIP-219); the connection resets it to 0 when it mutes.
+    mute_s: float = 0.0
 
 
 @dataclass(slots=True)
 class Request:
+    """``throttle_ms``: a quota throttle time the response carries (set by the dispatcher
+    for Produce before the handler runs, by handlers for controller mutations)."""
+
     header: RequestHeader
     body: memoryview
     conn: ConnectionContext
+    throttle_ms: int = 0
 
     @property
     def version(self) -> int:
@@ -118,6 +137,9 @@ def _name(api_key: int) -> str:
 
 
 _BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+#: Requests no client quota applies to (Kafka exempts authentication and cluster actions).
+_QUOTA_EXEMPT = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+                           ApiKey.WRITE_TXN_MARKERS})
 
 
 def raw_sasl_token(conn: ConnectionContext, sasl: SaslSession,
@@ -154,13 +176,15 @@ class Dispatcher:
     """Routes frames to handlers. One instance per broker; stateless between requests."""
 
     def __init__(self, handlers: dict[int, Handler],
-                 storage_failure: StorageFailure | None = None) -> None:
+                 storage_failure: StorageFailure | None = None,
+                 quotas: ClientQuotas | None = None) -> None:
         missing = set(SUPPORTED) - set(handlers)
         extra = set(handlers) - set(SUPPORTED)
         if missing or extra:
             raise ValueError(f"handlers do not match versions.SUPPORTED: {missing=} {extra=}")
         self._handlers = handlers
         self._storage_failure = storage_failure
+        self._quotas = quotas
 
     def dispatch(self, conn: ConnectionContext, frame: memoryview) -> HandlerResult:
         sasl = conn.sasl
@@ -192,8 +216,21 @@ class Dispatcher:
                 f"(client {header.client_id!r}); supported: {supported}"
             )
         request = Request(header, frame[position:], conn)
+        quotas = self._quotas
+        if quotas is not None and quotas.active and header.api_key not in _QUOTA_EXEMPT:
+            return self._dispatch_with_quotas(quotas, request, len(frame))
+        result = self._call(request)
+        if result is None:
+            return None
+        if isinstance(result, list):
+            return frame_response(header, result)
+        return self._framed_later(header, result)
+
+    def _call(self, request: Request) -> HandlerResult:
+        header = request.header
+        conn = request.conn
         try:
-            result = self._handlers[header.api_key](request)
+            return self._handlers[header.api_key](request)
         except KafkaError as exc:
             raise CloseConnection(
                 f"rejected {ApiKey(header.api_key).name} v{header.api_version} from {conn.peer}: "
@@ -201,11 +238,65 @@ class Dispatcher:
             ) from None
         except OSError as exc:
             raise self._storage_closes(header, exc) from None
+
+    def _dispatch_with_quotas(self, quotas: ClientQuotas, request: Request,
+                              size: int) -> HandlerResult:
+        header = request.header
+        user = user_of(request.conn.principal)
+        client = header.client_id or ""
+        throttle_s = 0.0
+        if header.api_key == ApiKey.PRODUCE:
+            throttle_s = quotas.record(PRODUCE, user, client, size)
+            request.throttle_ms = round(throttle_s * 1000)
+        started = time.perf_counter()
+        result = self._call(request)
+        spent = time.perf_counter() - started  # percent of a second: seconds * 100
+        throttle_s = max(throttle_s, quotas.record(REQUEST, user, client, spent * 100))
         if result is None:
+            request.conn.mute_s = max(throttle_s, request.throttle_ms / 1000)
             return None
         if isinstance(result, list):
-            return frame_response(header, result)
-        return self._framed_later(header, result)
+            return self._throttled(request, result, throttle_s)
+        return self._throttled_later(request, result, throttle_s)
+
+    async def _throttled_later(self, request: Request,
+                               pending: Awaitable[ResponseParts | None],
+                               throttle_s: float) -> ResponseParts | None:
+        try:
+            body = await pending
+        except KafkaError as exc:
+            raise CloseConnection(f"request failed: {exc}") from None
+        except OSError as exc:
+            raise self._storage_closes(request.header, exc) from None
+        if body is None:
+            return None
+        framed = self._throttled(request, body, throttle_s)
+        return framed if isinstance(framed, list) else await framed
+
+    def _throttled(self, request: Request, body: ResponseParts,
+                   throttle_s: float) -> ResponseParts | Awaitable[ResponseParts | None]:
+        """Frame ``body`` with the throttle time: the connection mutes after sending it, or
+        (a version before KIP-219) the response is held back for that long."""
+        header = request.header
+        if header.api_key == ApiKey.FETCH and self._quotas is not None:
+            size = sum(part_size(p) for p in body)
+            conn = request.conn
+            throttle_s = max(throttle_s, self._quotas.record(
+                FETCH, user_of(conn.principal), header.client_id or "", size))
+        throttle_ms = max(round(throttle_s * 1000), request.throttle_ms)
+        if throttle_ms <= 0:
+            return frame_response(header, body)
+        body = quota_throttle.with_throttle(header.api_key, header.api_version, body,
+                                            throttle_ms)
+        if quota_throttle.client_throttles(header.api_key, header.api_version):
+            request.conn.mute_s = throttle_ms / 1000
+            return frame_response(header, body)
+        return self._held_back(frame_response(header, body), throttle_ms / 1000)
+
+    @staticmethod
+    async def _held_back(framed: ResponseParts, delay_s: float) -> ResponseParts:
+        await asyncio.sleep(delay_s)
+        return framed
 
     async def _framed_later(
         self, header: RequestHeader, pending: Awaitable[ResponseParts | None]

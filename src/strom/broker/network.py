@@ -117,6 +117,7 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._closed = False
+        self._muted = False
         self._connections = connections
         self._pool = connections.pool
         self._transport: asyncio.Transport | None = None
@@ -143,7 +144,7 @@ class KafkaConnection(asyncio.Protocol):
         idling. A frame left incomplete is charged from its last byte even while reading is
         paused for memory: the frames holding the memory are then all released within one
         timeout, instead of one after the other as each in turn is the only one read."""
-        if self._busy and not self._write_paused:
+        if (self._busy and not self._write_paused) or self._muted:
             return now
         if self._read_paused and not self._decoder.in_frame and not self._pool.may_read(self):
             return now
@@ -209,7 +210,8 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- processing -------------------------------------------------------------------------
     def _process(self) -> None:
-        while self._queue and not self._busy and not self._write_paused and not self._closed:
+        while (self._queue and not self._busy and not self._write_paused and not self._closed
+               and not self._muted):
             frame = self._queue.popleft()
             self._queued_bytes -= len(frame)
             self._processing_bytes = len(frame)
@@ -233,7 +235,24 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if not self._busy:
                 self._processing_bytes = 0  # the request is done with its frame
+                self._mute_if_throttled()
         self._account()
+
+    def _mute_if_throttled(self) -> None:
+        """After a throttled response: read and serve nothing for the throttle time."""
+        mute_s = self.context.mute_s
+        if mute_s <= 0 or self._closed:
+            return
+        self.context.mute_s = 0.0
+        self._muted = True
+        self._update_reading()
+        self._loop.call_later(mute_s, self._unmute)
+
+    def _unmute(self) -> None:
+        self._muted = False
+        self._last_active = self._loop.time()
+        self._update_reading()
+        self._process()
 
     def _account(self) -> None:
         """Report the memory held to the pool, and pause or resume reading accordingly."""
@@ -248,7 +267,8 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closed:
             return
-        should_pause = len(self._queue) >= MAX_QUEUED_FRAMES or not self._pool.may_read(self)
+        should_pause = (len(self._queue) >= MAX_QUEUED_FRAMES or self._muted
+                        or not self._pool.may_read(self))
         if should_pause and not self._read_paused:
             transport.pause_reading()
             self._read_paused = True
@@ -297,6 +317,7 @@ class KafkaConnection(asyncio.Protocol):
             await self._send_async(parts)
         if self.context.close_after_response:
             self._close_soon()
+        self._mute_if_throttled()
 
     def _send(self, parts: ResponseParts) -> bool:
         """Write a response synchronously if it has no large file region; False otherwise."""

@@ -30,6 +30,7 @@ from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, 
 from strom.broker.handlers import build_handlers
 from strom.broker.metadata_recovery import keep_topics_on_disk
 from strom.broker.network import Connections, KafkaConnection
+from strom.broker.quotas.manager import ClientQuotas
 from strom.broker.request_memory import RequestMemoryPool
 from strom.broker.security.authorizer import AclMap, Authorizer
 from strom.broker.security.listeners import ListenerSet, parse_listeners
@@ -160,7 +161,9 @@ class BrokerServer:
         replicas = ReplicaManager(logs, lambda t: state_ref[0].topic_config(t), self.clock,
                                   node_id, LoopScheduler(), health=self.health)
         state = BrokerState(config, self.data_dir, self.clock, store, replicas,
-                            ProducerIdManager(store))
+                            ProducerIdManager(store), quotas=ClientQuotas(
+                                samples=int(config.get("quota.window.num")),
+                                window_s=float(config.get("quota.window.size.seconds"))))
         state_ref.append(state)
         self.state = state
         state.access = Access(authorizer)
@@ -172,6 +175,8 @@ class BrokerServer:
         replicas.apply_image(store.image)
         store.subscribe(replicas.apply_image)  # every metadata change: role transitions
         store.subscribe(DynamicConfigApplier(self.config, state))  # dynamic broker configs
+        state.quotas.configure(store.image)
+        store.subscribe(state.quotas.configure)  # client quotas
         coordinator = GroupCoordinator(ReplicaPartitionWriter(replicas), LoopScheduler(),
                                        self.clock, state.group_settings())
         state.group_coordinator = coordinator
@@ -182,7 +187,7 @@ class BrokerServer:
             ReplicaPartitionWriter(replicas), LoopScheduler(), self.clock, state.txn_settings(),
             state.producer_ids.next_id, self._markers)
         replicas.add_leadership_listener(TXN_TOPIC, state.txn_coordinator.runtime)
-        dispatcher = Dispatcher(build_handlers(state), self.health.failure)
+        dispatcher = Dispatcher(build_handlers(state), self.health.failure, state.quotas)
         max_request = int(self.config.get("socket.request.max.bytes"))
         self.bound = {}
         for runtime in runtimes:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from strom.broker.access import Access
+from strom.broker.quotas.manager import ClientQuotas
 from strom.common.clock import Clock
 from strom.common.config import BrokerConfig, TopicConfig, validate_topic_configs
 from strom.common.errors import error_class
@@ -42,6 +43,8 @@ class BrokerState:
     #: Authorization (:mod:`strom.broker.access`); allows everything until the server sets
     #: the configured authorizer.
     access: Access = field(default_factory=lambda: Access(None))
+    #: The client quotas (kept current by the server through a store subscription).
+    quotas: ClientQuotas = field(default_factory=ClientQuotas)
     topic_admin: TopicAdmin = field(init=False)
     broker_configs: BrokerConfigAdmin = field(init=False)
 

@@ -375,6 +375,20 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "Close a connection with no traffic for this long, including one that stopped in "
               "the middle of a request (-1: never).",
               minus_one_or_at_least(1), read_only=True),
+    ConfigKey("quota.window.num", ConfigType.INT, 11,
+              "Windows a client quota's rate is measured over.", at_least(1), read_only=True),
+    ConfigKey("quota.window.size.seconds", ConfigType.INT, 1,
+              "The length of one client-quota window.", at_least(1), read_only=True),
+    ConfigKey("max.connections", ConfigType.INT, 2147483647,
+              "Connections the broker accepts across its listeners; one more is closed at "
+              "once (per listener: listener.name.<l>.max.connections).", at_least(0),
+              dynamic=True),
+    ConfigKey("max.connections.per.ip", ConfigType.INT, 2147483647,
+              "Connections accepted from one IP address; one more is closed at once.",
+              at_least(0), dynamic=True),
+    ConfigKey("max.connections.per.ip.overrides", ConfigType.STRING, "",
+              "Per-IP exceptions to max.connections.per.ip: host:count,host:count.",
+              dynamic=True),
     ConfigKey("fetch.max.bytes", ConfigType.INT, 57671680,
               "The most bytes one Fetch response returns (the client's own limit may be lower).",
               at_least(1024)),
@@ -612,6 +626,7 @@ _PER_MECHANISM_NAMES = frozenset(
     name for name in _SECURITY_NAMES
     if name == "connections.max.reauth.ms" or name.startswith("sasl.oauthbearer.")
 ) | {"sasl.jaas.config"}
+_PER_LISTENER_LIMITS = frozenset({"max.connections"})
 
 
 def listener_key(name: str) -> ConfigKey:
@@ -621,14 +636,14 @@ def listener_key(name: str) -> ConfigKey:
     rest = name[len(LISTENER_PREFIX):].split(".", 1)
     if len(rest) == 2 and rest[0]:
         key = rest[1]
-        if key in _SECURITY_NAMES:
+        if key in _SECURITY_NAMES or key in _PER_LISTENER_LIMITS:
             return BROKER_KEYS[key]
         mechanism, _, per_mechanism = key.partition(".")
         if mechanism and per_mechanism in _PER_MECHANISM_NAMES:
             return BROKER_KEYS[per_mechanism]
     raise InvalidConfigError(
         f"Unknown broker configuration key {name!r} (per-listener keys are "
-        "listener.name.<listener>.<ssl.* or sasl.* key>)")
+        "listener.name.<listener>.<ssl.* or sasl.* key, or max.connections>)")
 
 
 class BrokerConfig:

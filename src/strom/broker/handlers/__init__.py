@@ -5,6 +5,7 @@ from __future__ import annotations
 from strom.broker.dispatch import Handler
 from strom.broker.handlers.add_offsets_to_txn import AddOffsetsToTxnHandler
 from strom.broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
+from strom.broker.handlers.alter_client_quotas import AlterClientQuotasHandler
 from strom.broker.handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from strom.broker.handlers.alter_user_scram_credentials import AlterUserScramCredentialsHandler
 from strom.broker.handlers.api_versions import ApiVersionsHandler
@@ -16,6 +17,7 @@ from strom.broker.handlers.delete_groups import DeleteGroupsHandler
 from strom.broker.handlers.delete_records import DeleteRecordsHandler
 from strom.broker.handlers.delete_topics import DeleteTopicsHandler
 from strom.broker.handlers.describe_acls import DescribeAclsHandler
+from strom.broker.handlers.describe_client_quotas import DescribeClientQuotasHandler
 from strom.broker.handlers.describe_cluster import DescribeClusterHandler
 from strom.broker.handlers.describe_configs import DescribeConfigsHandler
 from strom.broker.handlers.describe_groups import DescribeGroupsHandler
@@ -79,6 +81,8 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.LIST_GROUPS: ListGroupsHandler(state),
         ApiKey.DELETE_GROUPS: DeleteGroupsHandler(state),
         ApiKey.OFFSET_DELETE: OffsetDeleteHandler(state),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasHandler(state),
+        ApiKey.ALTER_CLIENT_QUOTAS: AlterClientQuotasHandler(state),
         ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnHandler(state),
         ApiKey.END_TXN: EndTxnHandler(state),
         ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(state),

@@ -6,6 +6,7 @@ from typing import Any
 
 from strom.broker.access import TopicDenied
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.quotas.mutations import MutationQuota
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import InvalidRequestError, KafkaError
@@ -24,6 +25,7 @@ class CreatePartitionsHandler:
         body = api.decode_request(API_KEY, version, request.body)
         names = [t.name for t in body.topics]
         results = []
+        quota = MutationQuota(self._state.quotas, request)
         for topic in body.topics:
             out: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None}
             try:
@@ -31,12 +33,17 @@ class CreatePartitionsHandler:
                     raise InvalidRequestError(f"Duplicate topic {topic.name} in the request.")
                 if not self._state.access.allowed(request, ResourceType.TOPIC, topic.name):
                     raise TopicDenied()
+                quota.check()
+                before = self._state.store.image.topics.get(topic.name)
                 self._grow(topic, bool(body.validate_only))
+                if not body.validate_only and before is not None:
+                    quota.record(topic.count - len(before.partitions))
             except KafkaError as exc:
                 out["error_code"] = exc.code
                 out["error_message"] = exc.message
             results.append(out)
-        return [api.response(API_KEY, version, {"throttle_time_ms": 0, "results": results})]
+        return [api.response(API_KEY, version, {"throttle_time_ms": request.throttle_ms,
+                                                "results": results})]
 
     def _grow(self, topic: Any, validate_only: bool) -> None:
         state = self._state

@@ -7,6 +7,7 @@ from typing import Any
 from strom.broker.access import TopicDenied
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.configs_view import topic_entries
+from strom.broker.quotas.mutations import MutationQuota
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.config import TopicConfig, validate_topic_configs
@@ -29,6 +30,7 @@ class CreateTopicsHandler:
         # CREATE on the cluster allows every topic; else CREATE on each topic.
         cluster_create = access.allowed(request, ResourceType.CLUSTER)
         results = []
+        quota = MutationQuota(self._state.quotas, request)
         for topic in body.topics:
             entry: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None,
                                      "num_partitions": -1, "replication_factor": -1,
@@ -41,12 +43,16 @@ class CreateTopicsHandler:
                 if not cluster_create and not access.allowed(request, ResourceType.TOPIC,
                                                              topic.name):
                     raise TopicDenied()
+                quota.check()
                 self._create(topic, bool(body.validate_only), entry, version)
+                if not body.validate_only:
+                    quota.record(len(self._state.store.image.topics[topic.name].partitions))
             except KafkaError as exc:
                 entry["error_code"] = exc.code
                 entry["error_message"] = exc.message
             results.append(entry)
-        return [api.response(API_KEY, version, {"throttle_time_ms": 0, "topics": results})]
+        return [api.response(API_KEY, version, {"throttle_time_ms": request.throttle_ms,
+                                                "topics": results})]
 
     def _create(self, topic: Any, validate_only: bool, entry: dict[str, Any], version: int) -> None:
         state = self._state

@@ -7,6 +7,7 @@ from typing import Any
 
 from strom.broker.access import TopicDenied
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.quotas.mutations import MutationQuota
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import (
@@ -32,11 +33,13 @@ class DeleteTopicsHandler:
             wanted = [(t.name, t.topic_id) for t in body.topics or []]
         else:
             wanted = [(name, None) for name in body.topic_names or []]
-        results = [self._delete(request, name, topic_id) for name, topic_id in wanted]
-        return [api.response(API_KEY, version, {"throttle_time_ms": 0, "responses": results})]
+        quota = MutationQuota(self._state.quotas, request)
+        results = [self._delete(request, name, topic_id, quota) for name, topic_id in wanted]
+        return [api.response(API_KEY, version, {"throttle_time_ms": request.throttle_ms,
+                                                "responses": results})]
 
-    def _delete(self, request: Request, name: str | None, topic_id: uuid.UUID | None
-                ) -> dict[str, Any]:
+    def _delete(self, request: Request, name: str | None, topic_id: uuid.UUID | None,
+                quota: MutationQuota) -> dict[str, Any]:
         image = self._state.store.image
         out: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": 0,
                                "error_message": None}
@@ -52,7 +55,9 @@ class DeleteTopicsHandler:
                 raise TopicDenied()
             if name is None or name not in image.topics:
                 raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+            quota.check()
             deleted = self._state.delete_topic(name)
+            quota.record(len(deleted.partitions))
             out["topic_id"] = deleted.topic_id
         except KafkaError as exc:
             out["error_code"] = exc.code

@@ -106,9 +106,10 @@ class ProduceHandler:
                 raise CloseConnection("acks=0 produce failed; closing so the client notices")
             return None
         if outcome.done is not None:
-            return self._when_acknowledged(outcome, slots, version, results)
+            return self._when_acknowledged(outcome, slots, version, results,
+                                           request.throttle_ms)
         _fill(slots, outcome)
-        return [fast.encode_produce_response(version, results)]
+        return [fast.encode_produce_response(version, results, request.throttle_ms)]
 
     def _verify(self, transactional_id: str, tp: TopicPartition,
                 records: memoryview | None) -> int:
@@ -130,12 +131,12 @@ class ProduceHandler:
     async def _when_acknowledged(
         self, outcome: AppendOutcome,
         slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
-        version: int, results: list[fast.ProduceTopicResult],
+        version: int, results: list[fast.ProduceTopicResult], throttle_ms: int,
     ) -> ResponseParts:
         assert outcome.done is not None
         await outcome.done
         _fill(slots, outcome)
-        return [fast.encode_produce_response(version, results)]
+        return [fast.encode_produce_response(version, results, throttle_ms)]
 
 
 def _records_error(version: int, records: memoryview | None) -> KafkaError | None:

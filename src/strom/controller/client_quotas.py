@@ -1,0 +1,138 @@
+"""Client quotas through the metadata store (Kafka's ``ClientQuotaControlManager``), for
+AlterClientQuotas (49) and DescribeClientQuotas (48).
+
+An entity names ``user`` and / or ``client-id`` (each at most once), each with a name or
+None for the default entity. Keys and their types are Kafka's: ``producer_byte_rate`` and
+``consumer_byte_rate`` (long: a whole number), ``request_percentage`` and
+``controller_mutation_rate`` (double). Kafka's answers, per entry: an empty entity, an
+entity type other than those two (strom has no ``ip`` connection-rate quotas), a type named
+twice, an empty name, an unknown key or a fractional value for a long key is
+INVALID_REQUEST and nothing of that entry is applied; the other entries are written together
+in one conditional write (or, with ``validate_only``, only checked).
+
+Synchronous and single-threaded: called from the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from strom.common.errors import KafkaError
+from strom.controller.updates import update
+from strom.metadata.changes import QUOTA_ENTITY_TYPES, MetadataChange, SetClientQuota
+from strom.metadata.image import MetadataImage, QuotaEntity
+from strom.metadata.store import MetadataStore
+
+log = logging.getLogger("strom.controller")
+
+#: Quota key → whether its value must be a whole number (Kafka's LONG keys).
+QUOTA_KEYS = {"producer_byte_rate": True, "consumer_byte_rate": True,
+              "request_percentage": False, "controller_mutation_rate": False}
+MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+
+Error = tuple[str, str]  # (Kafka error name, message)
+RawEntity = Sequence[tuple[str, str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaOp:
+    key: str
+    value: float
+    remove: bool
+
+
+def entity_error(raw: RawEntity) -> Error | None:
+    """The error Kafka answers for a request's entity, None when it is valid."""
+    if not raw:
+        return "INVALID_REQUEST", "Invalid empty client quota entity"
+    types = [t for t, _ in raw]
+    for entity_type, name in raw:
+        if entity_type not in QUOTA_ENTITY_TYPES:
+            return "INVALID_REQUEST", f"Unhandled client quota entity type: {entity_type}"
+        if name == "":
+            return "INVALID_REQUEST", f"Empty {entity_type} name is not allowed"
+    if len(set(types)) != len(types):
+        return "INVALID_REQUEST", "Duplicate entity type in client quota entity"
+    return None
+
+
+def entity_of(raw: RawEntity) -> QuotaEntity:
+    """The stored form of a valid entity: its pairs sorted by type."""
+    return tuple(sorted((t, n) for t, n in raw))
+
+
+def _check_op(op: QuotaOp) -> Error | None:
+    whole = QUOTA_KEYS.get(op.key)
+    if whole is None:
+        return "INVALID_REQUEST", f"Unknown quota key: {op.key}"
+    if not op.remove and whole and op.value != int(op.value):
+        return "INVALID_REQUEST", f"Configuration {op.key} must be a long value"
+    return None
+
+
+def alter(store: MetadataStore, entries: Sequence[tuple[RawEntity, Sequence[QuotaOp]]],
+          validate_only: bool) -> list[Error | None]:
+    """Apply (or check) each entry; its result (None: done) in request order."""
+
+    def plan(image: MetadataImage) -> tuple[list[MetadataChange], list[Error | None]]:
+        changes: list[MetadataChange] = []
+        results: list[Error | None] = []
+        for raw, ops in entries:
+            error = entity_error(raw) or next(
+                (e for e in map(_check_op, ops) if e is not None), None)
+            results.append(error)
+            if error is None:
+                entity = entity_of(raw)
+                changes += [SetClientQuota(entity, op.key, None if op.remove else op.value)
+                            for op in ops]
+        return changes, results
+
+    try:
+        results = update(store, plan, validate_only)
+    except KafkaError as exc:  # the write failed (storage): every entry gets the error
+        return [(exc.name, exc.message or exc.name)] * len(entries)
+    if not validate_only:
+        for (raw, _), error in zip(entries, results, strict=True):
+            if error is None:
+                log.info("client quotas of %s altered", dict(raw))
+    return results
+
+
+def _matches(entity: QuotaEntity, components: Sequence[tuple[str, int, str | None]],
+             strict: bool) -> bool:
+    names = dict(entity)
+    if strict and len(names) != len(components):
+        return False
+    for entity_type, match_type, match in components:
+        if entity_type not in names:
+            return False
+        name = names[entity_type]
+        if match_type == MATCH_EXACT and name != match:
+            return False
+        if match_type == MATCH_DEFAULT and name is not None:
+            return False
+        if match_type == MATCH_SPECIFIED and name is None:
+            return False
+    return True
+
+
+def describe(image: MetadataImage, components: Sequence[tuple[str, int, str | None]],
+             strict: bool) -> list[tuple[QuotaEntity, dict[str, float]]] | Error:
+    """The entities matching the filter with their values, or the error Kafka answers."""
+    seen: set[str] = set()
+    for entity_type, match_type, match in components:
+        if entity_type not in QUOTA_ENTITY_TYPES:
+            return "INVALID_REQUEST", f"Custom entity type '{entity_type}' not supported"
+        if entity_type in seen:
+            return ("INVALID_REQUEST",
+                    f"Entity type {entity_type} cannot appear more than once in the filter")
+        seen.add(entity_type)
+        if match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
+            return "INVALID_REQUEST", f"Unknown match type {match_type}"
+        if match_type == MATCH_EXACT and match is None:
+            return "INVALID_REQUEST", "Exact match requires a name"
+    return [(entity, dict(values)) for entity, values in sorted(
+                image.client_quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]])
+            if _matches(entity, components, strict)]

@@ -298,6 +298,7 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 self._fail(exc)
             return
+        self._mute_if_throttled()
         self._process()
 
     def _reject(self, reason: str) -> None:
@@ -317,7 +318,6 @@ class KafkaConnection(asyncio.Protocol):
             await self._send_async(parts)
         if self.context.close_after_response:
             self._close_soon()
-        self._mute_if_throttled()
 
     def _send(self, parts: ResponseParts) -> bool:
         """Write a response synchronously if it has no large file region; False otherwise."""

@@ -1,0 +1,190 @@
+"""Client quotas against a real broker: AlterClientQuotas / DescribeClientQuotas on the wire
+(defaults, precedence, validate_only, errors, restart) and throttling measured with real
+clients (confluent-kafka's producer and consumer)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from strom.broker.quotas.entities import resolve
+from strom.protocol.versions import ApiKey
+from strom.testing import EmbeddedBroker
+from tests.broker.raw import RawClient
+
+MB = 1_000_000
+
+
+@pytest.fixture
+def quota_broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as broker:
+        yield broker
+
+
+@pytest.fixture
+def short_window_broker() -> Iterator[EmbeddedBroker]:
+    """Quota windows of 2 x 1 s: Kafka's meter lets a burst of (windows - 1) seconds' worth
+    through each time a heavy window expires, so with the default 11 windows a rate holds
+    only on average over 11 s; with 2 it holds over a few seconds."""
+    with EmbeddedBroker({"quota.window.num": 2}) as broker:
+        yield broker
+
+
+def alter(client: RawClient, entity: dict[str, str | None], ops: dict[str, float | None],
+          validate_only: bool = False, version: int = 1) -> Any:
+    response = client.call(ApiKey.ALTER_CLIENT_QUOTAS, version, {
+        "entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+                     "ops": [{"key": k, "value": v or 0.0, "remove": v is None}
+                             for k, v in ops.items()]}],
+        "validate_only": validate_only})
+    return response.entries[0]
+
+
+def describe(client: RawClient, components: list[tuple[str, int, str | None]],
+             strict: bool = False, version: int = 1) -> Any:
+    return client.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, version, {
+        "components": [{"entity_type": t, "match_type": m, "match": n} for t, m, n in components],
+        "strict": strict})
+
+
+def as_dict(response: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    return {tuple((e.entity_type, e.entity_name) for e in entry.entity):
+            {v.key: v.value for v in entry.values} for entry in response.entries}
+
+
+def test_alter_and_describe_round_trip_with_defaults_and_restart(
+        quota_broker: EmbeddedBroker) -> None:
+    client = RawClient(quota_broker.bootstrap)
+    assert alter(client, {"user": "alice"}, {"producer_byte_rate": 1024},
+                 validate_only=True).error_code == 0
+    assert as_dict(describe(client, [])) == {}  # validate_only wrote nothing
+    for entity, ops in [({"user": "alice"}, {"producer_byte_rate": 1024}),
+                        ({"user": None}, {"consumer_byte_rate": 2048}),
+                        ({"user": "alice", "client-id": None}, {"request_percentage": 50.5}),
+                        ({"client-id": "app"}, {"controller_mutation_rate": 10})]:
+        assert alter(client, entity, ops, version=0).error_code == 0
+    everything = as_dict(describe(client, []))
+    assert everything == {
+        (("client-id", None), ("user", "alice")): {"request_percentage": 50.5},
+        (("client-id", "app"),): {"controller_mutation_rate": 10.0},
+        (("user", None),): {"consumer_byte_rate": 2048.0},
+        (("user", "alice"),): {"producer_byte_rate": 1024.0}}
+    # match types: exact name, default, any specified name; strict excludes other types
+    assert as_dict(describe(client, [("user", 0, "alice")])).keys() == {
+        (("client-id", None), ("user", "alice")), (("user", "alice"),)}
+    assert as_dict(describe(client, [("user", 0, "alice")], strict=True)).keys() == {
+        (("user", "alice"),)}
+    assert as_dict(describe(client, [("user", 1, None)])).keys() == {(("user", None),)}
+    assert as_dict(describe(client, [("user", 2, None)], strict=True)).keys() == {
+        (("user", "alice"),)}
+    client.close()
+    quota_broker.restart()
+    client = RawClient(quota_broker.bootstrap)
+    assert as_dict(describe(client, [], version=0)) == everything
+    assert alter(client, {"user": "alice"}, {"producer_byte_rate": None}).error_code == 0
+    assert (("user", "alice"),) not in as_dict(describe(client, []))
+    client.close()
+
+
+def test_invalid_entities_keys_and_filters_are_invalid_request(
+        quota_broker: EmbeddedBroker) -> None:
+    client = RawClient(quota_broker.bootstrap)
+    invalid = 42
+    assert alter(client, {"ip": "1.2.3.4"}, {"producer_byte_rate": 1}).error_code == invalid
+    assert alter(client, {"user": "a"}, {"no_such_quota": 1}).error_code == invalid
+    assert alter(client, {"user": "a"}, {"producer_byte_rate": 1.5}).error_code == invalid
+    assert alter(client, {}, {"producer_byte_rate": 1}).error_code == invalid
+    assert describe(client, [("user", 0, "a"), ("user", 1, None)]).error_code == invalid
+    assert describe(client, [("topic", 0, "a")]).error_code == invalid
+    assert as_dict(describe(client, [])) == {}
+    client.close()
+
+
+def test_precedence_is_kafkas_eight_entities_in_order() -> None:
+    order = [
+        (("client-id", "c"), ("user", "u")), (("client-id", None), ("user", "u")),
+        (("user", "u"),), (("client-id", "c"), ("user", None)),
+        (("client-id", None), ("user", None)), (("user", None),),
+        (("client-id", "c"),), (("client-id", None),)]
+    quotas = {entity: {"producer_byte_rate": float(i)} for i, entity in enumerate(order)}
+    meters = [("u", "c"), ("u", "c"), ("u", ""), ("u", "c"), ("u", "c"), ("u", ""),
+              ("", "c"), ("", "c")]
+    for i, entity in enumerate(order):
+        assert resolve(quotas, "producer_byte_rate", "u", "c") == (float(i), meters[i])
+        del quotas[entity]
+    assert resolve(quotas, "producer_byte_rate", "u", "c") is None
+
+
+def test_producer_limited_to_1_mb_per_s_gets_about_1_mb_per_s(
+        short_window_broker: EmbeddedBroker) -> None:
+    quota_broker = short_window_broker
+    client = RawClient(quota_broker.bootstrap)
+    assert alter(client, {"client-id": "slow"}, {"producer_byte_rate": MB}).error_code == 0
+    client.close()
+    throttles: list[int] = []
+
+    def stats(text: str) -> None:
+        import json
+        broker_stats = json.loads(text)["brokers"]
+        throttles.extend(int(b["throttle"]["max"]) for b in broker_stats.values()
+                         if b.get("throttle", {}).get("max"))
+
+    producer = Producer({"bootstrap.servers": quota_broker.bootstrap, "client.id": "slow",
+                         "linger.ms": 5, "statistics.interval.ms": 200,
+                         "stats_cb": stats, "throttle_cb": lambda e: throttles.append(
+                             int(e.throttle_time * 1000))})
+    value = b"x" * 10_000
+    delivered = [0]
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is None:
+            delivered[0] += len(msg.value())
+
+    def produce_for(seconds: float) -> tuple[int, float]:
+        start_bytes, start = delivered[0], time.monotonic()
+        while time.monotonic() - start < seconds:
+            try:
+                producer.produce("quota-topic", value, on_delivery=on_delivery)
+            except BufferError:
+                producer.poll(0.05)
+            producer.poll(0)
+        return delivered[0] - start_bytes, time.monotonic() - start
+
+    produce_for(3)  # the first burst
+    sent, elapsed = produce_for(5)
+    producer.flush(30)
+    rate = sent / elapsed
+    print(f"\nproducer under a 1 MB/s quota: {rate / MB:.2f} MB/s over {elapsed:.1f} s, "
+          f"max throttle_time_ms seen {max(throttles, default=0)}")
+    assert 0.6 * MB <= rate <= 1.4 * MB
+    assert throttles, "the client never saw throttle_time_ms"
+
+
+def test_consumer_byte_rate_quota_limits_a_fetching_consumer(
+        short_window_broker: EmbeddedBroker) -> None:
+    quota_broker = short_window_broker
+    producer = Producer({"bootstrap.servers": quota_broker.bootstrap, "linger.ms": 20})
+    for _ in range(3000):
+        producer.produce("fetch-quota", b"y" * 10_000)
+        producer.poll(0)
+    producer.flush(30)
+    client = RawClient(quota_broker.bootstrap)
+    assert alter(client, {"client-id": None}, {"consumer_byte_rate": MB}).error_code == 0
+    client.close()
+    consumer = Consumer({"bootstrap.servers": quota_broker.bootstrap, "group.id": "q",
+                         "client.id": "reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("fetch-quota", 0, OFFSET_BEGINNING)])
+    received, start = 0, time.monotonic()
+    while time.monotonic() - start < 6:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            received += len(msg.value())
+    consumer.close()
+    rate = received / (time.monotonic() - start)
+    print(f"\nconsumer under a 1 MB/s default-client quota: {rate / MB:.2f} MB/s over 6 s "
+          "(30 MB available)")
+    assert 0.4 * MB <= rate <= 1.6 * MB

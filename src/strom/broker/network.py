@@ -46,6 +46,7 @@ from strom.broker.dispatch import (
     Dispatcher,
     ResponseParts,
 )
+from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.request_memory import RequestMemoryPool
 from strom.broker.security.principal import NoMatchingRule
 from strom.broker.security.runtime import ListenerRuntime
@@ -64,8 +65,10 @@ class Connections:
     """The open connections of one listener and what they share: the request memory pool,
     the idle timeout and the rate-limited log of rejected connections. Owned by the server."""
 
-    def __init__(self, pool: RequestMemoryPool, idle_timeout_s: float | None) -> None:
+    def __init__(self, pool: RequestMemoryPool, idle_timeout_s: float | None,
+                 limits: ConnectionLimits | None = None) -> None:
         self.pool = pool
+        self.limits = limits
         self.idle_timeout_s = idle_timeout_s
         self.rejected = RateLimitedLog(log, logging.WARNING)
         self.failed = RateLimitedLog(log, logging.ERROR)
@@ -74,6 +77,19 @@ class Connections:
     def __iter__(self) -> Iterator[KafkaConnection]:
         return iter(list(self._open))
 
+    def admit(self, connection: KafkaConnection, listener: str | None, ip: str) -> bool:
+        """Count a new connection against the limits; False (and logged) when refused."""
+        limits = self.limits
+        if limits is None:
+            return True
+        refusal = limits.refusal(listener, ip)
+        if refusal is not None:
+            self.rejected.log("refusing a connection from %s: %s", ip, refusal)
+            return False
+        limits.opened(listener, ip)
+        connection.counted = (listener, ip)
+        return True
+
     def add(self, connection: KafkaConnection) -> None:
         self._open[connection] = None
         self.pool.register(connection)
@@ -81,6 +97,10 @@ class Connections:
     def discard(self, connection: KafkaConnection) -> None:
         self._open.pop(connection, None)
         self.pool.unregister(connection)
+        counted = connection.counted
+        if counted is not None and self.limits is not None:
+            connection.counted = None
+            self.limits.closed(*counted)
 
     def close_idle(self, now: float) -> int:
         """Close every connection idle for longer than the timeout; return how many."""
@@ -125,6 +145,8 @@ class KafkaConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._last_active = self._loop.time()
         self.context = ConnectionContext(peer="?")
+        #: (listener, ip) this connection is counted under in the connection limits.
+        self.counted: tuple[str | None, str] | None = None
         self._tls = False
         self._writable: asyncio.Future[None] | None = None
 
@@ -160,6 +182,11 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.context.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         listener = self._listener
+        if not self._connections.admit(self, listener.name if listener else None,
+                                       peer[0] if peer else "?"):
+            self._closed = True
+            transport.abort()
+            return
         if listener is not None:  # connection_made comes after the TLS handshake
             self.context.listener = listener.name
             try:

@@ -29,6 +29,7 @@ from strom.broker.dispatch import Dispatcher
 from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
 from strom.broker.handlers import build_handlers
 from strom.broker.metadata_recovery import keep_topics_on_disk
+from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.network import Connections, KafkaConnection
 from strom.broker.quotas.manager import ClientQuotas
 from strom.broker.request_memory import RequestMemoryPool
@@ -88,7 +89,8 @@ class BrokerServer:
         idle_ms = int(config.get("connections.max.idle.ms"))
         self._connections = Connections(
             RequestMemoryPool(None if queued_max == -1 else queued_max),
-            None if idle_ms == -1 else idle_ms / 1000.0)
+            None if idle_ms == -1 else idle_ms / 1000.0,
+            ConnectionLimits(lambda: self.state.config if self.state is not None else config))
         self._tasks: list[asyncio.Task[None]] = []
         self._lock_fd: int | None = None
         self._logs: LogManager | None = None

@@ -1,0 +1,76 @@
+"""Connection limits (``max.connections.per.ip``, ``max.connections``) and a connection flood
+against a real broker: connections beyond the limit are closed at once, idle and stalled ones
+within it expire (``connections.max.idle.ms``), and a well-behaved confluent-kafka client that
+was connected before the flood keeps being served — its produce and consume latencies during
+the flood are printed (and recorded in docs/benchmarks.md), not asserted tightly."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from strom.testing import EmbeddedBroker
+from tests.broker.test_network import is_closed_by_peer
+
+
+def test_connections_beyond_the_limits_are_closed_and_a_healthy_client_is_served() -> None:
+    config = {"max.connections.per.ip": 40, "connections.max.idle.ms": 3000}
+    with EmbeddedBroker(config) as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "healthy",
+                             "enable.auto.commit": False})
+        producer.produce("flood", b"warm-up")
+        producer.flush(10)
+        consumer.assign([TopicPartition("flood", 0, OFFSET_BEGINNING)])
+        assert consumer.poll(10) is not None
+        # The flood: idle connections, connections stalled in the middle of a frame, and
+        # connections beyond max.connections.per.ip.
+        flood: list[socket.socket] = []
+        for i in range(120):
+            sock = socket.create_connection((broker.host, broker.port))
+            if i % 2:
+                sock.sendall(struct.pack(">i", 1000) + b"\x00" * 10)  # a partial frame
+            flood.append(sock)
+        closed_at_once = sum(is_closed_by_peer(s, 0.05) for s in flood[60:])
+        produce_ms: list[float] = []  # produce until acknowledged
+        consume_ms: list[float] = []  # produce until the consumer has the record
+        for i in range(20):
+            started = time.monotonic()
+            producer.produce("flood", f"m{i}".encode())
+            producer.flush(10)
+            produce_ms.append((time.monotonic() - started) * 1000)
+            msg = consumer.poll(10)
+            consume_ms.append((time.monotonic() - started) * 1000)
+            assert msg is not None and msg.error() is None and msg.value() == f"m{i}".encode()
+        consumer.close()
+        expired = sum(is_closed_by_peer(s, 5) for s in flood[:20])
+        for sock in flood:
+            sock.close()
+        produce_ms.sort()
+        consume_ms.sort()
+        print(f"\nduring a flood of 120 connections (limit 40 per IP): produce p50 "
+              f"{produce_ms[10]:.1f} ms max {produce_ms[-1]:.1f} ms; produce-to-consume p50 "
+              f"{consume_ms[10]:.1f} ms max {consume_ms[-1]:.1f} ms; "
+              f"{closed_at_once}/60 beyond the limit closed at once; {expired}/20 idle or "
+              "stalled closed after connections.max.idle.ms")
+        assert closed_at_once == 60
+        assert expired == 20
+        assert max(produce_ms) < 5000 and max(consume_ms) < 5000
+
+
+def test_max_connections_closes_the_connection_over_the_limit() -> None:
+    with EmbeddedBroker({"max.connections": 3}) as broker:
+        socks = [socket.create_connection((broker.host, broker.port)) for _ in range(3)]
+        extra = socket.create_connection((broker.host, broker.port))
+        assert is_closed_by_peer(extra, 2)
+        assert not any(is_closed_by_peer(s, 0.1) for s in socks)
+        socks[0].close()
+        time.sleep(0.2)
+        again = socket.create_connection((broker.host, broker.port))
+        assert not is_closed_by_peer(again, 0.3)
+        for sock in [*socks, extra, again]:
+            sock.close()
+        assert any("max.connections" in line for line in broker.output)

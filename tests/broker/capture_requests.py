@@ -387,7 +387,8 @@ def _aiokafka(bootstrap: str) -> None:
 def hand_built() -> list[dict[str, Any]]:
     """Seeds for versions only brokers send and no capture covers: AddPartitionsToTxn v4-5
     (KIP-890, a broker verifying a transactional write with the coordinator), and the SASL
-    and SCRAM APIs the PLAINTEXT workloads never send."""
+    and SCRAM APIs the PLAINTEXT workloads never send, and the client-quota APIs (only
+    Kafka's kafka-configs.sh sends them; none of the Python clients has them)."""
     from strom.protocol import api
     from strom.protocol.versions import ApiKey
 
@@ -405,6 +406,15 @@ def hand_built() -> list[dict[str, Any]]:
         "deletions": [{"name": "gone", "mechanism": 1}],
         "upsertions": [{"name": "fuzz", "mechanism": 2, "iterations": 4096,
                         "salt": b"s" * 16, "salted_password": b"p" * 64}]}))
+    for version in (0, 1):
+        requests.append((ApiKey.DESCRIBE_CLIENT_QUOTAS, version, {
+            "components": [{"entity_type": "user", "match_type": 0, "match": "fuzz"}],
+            "strict": False}))
+        requests.append((ApiKey.ALTER_CLIENT_QUOTAS, version, {"entries": [{
+            "entity": [{"entity_type": "user", "entity_name": "fuzz"},
+                       {"entity_type": "client-id", "entity_name": None}],
+            "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}]}],
+            "validate_only": True}))  # a stored quota could throttle the healthy clients
     return [{"client": "hand-built", "api_key": int(key), "api_version": version,
              "body": api.request(key, version, fields).hex()}
             for key, version, fields in requests]

@@ -21,7 +21,8 @@ UNLIMITED = 2147483647
 
 
 def parse_overrides(text: str) -> dict[str, int]:
-    """``host:count,host:count`` → {host: count}; ValueError when malformed."""
+    """``host:count,host:count`` → {host: count}; ValueError when malformed (the config
+    key's validator refuses such a value when it is set)."""
     out: dict[str, int] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         host, _, count = item.rpartition(":")
@@ -49,11 +50,8 @@ class ConnectionLimits:
             return None
         per_ip = int(config.get("max.connections.per.ip"))
         overrides = str(config.get("max.connections.per.ip.overrides") or "")
-        if overrides:
-            try:
-                per_ip = parse_overrides(overrides).get(ip, per_ip)
-            except ValueError:
-                pass
+        if overrides:  # validated when set, so it parses
+            per_ip = parse_overrides(overrides).get(ip, per_ip)
         if self._by_ip[ip] >= per_ip:
             return f"{ip} already has {self._by_ip[ip]} connections (max.connections.per.ip)"
         if listener is not None and listener == self._inter_broker:

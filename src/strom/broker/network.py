@@ -40,13 +40,13 @@ from collections import deque
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
+from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.dispatch import (
     CloseConnection,
     ConnectionContext,
     Dispatcher,
     ResponseParts,
 )
-from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.request_memory import RequestMemoryPool
 from strom.broker.security.principal import NoMatchingRule
 from strom.broker.security.runtime import ListenerRuntime

@@ -25,11 +25,11 @@ from typing import Any
 
 from strom.broker import meta_properties
 from strom.broker.access import Access
+from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.dispatch import Dispatcher
 from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
 from strom.broker.handlers import build_handlers
 from strom.broker.metadata_recovery import keep_topics_on_disk
-from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.network import Connections, KafkaConnection
 from strom.broker.quotas.manager import ClientQuotas
 from strom.broker.request_memory import RequestMemoryPool

@@ -99,6 +99,15 @@ _KAFKA_RELEASES = {
 }
 
 
+def _host_counts(v: Any) -> str | None:
+    """``host:count,…`` (max.connections.per.ip.overrides)."""
+    for item in filter(None, (part.strip() for part in str(v or "").split(","))):
+        host, _, count = item.rpartition(":")
+        if not host or not count.isdigit():
+            return f"{item!r} is not host:count"
+    return None
+
+
 def kafka_version(v: Any) -> str | None:
     """A Kafka release as ``message.format.version`` takes it: ``2.8``, ``2.8-IV1``,
     ``0.10.2``, ``0.10.2.1`` (``0.x`` releases keep three parts, later ones two)."""
@@ -388,7 +397,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               at_least(0), dynamic=True),
     ConfigKey("max.connections.per.ip.overrides", ConfigType.STRING, "",
               "Per-IP exceptions to max.connections.per.ip: host:count,host:count.",
-              dynamic=True),
+              _host_counts, dynamic=True),
     ConfigKey("fetch.max.bytes", ConfigType.INT, 57671680,
               "The most bytes one Fetch response returns (the client's own limit may be lower).",
               at_least(1024)),

@@ -188,3 +188,78 @@ def test_consumer_byte_rate_quota_limits_a_fetching_consumer(
     print(f"\nconsumer under a 1 MB/s default-client quota: {rate / MB:.2f} MB/s over 6 s "
           "(30 MB available)")
     assert 0.4 * MB <= rate <= 1.6 * MB
+
+
+def create_topics(client: RawClient, version: int, topics: dict[str, int]) -> Any:
+    return client.call(ApiKey.CREATE_TOPICS, version, {"topics": [
+        {"name": name, "num_partitions": n, "replication_factor": 1, "assignments": [],
+         "configs": []} for name, n in topics.items()], "timeout_ms": 1000,
+        "validate_only": False})
+
+
+def test_controller_mutation_rate_refuses_in_strict_versions_and_throttles_older_ones(
+        quota_broker: EmbeddedBroker) -> None:
+    client = RawClient(quota_broker.bootstrap)  # client id "raw"
+    assert alter(client, {"client-id": "raw"}, {"controller_mutation_rate": 1}).error_code == 0
+    # The bucket holds rate x 11 windows = 11 mutations: a 12-partition topic is accepted
+    # (it is not refused once started) and leaves the quota exceeded, so the next topic in
+    # the same request (v6+: strict) gets THROTTLING_QUOTA_EXCEEDED.
+    started = time.monotonic()
+    response = create_topics(client, 7, {"big": 12, "next": 1})
+    errors = {t.name: t.error_code for t in response.topics}
+    assert errors == {"big": 0, "next": 89}
+    assert 500 <= response.throttle_time_ms <= 1500
+    # The connection was muted for the throttle time (KIP-219): the next request waits.
+    assert create_topics(client, 7, {"later": 1}).topics[0].error_code in (0, 89)
+    assert time.monotonic() - started >= response.throttle_time_ms / 1000 * 0.9
+    # v5 is permissive: the topic is created and only the throttle time tells.
+    time.sleep(1.5)
+    permissive = create_topics(client, 5, {"more": 5})
+    assert permissive.topics[0].error_code == 0 and permissive.throttle_time_ms > 0
+    client.close()
+
+
+def test_request_percentage_throttles_and_old_versions_are_held_back(
+        quota_broker: EmbeddedBroker) -> None:
+    client = RawClient(quota_broker.bootstrap)
+    assert alter(client, {"client-id": "raw"}, {"request_percentage": 0.001}).error_code == 0
+    throttles = []
+    for _ in range(5):
+        throttles.append(client.call(ApiKey.METADATA, 12, {
+            "topics": None, "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}).throttle_time_ms)
+    # Kafka bounds a request-time throttle by one quota window (1 s).
+    assert max(throttles) > 0 and max(throttles) <= 1000
+    time.sleep(1.1)  # the mute of the last response is over
+    started = time.monotonic()
+    old = client.call(ApiKey.METADATA, 5, {"topics": None, "allow_auto_topic_creation": False})
+    waited = time.monotonic() - started
+    # Metadata v5 predates KIP-219: the broker holds the response back instead.
+    assert old.throttle_time_ms > 0 and waited >= old.throttle_time_ms / 1000 * 0.9
+    client.close()
+
+
+def test_kafka_python_producer_sees_the_throttle_time(
+        short_window_broker: EmbeddedBroker) -> None:
+    from kafka import KafkaProducer
+
+    client = RawClient(short_window_broker.bootstrap)
+    assert alter(client, {"user": None, "client-id": None},
+                 {"producer_byte_rate": 200_000}).error_code == 0
+    client.close()
+    producer = KafkaProducer(bootstrap_servers=short_window_broker.bootstrap,
+                             client_id="kp", linger_ms=5)
+    producer.send("kp-quota", b"warm-up").get(10)
+    started = time.monotonic()
+    sent = 0
+    for _ in range(120):  # 1.2 MB: about 6 s at 200 kB/s
+        producer.send("kp-quota", b"z" * 10_000)
+        sent += 10_000
+    producer.flush(60)
+    elapsed = time.monotonic() - started
+    metrics = producer.metrics()["producer-metrics"]  # kafka-python: throttle-time-max
+    producer.close()
+    print(f"\nkafka-python under a 200 kB/s default quota: {sent / elapsed / 1000:.0f} kB/s, "
+          f"throttle-time-max {metrics['throttle-time-max']:.0f} ms")
+    assert metrics["throttle-time-max"] > 0
+    assert sent / elapsed <= 2 * 200_000

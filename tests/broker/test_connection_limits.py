@@ -74,3 +74,35 @@ def test_max_connections_closes_the_connection_over_the_limit() -> None:
         for sock in [*socks, extra, again]:
             sock.close()
         assert any("max.connections" in line for line in broker.output)
+
+
+def test_per_listener_limit_overrides_and_dynamic_update() -> None:
+    from tests.broker.raw import RawClient
+    from tests.broker.test_dynamic_broker_configs import incremental
+
+    config = {"listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+              "listener.name.other.max.connections": 2,
+              "max.connections.per.ip": 100}
+    with EmbeddedBroker(config) as broker:
+        other = broker.listeners["OTHER"]
+        kept = [socket.create_connection(other) for _ in range(2)]
+        refused = socket.create_connection(other)
+        assert is_closed_by_peer(refused, 2)
+        plain = [socket.create_connection((broker.host, broker.port)) for _ in range(5)]
+        assert not any(is_closed_by_peer(s, 0.1) for s in plain)  # the limit is OTHER's
+        # max.connections.per.ip is dynamic, and the overrides exempt an address.
+        admin = RawClient(broker.bootstrap)
+        assert incremental(admin, "", [("max.connections.per.ip", 0, "9")]).error_code == 0
+        extra = [socket.create_connection((broker.host, broker.port)) for _ in range(3)]
+        # 2 on OTHER + 5 + the admin connection were open from this address: one more fits
+        assert [is_closed_by_peer(s, 0.3) for s in extra] == [False, True, True]
+        assert incremental(admin, "", [("max.connections.per.ip.overrides", 0,
+                                        "127.0.0.1:20")]).error_code == 0
+        more = socket.create_connection((broker.host, broker.port))
+        assert not is_closed_by_peer(more, 0.3)
+        assert incremental(admin, "", [("max.connections.per.ip.overrides", 0,
+                                        "nonsense")]).error_code == 42  # as Kafka: INVALID_REQUEST
+        for sock in [*kept, refused, *plain, *extra, more]:
+            sock.close()
+        admin.close()

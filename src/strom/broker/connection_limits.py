@@ -5,7 +5,9 @@ listener (``listener.name.<l>.max.connections``), ``max.connections.per.ip`` and
 A new connection beyond a limit is closed at once, before anything is read, and logged
 rate-limited (Kafka closes it too; Kafka's acceptor additionally waits for a free slot
 under ``max.connections`` instead of closing — strom closes, so a flood never blocks the
-accept loop). The inter-broker listener is not subject to ``max.connections``, as in Kafka.
+accept loop). The inter-broker listener is not subject to ``max.connections``, as in Kafka,
+when it is a listener of its own (with a single listener for clients and brokers alike, the
+limit applies to it: Kafka's rule would make it apply to nothing).
 Limits are read from the current config at each accept, so AlterConfigs changes them at
 once. Owned by the event-loop thread.
 """
@@ -38,7 +40,8 @@ class ConnectionLimits:
     def __init__(self, config: Callable[[], BrokerConfig | None],
                  inter_broker_listener: str | None = None) -> None:
         self._config = config
-        self._inter_broker = inter_broker_listener
+        #: The inter-broker listener's name (set by the server once listeners are parsed).
+        self.inter_broker = inter_broker_listener
         self._total = 0
         self._by_listener: Counter[str] = Counter()
         self._by_ip: Counter[str] = Counter()
@@ -54,7 +57,7 @@ class ConnectionLimits:
             per_ip = parse_overrides(overrides).get(ip, per_ip)
         if self._by_ip[ip] >= per_ip:
             return f"{ip} already has {self._by_ip[ip]} connections (max.connections.per.ip)"
-        if listener is not None and listener == self._inter_broker:
+        if listener is not None and listener == self.inter_broker:
             return None
         if self._total >= int(config.get("max.connections")):
             return f"the broker has {self._total} connections (max.connections)"

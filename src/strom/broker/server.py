@@ -143,6 +143,10 @@ class BrokerServer:
                      authorizer: Authorizer | None) -> None:
         node_id = int(self.config.get("node.id"))
         inter = listeners.named(listeners.inter_broker)
+        if self._connections.limits is not None and len(runtimes) > 1:
+            # Kafka lets the inter-broker listener past max.connections; strom only when it
+            # is a listener of its own (with one listener, the limit would never apply).
+            self._connections.limits.inter_broker = listeners.inter_broker
         try:
             recorded_cluster = meta_properties.check(self.data_dir, node_id)
             store = LocalMetadataStore(

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, overload
 
-from strom.client import acl_admin, scram_admin
+from strom.client import acl_admin, quota_admin, scram_admin
 from strom.client.admin_types import (
     AbortTransactionSpec,
     AlterConfigOp,
@@ -43,6 +43,7 @@ from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.group_admin import GroupAdmin
 from strom.client.metadata import BrokerNode, uuid_text
 from strom.client.offsets import READ_UNCOMMITTED, list_offsets
+from strom.client.quota_admin import Component, QuotaAlteration
 from strom.client.scram_admin import ScramDelete, ScramUpsert, UserScramCredentials
 from strom.client.security import ClientSecurity
 from strom.client.txn_admin import TransactionAdmin
@@ -566,6 +567,23 @@ class AdminClient:
     async def delete_acls(self, filters: Iterable[AclFilter]) -> list[AclBinding]:
         """Delete the ACL bindings the filters match; the bindings deleted."""
         return await acl_admin.delete(await self.cluster.any_connection(), filters)
+
+    # -- client quotas (KIP-546) ------------------------------------------------------------
+    async def _to_any_broker(self, api_key: int, fields: dict[str, Any]) -> Any:
+        conn = await self.cluster.any_connection()
+        return await conn.request(api_key, fields)
+
+    async def describe_client_quotas(
+        self, components: Iterable[Component] = (), *, strict: bool = False
+    ) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        """The quotas of every entity matching the filter (all of them by default), keyed
+        by the entity's (type, name) pairs sorted by type; a None name is the default."""
+        return await quota_admin.describe(self._to_any_broker, components, strict)
+
+    async def alter_client_quotas(self, alterations: Iterable[QuotaAlteration], *,
+                                  validate_only: bool = False) -> None:
+        """Set or remove (value None) quota keys of entities."""
+        await quota_admin.alter(self._to_any_broker, alterations, validate_only)
 
 
 def _config_entry(c: Any) -> ConfigEntry:

@@ -42,6 +42,7 @@ from strom.client.admin_types import (
 from strom.client.fetcher import Fetcher
 from strom.client.metadata import BrokerNode
 from strom.client.producer import BulkRecord, DeliveryCallback, PreparedRecord, Producer
+from strom.client.quota_admin import Component, QuotaAlteration
 from strom.client.records import ConsumerRecord, Header, RecordMetadata
 from strom.client.scram_admin import ScramDelete, ScramUpsert, UserScramCredentials
 from strom.client.transactions import ConsumerGroupMetadata
@@ -280,6 +281,15 @@ class SyncAdminClient(_Facade):
 
     def delete_acls(self, filters: Iterable[AclFilter]) -> list[AclBinding]:
         return self._run(self.admin.delete_acls(filters))
+
+    def describe_client_quotas(
+            self, components: Iterable[Component] = (), *, strict: bool = False
+    ) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        return self._run(self.admin.describe_client_quotas(components, strict=strict))
+
+    def alter_client_quotas(self, alterations: Iterable[QuotaAlteration], *,
+                            validate_only: bool = False) -> None:
+        self._run(self.admin.alter_client_quotas(alterations, validate_only=validate_only))
 
 
 class DeliveryFuture(concurrent.futures.Future[T]):

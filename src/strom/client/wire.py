@@ -69,6 +69,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     # SASL (strom.client.sasl): the v1 handshake, then tokens in SaslAuthenticate.
     ApiKey.SASL_HANDSHAKE: (1, 1),

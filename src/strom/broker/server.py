@@ -168,7 +168,7 @@ class BrokerServer:
                                   node_id, LoopScheduler(), health=self.health)
         state = BrokerState(config, self.data_dir, self.clock, store, replicas,
                             ProducerIdManager(store), quotas=ClientQuotas(
-                                samples=int(config.get("quota.window.num")),
+                                self.clock.monotonic, samples=int(config.get("quota.window.num")),
                                 window_s=float(config.get("quota.window.size.seconds"))))
         state_ref.append(state)
         self.state = state

@@ -32,6 +32,9 @@ REQUEST = "request_percentage"
 MUTATION = "controller_mutation_rate"
 #: Kafka bounds request-time throttles by one window (``ClientRequestQuotaManager``).
 REQUEST_THROTTLE_CAP_S = 1.0
+#: Meters and cached resolutions kept before the unused ones are dropped (Kafka expires a
+#: client's sensors after an hour without use): many client ids cannot grow memory unbounded.
+MAX_METERS = 10_000
 
 
 def user_of(principal: str) -> str:
@@ -67,6 +70,8 @@ class ClientQuotas:
         try:
             return self._resolved[cache_key]
         except KeyError:
+            if len(self._resolved) >= MAX_METERS:
+                self._resolved.clear()
             found = self._resolved[cache_key] = resolve(self._quotas, key, user, client_id)
             return found
 
@@ -79,6 +84,8 @@ class ClientQuotas:
         now = self._clock()
         rate = self._rates.get((key, meter))
         if rate is None:
+            if len(self._rates) >= MAX_METERS:
+                self._rates = {k: r for k, r in self._rates.items() if r.rate(now) > 0}
             rate = self._rates[(key, meter)] = SampledRate(now, self._samples, self._window)
         rate.record(value, now)
         throttle = rate.throttle_s(bound, now)
@@ -93,6 +100,8 @@ class ClientQuotas:
         bound, meter = found
         bucket = self._buckets.get(meter)
         if bucket is None:
+            if len(self._buckets) >= MAX_METERS:
+                self._buckets.clear()  # forgives throttled clients: only past MAX_METERS
             bucket = self._buckets[meter] = TokenBucket(bound, self._burst_s, self._clock())
         return bound, bucket
 

@@ -86,12 +86,14 @@ class ConnectionContext:
 @dataclass(slots=True)
 class Request:
     """``throttle_ms``: a quota throttle time the response carries (set by the dispatcher
-    for Produce before the handler runs, by handlers for controller mutations)."""
+    for Produce before the handler runs, by handlers for controller mutations).
+    ``quota_exempt``: set by a handler when no client quota applies (a follower's Fetch)."""
 
     header: RequestHeader
     body: memoryview
     conn: ConnectionContext
     throttle_ms: int = 0
+    quota_exempt: bool = False
 
     @property
     def version(self) -> int:
@@ -251,7 +253,8 @@ class Dispatcher:
         started = time.perf_counter()
         result = self._call(request)
         spent = time.perf_counter() - started  # percent of a second: seconds * 100
-        throttle_s = max(throttle_s, quotas.record(REQUEST, user, client, spent * 100))
+        if not request.quota_exempt:
+            throttle_s = max(throttle_s, quotas.record(REQUEST, user, client, spent * 100))
         if result is None:
             request.conn.mute_s = max(throttle_s, request.throttle_ms / 1000)
             return None
@@ -278,6 +281,8 @@ class Dispatcher:
         """Frame ``body`` with the throttle time: the connection mutes after sending it, or
         (a version before KIP-219) the response is held back for that long."""
         header = request.header
+        if request.quota_exempt:
+            return frame_response(header, body)
         if header.api_key == ApiKey.FETCH and self._quotas is not None:
             size = sum(part_size(p) for p in body)
             conn = request.conn

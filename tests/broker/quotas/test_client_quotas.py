@@ -263,3 +263,26 @@ def test_kafka_python_producer_sees_the_throttle_time(
           f"throttle-time-max {metrics['throttle-time-max']:.0f} ms")
     assert metrics["throttle-time-max"] > 0
     assert sent / elapsed <= 2 * 200_000
+
+
+def test_follower_fetches_are_exempt_from_the_consumer_quota(
+        quota_broker: EmbeddedBroker) -> None:
+    producer = Producer({"bootstrap.servers": quota_broker.bootstrap})
+    producer.produce("replicated", b"r" * 100_000)
+    producer.flush(10)
+    client = RawClient(quota_broker.bootstrap)
+    assert alter(client, {"client-id": None}, {"consumer_byte_rate": 1000}).error_code == 0
+
+    def fetch_throttle(replica_id: int) -> int:
+        return int(client.call(ApiKey.FETCH, 12, {
+            "replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "replicated", "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}).throttle_time_ms)
+
+    assert [fetch_throttle(0) for _ in range(3)] == [0, 0, 0]  # a follower (replica 0)
+    assert fetch_throttle(-1) > 0  # 100 kB against 1 kB/s: a consumer is throttled
+    client.close()

@@ -86,6 +86,8 @@ class FetchHandler:
             for p in topic.partitions:
                 partition = replicas.get(name, p.partition) if name is not None else None
                 targets.append(_Target(topic, p, name, partition, denied))
+        if req.replica_id >= 0:
+            request.quota_exempt = True  # follower fetches: no client quota, as in Kafka
         pacer = request.conn.fetch_pacer if req.replica_id < 0 else None
         if pacer is not None:
             stalls = pacer.stalls

@@ -33,7 +33,7 @@ def test_alter_describe_and_delete(broker: EmbeddedBroker, cli: Callable[..., Re
     assert only_user.out.strip() == f"user={user}: consumer_byte_rate=2048.0"
     bad = cli("quotas", "alter", "--entity-type", "users", "--entity-name", user,
               "--add-config", "producer_byte_rate=1.5", *b)
-    assert bad.code != 0 and "must be a long value" in bad.err
+    assert bad.code != 0 and "cannot be a fractional value" in bad.err
     missing = cli("quotas", "alter", "--entity-type", "users", "--add-config", "a=1", *b)
     assert missing.code != 0 and "--entity-name" in missing.err
     assert cli("quotas", "alter", *alice_default, "--delete-config",

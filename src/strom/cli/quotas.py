@@ -8,7 +8,8 @@ An entity is given as ``--entity-type users|clients`` followed by ``--entity-nam
 ``request_percentage``, ``controller_mutation_rate``) and / or ``--delete-config k,k``;
 ``--validate-only`` only checks. ``describe`` without an entity prints every entity's quotas;
 with entity types, only entities naming exactly those types (a type without a name or
-``--entity-default`` matches every named entity of that type), as ``kafka-configs.sh``.
+``--entity-default`` matches every entity of that type, the default one too), as
+``kafka-configs.sh``.
 """
 
 from __future__ import annotations

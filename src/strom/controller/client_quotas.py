@@ -4,11 +4,17 @@ AlterClientQuotas (49) and DescribeClientQuotas (48).
 An entity names ``user`` and / or ``client-id`` (each at most once), each with a name or
 None for the default entity. Keys and their types are Kafka's: ``producer_byte_rate`` and
 ``consumer_byte_rate`` (long: a whole number), ``request_percentage`` and
-``controller_mutation_rate`` (double). Kafka's answers, per entry: an empty entity, an
-entity type other than those two (strom has no ``ip`` connection-rate quotas), a type named
-twice, an empty name, an unknown key or a fractional value for a long key is
-INVALID_REQUEST and nothing of that entry is applied; the other entries are written together
-in one conditional write (or, with ``validate_only``, only checked).
+``controller_mutation_rate`` (double). Kafka's answers (its KRaft ``ClientQuotaControlManager``
+and ``ClientQuotasImage``), with its messages, per entry: an empty entity, an entity type other
+than those two (strom has no ``ip`` connection-rate quotas), a type named twice, an empty
+name, a key set twice, an entity named again later in the request (the first is
+applied), an unknown key, a value ≤ 0
+or a fractional value for a long key is INVALID_REQUEST and nothing of that entry is
+applied (removing a key that is not set does nothing); the other entries are written
+together in one conditional write (or, with ``validate_only``, only checked). Describe: a
+type filtered twice, an exact match without a name, a name given for a default or
+"specified" match, an unknown match type are INVALID_REQUEST, an unknown entity type
+UNSUPPORTED_VERSION; a "specified" match is any entity naming the type, default or not.
 
 Synchronous and single-threaded: called from the broker's event loop.
 """
@@ -47,14 +53,16 @@ def entity_error(raw: RawEntity) -> Error | None:
     """The error Kafka answers for a request's entity, None when it is valid."""
     if not raw:
         return "INVALID_REQUEST", "Invalid empty client quota entity"
-    types = [t for t, _ in raw]
+    seen: set[str] = set()
     for entity_type, name in raw:
+        if entity_type in seen:
+            return ("INVALID_REQUEST",
+                    f"Invalid client quota entity, duplicate entity entry {entity_type}")
+        seen.add(entity_type)
         if entity_type not in QUOTA_ENTITY_TYPES:
             return "INVALID_REQUEST", f"Unhandled client quota entity type: {entity_type}"
         if name == "":
-            return "INVALID_REQUEST", f"Empty {entity_type} name is not allowed"
-    if len(set(types)) != len(types):
-        return "INVALID_REQUEST", "Duplicate entity type in client quota entity"
+            return "INVALID_REQUEST", f"Empty {entity_type} not supported"
     return None
 
 
@@ -64,12 +72,27 @@ def entity_of(raw: RawEntity) -> QuotaEntity:
 
 
 def _check_op(op: QuotaOp) -> Error | None:
+    if op.remove:
+        return None
     whole = QUOTA_KEYS.get(op.key)
     if whole is None:
-        return "INVALID_REQUEST", f"Unknown quota key: {op.key}"
-    if not op.remove and whole and op.value != int(op.value):
-        return "INVALID_REQUEST", f"Configuration {op.key} must be a long value"
+        return "INVALID_REQUEST", f"Invalid configuration key {op.key}"
+    if not op.value > 0.0:
+        return "INVALID_REQUEST", f"Quota {op.key} must be greater than 0"
+    if whole and abs(op.value % 1.0) > 1e-6:
+        return "INVALID_REQUEST", f"{op.key} cannot be a fractional value."
     return None
+
+
+def _entry_error(raw: RawEntity, ops: Sequence[QuotaOp], twice: bool) -> Error | None:
+    keys = [op.key for op in ops]
+    duplicate = next((k for k in keys if keys.count(k) > 1), None)
+    if duplicate is not None:
+        return ("INVALID_REQUEST", f"Duplicate quota key {duplicate} not updating quota for "
+                f"this entity {dict(raw)}")
+    if twice:
+        return "INVALID_REQUEST", f"Ignoring duplicate entity {dict(raw)}"
+    return entity_error(raw) or next((e for e in map(_check_op, ops) if e is not None), None)
 
 
 def alter(store: MetadataStore, entries: Sequence[tuple[RawEntity, Sequence[QuotaOp]]],
@@ -79,9 +102,10 @@ def alter(store: MetadataStore, entries: Sequence[tuple[RawEntity, Sequence[Quot
     def plan(image: MetadataImage) -> tuple[list[MetadataChange], list[Error | None]]:
         changes: list[MetadataChange] = []
         results: list[Error | None] = []
+        seen: set[QuotaEntity] = set()
         for raw, ops in entries:
-            error = entity_error(raw) or next(
-                (e for e in map(_check_op, ops) if e is not None), None)
+            error = _entry_error(raw, ops, entity_of(raw) in seen)
+            seen.add(entity_of(raw))
             results.append(error)
             if error is None:
                 entity = entity_of(raw)
@@ -113,9 +137,20 @@ def _matches(entity: QuotaEntity, components: Sequence[tuple[str, int, str | Non
             return False
         if match_type == MATCH_DEFAULT and name is not None:
             return False
-        if match_type == MATCH_SPECIFIED and name is None:
-            return False
     return True
+
+
+def _match_problem(match_type: int, match: str | None) -> str | None:
+    if match_type == MATCH_EXACT:
+        return None if match is not None else (
+            "Request specified MATCH_TYPE_EXACT, but set match string to null.")
+    if match_type == MATCH_DEFAULT:
+        return None if match is None else (
+            "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.")
+    if match_type == MATCH_SPECIFIED:
+        return None if match is None else (
+            "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")
+    return f"Unknown match type {match_type}"
 
 
 def describe(image: MetadataImage, components: Sequence[tuple[str, int, str | None]],
@@ -123,16 +158,17 @@ def describe(image: MetadataImage, components: Sequence[tuple[str, int, str | No
     """The entities matching the filter with their values, or the error Kafka answers."""
     seen: set[str] = set()
     for entity_type, match_type, match in components:
-        if entity_type not in QUOTA_ENTITY_TYPES:
-            return "INVALID_REQUEST", f"Custom entity type '{entity_type}' not supported"
+        if not entity_type:
+            return "INVALID_REQUEST", "Invalid empty entity type."
         if entity_type in seen:
             return ("INVALID_REQUEST",
-                    f"Entity type {entity_type} cannot appear more than once in the filter")
+                    f"Entity type {entity_type} cannot appear more than once in the filter.")
         seen.add(entity_type)
-        if match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
-            return "INVALID_REQUEST", f"Unknown match type {match_type}"
-        if match_type == MATCH_EXACT and match is None:
-            return "INVALID_REQUEST", "Exact match requires a name"
+        if entity_type not in QUOTA_ENTITY_TYPES:
+            return "UNSUPPORTED_VERSION", f"Unsupported entity type {entity_type}"
+        problem = _match_problem(match_type, match)
+        if problem is not None:
+            return "INVALID_REQUEST", problem
     return [(entity, dict(values)) for entity, values in sorted(
                 image.client_quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]])
             if _matches(entity, components, strict)]

@@ -79,8 +79,9 @@ def test_alter_and_describe_round_trip_with_defaults_and_restart(
     assert as_dict(describe(client, [("user", 0, "alice")], strict=True)).keys() == {
         (("user", "alice"),)}
     assert as_dict(describe(client, [("user", 1, None)])).keys() == {(("user", None),)}
+    # "any specified name" is any entity naming the type, the default too (Kafka's KRaft image)
     assert as_dict(describe(client, [("user", 2, None)], strict=True)).keys() == {
-        (("user", "alice"),)}
+        (("user", "alice"),), (("user", None),)}
     client.close()
     quota_broker.restart()
     client = RawClient(quota_broker.bootstrap)
@@ -94,12 +95,27 @@ def test_invalid_entities_keys_and_filters_are_invalid_request(
         quota_broker: EmbeddedBroker) -> None:
     client = RawClient(quota_broker.bootstrap)
     invalid = 42
-    assert alter(client, {"ip": "1.2.3.4"}, {"producer_byte_rate": 1}).error_code == invalid
-    assert alter(client, {"user": "a"}, {"no_such_quota": 1}).error_code == invalid
-    assert alter(client, {"user": "a"}, {"producer_byte_rate": 1.5}).error_code == invalid
-    assert alter(client, {}, {"producer_byte_rate": 1}).error_code == invalid
-    assert describe(client, [("user", 0, "a"), ("user", 1, None)]).error_code == invalid
-    assert describe(client, [("topic", 0, "a")]).error_code == invalid
+    for entity, ops, message in [
+            ({"ip": "1.2.3.4"}, {"producer_byte_rate": 1},
+             "Unhandled client quota entity type: ip"),
+            ({"user": ""}, {"producer_byte_rate": 1}, "Empty user not supported"),
+            ({"user": "a"}, {"no_such_quota": 1}, "Invalid configuration key no_such_quota"),
+            ({"user": "a"}, {"producer_byte_rate": 1.5},
+             "producer_byte_rate cannot be a fractional value."),
+            ({"user": "a"}, {"request_percentage": -1},
+             "Quota request_percentage must be greater than 0"),
+            ({}, {"producer_byte_rate": 1}, "Invalid empty client quota entity")]:
+        result = alter(client, entity, ops)
+        assert (result.error_code, result.error_message) == (invalid, message)
+    # removing a key that is not set is no error
+    assert alter(client, {"user": "a"}, {"producer_byte_rate": None}).error_code == 0
+    twice = describe(client, [("user", 0, "a"), ("user", 1, None)])
+    assert (twice.error_code, twice.error_message) == (
+        invalid, "Entity type user cannot appear more than once in the filter.")
+    assert describe(client, [("user", 1, "a")]).error_code == invalid
+    assert describe(client, [("user", 0, None)]).error_code == invalid
+    unknown = describe(client, [("topic", 0, "a")])
+    assert (unknown.error_code, unknown.error_message) == (35, "Unsupported entity type topic")
     assert as_dict(describe(client, [])) == {}
     client.close()
 

@@ -7,8 +7,9 @@ fields before it — and :func:`with_throttle` writes it into an encoded body.
 
 Since KIP-219 the broker answers at once and the *client* waits out the throttle time; the
 broker mutes the connection for the same time, so a client that does not wait gains
-nothing. Versions older than that (:data:`CLIENT_THROTTLES_FROM`) expect the broker to hold
-the response back for the throttle time instead.
+nothing. Versions older than that, and APIs Kafka never lets the client throttle
+(:data:`CLIENT_THROTTLES_FROM`), expect the broker to hold the response back for the
+throttle time instead.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ _FIXED = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1, "float64": 8
 _INT32 = struct.Struct(">i")
 
 #: The first version of each API whose client waits out the throttle time itself (Kafka's
-#: ``AbstractResponse.shouldClientThrottle``); APIs not listed are newer than KIP-219.
+#: ``AbstractResponse.shouldClientThrottle``); for APIs not listed (DescribeClientQuotas,
+#: AlterClientQuotas, DescribeCluster, DescribeProducers, DescribeTransactions,
+#: ListTransactions, OffsetForLeaderEpoch, SASL, WriteTxnMarkers) Kafka's answer is never, so
+#: the broker holds their response back.
 CLIENT_THROTTLES_FROM: dict[int, int] = {
     ApiKey.PRODUCE: 6, ApiKey.FETCH: 8, ApiKey.LIST_OFFSETS: 3, ApiKey.METADATA: 6,
     ApiKey.OFFSET_COMMIT: 4, ApiKey.OFFSET_FETCH: 4, ApiKey.FIND_COORDINATOR: 2,
@@ -35,12 +39,14 @@ CLIENT_THROTTLES_FROM: dict[int, int] = {
     ApiKey.INIT_PRODUCER_ID: 1, ApiKey.ADD_PARTITIONS_TO_TXN: 1, ApiKey.ADD_OFFSETS_TO_TXN: 1,
     ApiKey.END_TXN: 1, ApiKey.TXN_OFFSET_COMMIT: 1, ApiKey.DESCRIBE_CONFIGS: 2,
     ApiKey.ALTER_CONFIGS: 1, ApiKey.DESCRIBE_LOG_DIRS: 1, ApiKey.CREATE_PARTITIONS: 1,
-    ApiKey.DELETE_GROUPS: 1,
+    ApiKey.DELETE_GROUPS: 1, ApiKey.INCREMENTAL_ALTER_CONFIGS: 0, ApiKey.OFFSET_DELETE: 0,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0, ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
 }
+_NEVER = 1 << 15
 
 
 def client_throttles(api_key: int, version: int) -> bool:
-    return version >= CLIENT_THROTTLES_FROM.get(api_key, 0)
+    return version >= CLIENT_THROTTLES_FROM.get(api_key, _NEVER)
 
 
 def _in(versions: str, version: int) -> bool:

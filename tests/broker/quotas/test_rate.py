@@ -36,11 +36,11 @@ def test_windows_older_than_the_sample_span_are_forgotten() -> None:
 
 def test_token_bucket_bursts_then_throttles_until_the_balance_is_back() -> None:
     bucket = TokenBucket(bound=2.0, burst_s=11.0, now=0.0)
-    assert not bucket.exhausted(2.0, 11.0, 0.0)
+    assert bucket.throttle_s(2.0, 11.0, 0.0) == 0.0
     assert bucket.record(22, 2.0, 11.0, 0.0) == 0.0  # exactly the burst
     assert bucket.record(4, 2.0, 11.0, 0.0) == pytest.approx(2.0)  # 4 short at 2/s
-    assert bucket.exhausted(2.0, 11.0, 1.0)
-    assert not bucket.exhausted(2.0, 11.0, 2.0)
+    assert bucket.throttle_s(2.0, 11.0, 1.0) == pytest.approx(1.0)
+    assert bucket.throttle_s(2.0, 11.0, 2.0) == 0.0
 
 
 def test_meters_are_shared_as_the_winning_entity_says() -> None:
@@ -61,3 +61,19 @@ def test_meters_are_shared_as_the_winning_entity_says() -> None:
     assert quotas.record(REQUEST, "bob", "a", 1e6) == 1.0
     quotas.configure(MetadataImage("c", 2, 0, {}, {}))
     assert not quotas.active and quotas.record(PRODUCE, "alice", "b", 1e9) == 0.0
+
+
+def test_request_time_throttle_matches_kafkas_worked_example() -> None:
+    # 1 % of a second as the quota; 4 ms of handler time each second for 10 s, then a
+    # 67.1 ms spike half a second later: 107.1 ms over 10.5 s is 10.2 ms/s, so
+    # (10.2 - 10) / 10 x 10.5 s = 210 ms (the figure Kafka's ClientRequestQuotaManager gives).
+    now = [0.0]
+    quotas = ClientQuotas(lambda: now[0])
+    quotas.configure(MetadataImage("c", 1, 0, {}, {}, client_quotas={
+        (("client-id", "test-client"), ("user", "ANONYMOUS")): {REQUEST: 1.0}}))
+    for second in range(10):
+        now[0] = float(second)
+        assert quotas.record(REQUEST, "ANONYMOUS", "test-client", 0.004 * 100) == 0.0
+    now[0] = 10.5
+    throttle = quotas.record(REQUEST, "ANONYMOUS", "test-client", 0.0671 * 100)
+    assert round(throttle * 1000) == 210

@@ -109,13 +109,13 @@ class ClientQuotas:
     def _burst_s(self) -> float:
         return self._samples * self._window
 
-    def mutations_exhausted(self, user: str, client_id: str) -> bool:
-        """The controller mutation quota is already exceeded (KIP-599 strict mode refuses
-        the next topic with THROTTLING_QUOTA_EXCEEDED)."""
+    def mutation_throttle(self, user: str, client_id: str) -> float:
+        """How long until the controller mutation quota is no longer exceeded (0: it is not;
+        KIP-599 strict mode then refuses the topic with THROTTLING_QUOTA_EXCEEDED)."""
         found = self._bucket(user, client_id)
         if found is None:
-            return False
-        return found[1].exhausted(found[0], self._burst_s, self._clock())
+            return 0.0
+        return found[1].throttle_s(found[0], self._burst_s, self._clock())
 
     def record_mutations(self, user: str, client_id: str, partitions: int) -> float:
         """Take ``partitions`` mutations; the throttle time in seconds."""

@@ -3,10 +3,12 @@ request (KIP-599).
 
 Each partition created, added or deleted is one mutation. In *strict* mode (CreateTopics
 v6+, DeleteTopics v5+, CreatePartitions v3+) a topic met while the quota is already
-exceeded is refused with THROTTLING_QUOTA_EXCEEDED and the others still go through (the
-topic that exceeds the quota is accepted whole); older versions are *permissive*: everything
-is done and only the throttle time tells. The throttle time goes into ``Request.throttle_ms``
-(the dispatcher puts it in the response and mutes the connection). ``validate_only`` requests
+exceeded is refused with THROTTLING_QUOTA_EXCEEDED and the throttle time is the time until
+it no longer is; a topic that exceeds the quota is accepted whole and throttles nothing (the
+next one pays), as Kafka's ``StrictControllerMutationQuota``. Older versions are
+*permissive*: everything is done and the throttle time says how far over the quota went.
+The throttle time goes into ``Request.throttle_ms`` (the dispatcher puts it in the response
+and mutes the connection). ``validate_only`` requests
 are not counted. Without any stored quota this is one attribute check.
 """
 
@@ -31,8 +33,11 @@ class MutationQuota:
     def check(self) -> None:
         """Raise THROTTLING_QUOTA_EXCEEDED in strict mode once the quota is exceeded."""
         quotas = self._quotas
-        if quotas is not None and self._strict and quotas.mutations_exhausted(
-                self._user, self._client):
+        if quotas is None or not self._strict:
+            return
+        throttle_s = quotas.mutation_throttle(self._user, self._client)
+        if throttle_s > 0:
+            self._throttle(throttle_s)
             raise error_class("THROTTLING_QUOTA_EXCEEDED")(
                 "The throttling quota has been exceeded.")
 
@@ -40,5 +45,10 @@ class MutationQuota:
         quotas = self._quotas
         if quotas is None:
             return
-        throttle_ms = round(quotas.record_mutations(self._user, self._client, partitions) * 1000)
-        self._request.throttle_ms = max(self._request.throttle_ms, throttle_ms)
+        throttle_s = quotas.record_mutations(self._user, self._client, partitions)
+        if not self._strict:
+            self._throttle(throttle_s)
+
+    def _throttle(self, throttle_s: float) -> None:
+        request = self._request
+        request.throttle_ms = max(request.throttle_ms, round(throttle_s * 1000))

@@ -82,14 +82,15 @@ class TokenBucket:
         self._tokens = min(bound * burst_s, self._tokens + (now - self._last) * bound)
         self._last = now
 
-    def exhausted(self, bound: float, burst_s: float, now: float) -> bool:
+    def throttle_s(self, bound: float, burst_s: float, now: float) -> float:
+        """How long until the balance is back to zero (0 while it is not negative)."""
         self._refill(bound, burst_s, now)
-        return self._tokens < 0
+        if self._tokens >= 0:
+            return 0.0
+        return float("inf") if bound <= 0 else -self._tokens / bound
 
     def record(self, value: float, bound: float, burst_s: float, now: float) -> float:
         """Take ``value`` tokens; the throttle time in seconds (0 while the balance ≥ 0)."""
         self._refill(bound, burst_s, now)
         self._tokens -= value
-        if self._tokens >= 0:
-            return 0.0
-        return float("inf") if bound <= 0 else -self._tokens / bound
+        return self.throttle_s(bound, burst_s, now)

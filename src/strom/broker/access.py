@@ -92,6 +92,8 @@ RULES: dict[int, tuple[Rule, ...]] = {
     ApiKey.DESCRIBE_ACLS: _r((_C, _OP.DESCRIBE)),
     ApiKey.CREATE_ACLS: _r((_C, _OP.ALTER)),
     ApiKey.DELETE_ACLS: _r((_C, _OP.ALTER)),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _r((_C, _OP.DESCRIBE_CONFIGS)),
+    ApiKey.ALTER_CLIENT_QUOTAS: _r((_C, _OP.ALTER_CONFIGS)),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _r((_C, _OP.DESCRIBE)),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _r((_C, _OP.ALTER)),
     ApiKey.DESCRIBE_PRODUCERS: _r((_T, _OP.READ)),

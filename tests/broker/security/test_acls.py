@@ -292,8 +292,9 @@ MATRIX = [
          ((X, OP.DESCRIBE),), lambda r: int(r.transaction_states[0].error_code),
          "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
 ]
-# Cluster-level APIs: alice holds ALTER, DESCRIBE, IDEMPOTENT_WRITE and CLUSTER_ACTION on the
-# cluster (never CREATE, which would allow every CreateTopics); bob nothing.
+# Cluster-level APIs: alice holds ALTER, DESCRIBE, IDEMPOTENT_WRITE, CLUSTER_ACTION,
+# DESCRIBE_CONFIGS and ALTER_CONFIGS on the cluster (never CREATE, which would allow every
+# CreateTopics); bob nothing.
 CLUSTER_MATRIX = [
     Case("DescribeAcls", ApiKey.DESCRIBE_ACLS, 3, lambda n: {
         "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
@@ -315,6 +316,14 @@ CLUSTER_MATRIX = [
     Case("AlterUserScramCredentials", ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, lambda n: {
         "deletions": [{"name": n, "mechanism": 1}], "upsertions": []},
          (), lambda r: int(r.results[0].error_code), "CLUSTER_AUTHORIZATION_FAILED"),
+    Case("DescribeClientQuotas", ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, lambda n: {
+        "components": [], "strict": False}, (), lambda r: int(r.error_code),
+         "CLUSTER_AUTHORIZATION_FAILED"),
+    Case("AlterClientQuotas", ApiKey.ALTER_CLIENT_QUOTAS, 1, lambda n: {"entries": [{
+        "entity": [{"entity_type": "user", "entity_name": n}],
+        "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}]}],
+        "validate_only": True}, (), lambda r: int(r.entries[0].error_code),
+         "CLUSTER_AUTHORIZATION_FAILED"),
     Case("DescribeLogDirs", ApiKey.DESCRIBE_LOG_DIRS, 4, lambda n: {"topics": None},
          (), lambda r: int(r.error_code), "CLUSTER_AUTHORIZATION_FAILED"),
     Case("InitProducerId(idempotent)", ApiKey.INIT_PRODUCER_ID, 4, lambda n: {
@@ -335,7 +344,7 @@ CLUSTER_MATRIX = [
          "CLUSTER_AUTHORIZATION_FAILED"),
 ]
 CLUSTER_GRANTS = (OP.ALTER, OP.DESCRIBE, OP.IDEMPOTENT_WRITE, OP.CLUSTER_ACTION,
-                  OP.DESCRIBE_CONFIGS)
+                  OP.DESCRIBE_CONFIGS, OP.ALTER_CONFIGS)
 
 
 def _name(case: Case) -> str:

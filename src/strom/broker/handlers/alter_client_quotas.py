@@ -1,11 +1,13 @@
 """AlterClientQuotas (49), v0-1: set or remove client quotas (``validate_only``: only
 check), through :mod:`strom.controller.client_quotas`; one result per entry, echoing its
-entity. Without ACLs any connection may alter quotas, as in Kafka without an authorizer."""
+entity. Needs ALTER_CONFIGS on the cluster: otherwise every entry answers
+CLUSTER_AUTHORIZATION_FAILED and nothing is written, as Kafka."""
 
 from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import error_class
 from strom.controller.client_quotas import QuotaOp, alter
 from strom.protocol import api
@@ -24,9 +26,13 @@ class AlterClientQuotasHandler:
         entries = [([(str(e.entity_type), e.entity_name) for e in entry.entity],
                     [QuotaOp(str(op.key), float(op.value), bool(op.remove)) for op in entry.ops])
                    for entry in body.entries]
-        results = alter(self._state.store, entries, bool(body.validate_only))
+        codes: list[tuple[int, str | None]]
+        if denied := self._state.access.check(request, ResourceType.CLUSTER):
+            codes = [(denied, None)] * len(entries)
+        else:
+            codes = [(0, None) if error is None else (error_class(error[0]).code, error[1])
+                     for error in alter(self._state.store, entries, bool(body.validate_only))]
         return [api.response(API_KEY, version, {"throttle_time_ms": 0, "entries": [
-            {"error_code": 0 if error is None else error_class(error[0]).code,
-             "error_message": None if error is None else error[1],
+            {"error_code": code, "error_message": message,
              "entity": [{"entity_type": t, "entity_name": n} for t, n in raw]}
-            for (raw, _), error in zip(entries, results, strict=True)]})]
+            for (raw, _), (code, message) in zip(entries, codes, strict=True)]})]

@@ -1,10 +1,12 @@
 """DescribeClientQuotas (48), v0-1: the stored client quotas matching a filter, from
-:mod:`strom.controller.client_quotas` (an invalid filter: one top-level error)."""
+:mod:`strom.controller.client_quotas` (an invalid filter: one top-level error). Needs
+DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka."""
 
 from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
+from strom.common.acl import ResourceType
 from strom.common.errors import error_class
 from strom.controller.client_quotas import describe
 from strom.protocol import api
@@ -20,6 +22,10 @@ class DescribeClientQuotasHandler:
     def __call__(self, request: Request) -> ResponseParts:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
+        if denied := self._state.access.check(request, ResourceType.CLUSTER):
+            return [api.response(API_KEY, version, {
+                "throttle_time_ms": 0, "error_code": denied, "error_message": None,
+                "entries": None})]
         components = [(str(c.entity_type), int(c.match_type), c.match)
                       for c in body.components]
         found = describe(self._state.store.image, components, bool(body.strict))

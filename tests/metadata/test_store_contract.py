@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from strom.controller.election import ControllerElection
 from strom.metadata.changes import (
     InvalidMetadataChangeError,
     PutTopic,
@@ -19,23 +20,43 @@ from strom.metadata.changes import (
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
 from strom.metadata.local import LocalMetadataStore
 from strom.metadata.store import MetadataStore, ProducerIdBlock, StaleMetadataError
+from strom.metadata.zookeeper import ZooKeeperMetadataStore
 from strom.testing.metadata import MemoryMetadataStore
+from tests.metadata.zk_helpers import wait_until
 
 BROKER = BrokerInfo(0, "127.0.0.1", 9092)
 Factory = Callable[[], MetadataStore]
 
 
-@pytest.fixture(params=["local", "memory"])
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Factory:
-    """Opens the store under test; for "local", opening again is a restart on the same dir."""
+@pytest.fixture(params=["local", "memory", "zookeeper"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
+    """Opens the store under test; for "local", opening again is a restart on the same dir;
+    "zookeeper" is a one-broker cluster (registered and elected) in a chroot of its own on a
+    real ZooKeeper server."""
     if request.param == "local":
-        return lambda: LocalMetadataStore(tmp_path, BROKER)
+        yield lambda: LocalMetadataStore(tmp_path, BROKER)
+        return
+    if request.param == "zookeeper":
+        connect = request.getfixturevalue("zookeeper_connect")
+        opened: list[ZooKeeperMetadataStore] = []
+
+        def zookeeper() -> MetadataStore:
+            store = ZooKeeperMetadataStore(connect, timeout=5.0)
+            opened.append(store)
+            store.register_broker(BROKER)
+            ControllerElection(store, BROKER.node_id).start()
+            wait_until(lambda: store.image.controller_id == BROKER.node_id)
+            return store
+        yield zookeeper
+        for store in opened:
+            store.close()
+        return
 
     def memory() -> MetadataStore:
         store = MemoryMetadataStore()
         store.register_broker(BROKER)
         return store
-    return memory
+    yield memory
 
 
 def partition(p: int, replicas: tuple[int, ...] = (0,), epoch: int = 0) -> PartitionInfo:

@@ -12,10 +12,13 @@ Fixtures:
           -> EmbeddedBroker
 
   ``config`` holds broker keys (``strom broker --help-config``), as ``--set`` would.
+- ``zookeeper_server``: a real ZooKeeper server (:mod:`strom.testing.zookeeper`) per test
+  module; ``zookeeper_connect``: its connect string with a fresh chroot per test.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -23,6 +26,7 @@ from typing import Protocol
 import pytest
 
 from strom.testing.broker import EmbeddedBroker
+from strom.testing.zookeeper import ZooKeeperServer, zookeeper_available
 
 
 class BrokerFactory(Protocol):
@@ -54,3 +58,19 @@ def strom_broker_factory() -> Iterator[BrokerFactory]:
     yield start
     for broker in brokers:
         broker.close()
+
+
+@pytest.fixture(scope="module")
+def zookeeper_server() -> Iterator[ZooKeeperServer]:
+    """A real standalone ZooKeeper server shared by the tests of a module (skipped where
+    java or Debian's ``zookeeper`` package is missing)."""
+    if not zookeeper_available():
+        pytest.skip("ZooKeeper is not installed (Debian package 'zookeeper' and java)")
+    with ZooKeeperServer() as server:
+        yield server
+
+
+@pytest.fixture
+def zookeeper_connect(zookeeper_server: ZooKeeperServer) -> str:
+    """A connect string with a chroot of its own for this test: ``127.0.0.1:<port>/t-<hex>``."""
+    return f"{zookeeper_server.connect}/t-{uuid.uuid4().hex[:12]}"

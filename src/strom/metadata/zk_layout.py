@@ -1,0 +1,212 @@
+"""The znodes of a strom cluster in ZooKeeper (under the connect string's chroot) and their
+JSON, modelled on the layout of Kafka's ZooKeeper mode:
+
+===========================================  ==============================================
+``/cluster/id``                              ``{"version":"1","id":"<cluster id>"}``
+``/brokers/ids/<id>`` (ephemeral)            ``{"version":5,"host":h,"port":p,"endpoints":
+                                             ["NAME://h:p",…],"listener_security_protocol_map":
+                                             {"NAME":"PLAINTEXT",…},"rack":r|null,"jmx_port":-1,
+                                             "features":{},"timestamp":"<ms>"}``
+``/brokers/topics/<t>``                      ``{"version":3,"topic_id":"<Kafka base64 uuid>",
+                                             "partitions":{"0":[replicas…]},"adding_replicas":{},
+                                             "removing_replicas":{}}`` (+ ``"internal":true``)
+``/brokers/topics/<t>/partitions/<p>/state``  ``{"version":1,"leader":l,"leader_epoch":e,
+                                             "isr":[…],"controller_epoch":c}``
+``/config/topics/<t>``                       ``{"version":1,"config":{"k":"v"}}``
+``/config/brokers/<id>`` or ``<default>``    ``{"version":1,"config":{"k":"v"}}``
+``/config/users/<user>``                     ``{"version":1,"config":{"SCRAM-SHA-256":
+                                             "salt=…,stored_key=…,server_key=…,iterations=n"}}``
+``/controller`` (ephemeral)                  ``{"version":1,"brokerid":id,"timestamp":"<ms>"}``
+``/controller_epoch``                        the epoch in decimal; its znode version fences
+``/latest_producer_id_block``                ``{"version":1,"broker":id,"block_start":"<n>",
+                                             "block_end":"<n>"}`` (both inclusive)
+``/strom/metadata_epoch``                    empty; its znode *version* is the metadata data
+                                             version: every metadata write sets it with the
+                                             version it read, in the same multi-op
+===========================================  ==============================================
+
+Pure functions only (bytes in, values out); the store does the I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from strom.common.scram import format_credential, parse_credential
+from strom.metadata.image import BrokerInfo, Endpoint, PartitionInfo, ScramCredential
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+TOPIC_CONFIGS = "/config/topics"
+BROKER_CONFIGS = "/config/brokers"
+USER_CONFIGS = "/config/users"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+METADATA_EPOCH = "/strom/metadata_epoch"
+#: Persistent parents created when a store opens a fresh chroot.
+PARENTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, USER_CONFIGS, "/cluster")
+DEFAULT_RESOURCE = "<default>"
+
+
+def broker_path(node_id: int) -> str:
+    return f"{BROKER_IDS}/{node_id}"
+
+
+def topic_path(name: str) -> str:
+    return f"{TOPICS}/{name}"
+
+
+def partitions_path(name: str) -> str:
+    return f"{TOPICS}/{name}/partitions"
+
+
+def partition_path(name: str, partition: int) -> str:
+    return f"{TOPICS}/{name}/partitions/{partition}"
+
+
+def state_path(name: str, partition: int) -> str:
+    return f"{TOPICS}/{name}/partitions/{partition}/state"
+
+
+def topic_config_path(name: str) -> str:
+    return f"{TOPIC_CONFIGS}/{name}"
+
+
+def broker_config_path(resource: str) -> str:
+    """``resource`` as in the image: ``""`` (cluster default, Kafka's ``<default>``) or an id."""
+    return f"{BROKER_CONFIGS}/{resource or DEFAULT_RESOURCE}"
+
+
+def resource_of_znode(name: str) -> str:
+    return "" if name == DEFAULT_RESOURCE else name
+
+
+def _dump(value: Mapping[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _load(data: bytes) -> dict[str, Any]:
+    value = json.loads(data.decode())
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {data[:80]!r}")
+    return value
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_load(data)["id"])
+
+
+def encode_broker(broker: BrokerInfo) -> bytes:
+    """A broker without named endpoints is registered with one PLAINTEXT endpoint at
+    ``host:port`` (and decoded back without endpoints)."""
+    endpoints = broker.endpoints or (Endpoint("PLAINTEXT", broker.host, broker.port),)
+    return _dump({
+        "version": 5, "host": broker.host, "port": broker.port, "jmx_port": -1,
+        "endpoints": [f"{e.listener}://{e.host}:{e.port}" for e in endpoints],
+        "listener_security_protocol_map": {e.listener: e.security_protocol for e in endpoints},
+        "rack": broker.rack, "features": {}, "timestamp": _now_ms(),
+    })
+
+
+def decode_broker(node_id: int, data: bytes) -> BrokerInfo:
+    value = _load(data)
+    protocols: dict[str, str] = value.get("listener_security_protocol_map") or {}
+    endpoints = []
+    for url in value.get("endpoints", []):
+        listener, _, address = str(url).partition("://")
+        host, _, port_text = address.rpartition(":")
+        endpoints.append(Endpoint(listener, host.strip("[]"), int(port_text),
+                                  protocols.get(listener, "PLAINTEXT")))
+    address, port = str(value["host"]), int(value["port"])
+    if endpoints == [Endpoint("PLAINTEXT", address, port)]:
+        endpoints = []
+    return BrokerInfo(node_id, address, port, value.get("rack"), tuple(endpoints))
+
+
+def kafka_uuid(topic_id: uuid.UUID) -> str:
+    """Kafka's text form of a Uuid: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def encode_topic(topic_id: uuid.UUID, partitions: tuple[PartitionInfo, ...],
+                 internal: bool) -> bytes:
+    value: dict[str, Any] = {
+        "version": 3, "topic_id": kafka_uuid(topic_id),
+        "partitions": {str(p.partition): list(p.replicas) for p in partitions},
+        "adding_replicas": {}, "removing_replicas": {},
+    }
+    if internal:
+        value["internal"] = True
+    return _dump(value)
+
+
+def decode_topic(data: bytes) -> tuple[uuid.UUID, dict[int, tuple[int, ...]], bool]:
+    """(topic id, replicas by partition, internal)."""
+    value = _load(data)
+    replicas = {int(p): tuple(int(r) for r in rs) for p, rs in value["partitions"].items()}
+    return parse_kafka_uuid(str(value["topic_id"])), replicas, bool(value.get("internal"))
+
+
+def encode_state(p: PartitionInfo, controller_epoch: int) -> bytes:
+    return _dump({"version": 1, "leader": p.leader, "leader_epoch": p.leader_epoch,
+                  "isr": list(p.isr), "controller_epoch": controller_epoch})
+
+
+def decode_state(partition: int, replicas: tuple[int, ...], data: bytes) -> PartitionInfo:
+    value = _load(data)
+    return PartitionInfo(partition, int(value["leader"]), int(value["leader_epoch"]), replicas,
+                         tuple(int(r) for r in value["isr"]))
+
+
+def encode_config(configs: Mapping[str, str]) -> bytes:
+    return _dump({"version": 1, "config": dict(configs)})
+
+
+def decode_config(data: bytes) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (_load(data).get("config") or {}).items()}
+
+
+def encode_scram(credential: ScramCredential) -> str:
+    return format_credential(credential.salt, credential.stored_key, credential.server_key,
+                             credential.iterations)
+
+
+def decode_scram(text: str) -> ScramCredential:
+    return ScramCredential(*parse_credential(text))
+
+
+def encode_controller(broker_id: int) -> bytes:
+    return _dump({"version": 1, "brokerid": broker_id, "timestamp": _now_ms()})
+
+
+def decode_controller(data: bytes) -> int:
+    return int(_load(data)["brokerid"])
+
+
+def encode_producer_id_block(broker_id: int, first: int, last: int) -> bytes:
+    return _dump({"version": 1, "broker": broker_id, "block_start": str(first),
+                  "block_end": str(last)})
+
+
+def decode_producer_id_block_end(data: bytes) -> int:
+    """The last id of the block (inclusive)."""
+    return int(_load(data)["block_end"])

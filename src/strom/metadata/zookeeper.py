@@ -1,0 +1,413 @@
+"""``ZooKeeperMetadataStore``: the :class:`~strom.metadata.store.MetadataStore` of a cluster,
+kept in ZooKeeper in Kafka's znode layout (:mod:`strom.metadata.zk_layout`).
+
+    store = ZooKeeperMetadataStore("zk1:2181,zk2:2181/strom")   # the chroot is created
+    store.register_broker(BrokerInfo(1, "10.0.0.1", 9092, rack="r1"))
+
+Image and epochs: the image is built from the znodes. Every metadata write is one multi-op
+that sets ``/strom/metadata_epoch`` with the znode version the writer's image was built from
+(the *data version*), so of two writers racing from the same image one commits and the other
+gets :class:`StaleMetadataError` — never a lost update. The image's ``epoch`` is this store's
+own counter (+1 for every image it installs: its own writes, other writers' changes, brokers
+and controller coming and going); the data version behind it is what is checked in ZooKeeper.
+Two brokers may number the same state differently.
+
+Watches: ``/strom/metadata_epoch`` (data), ``/brokers/ids`` (children) and each broker znode,
+and ``/controller`` wake a refresh on the session's worker thread, which re-reads what changed
+and installs a new image (listeners are notified there). A snapshot of the data znodes is
+consistent because all of them are written together with the epoch znode: the data is read
+between two reads of the epoch znode that see the same version.
+
+Threads: the owner calls the methods; refreshes and re-registration run on the worker thread;
+one re-entrant lock serialises them, so listeners run with it held, on either thread, and
+may write. Every ZooKeeper call waits at most ``timeout`` seconds and then raises
+:class:`~strom.metadata.zk_session.ZooKeeperUnavailableError`; the store never blocks forever.
+
+Broker registrations are ephemeral znodes of this store's session, re-created when a new
+session replaces an expired one; registering an id another session holds fails with
+:class:`BrokerIdAlreadyRegisteredError`. Producer-id blocks are a compare-and-set on
+``/latest_producer_id_block``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import TransactionRequest
+from kazoo.exceptions import BadVersionError, NodeExistsError
+from kazoo.protocol.states import EventType, WatchedEvent
+
+from strom.common.errors import StromError, error_class
+from strom.metadata import zk_layout as zk
+from strom.metadata.changes import MetadataChange, apply_changes
+from strom.metadata.image import BrokerInfo, MetadataImage, TopicInfo
+from strom.metadata.local import new_cluster_id
+from strom.metadata.store import (
+    Listeners,
+    MetadataListener,
+    ProducerIdBlock,
+    StaleMetadataError,
+    next_producer_id_block,
+)
+from strom.metadata.zk_session import (
+    DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    TransactionFailedError,
+    ZkSession,
+)
+
+log = logging.getLogger("strom.metadata.zookeeper")
+
+#: Kafka's answer to a request that reached a broker which is no longer the controller.
+NotControllerError = error_class("NOT_CONTROLLER")
+
+
+class BrokerIdAlreadyRegisteredError(StromError):
+    """Another live session holds ``/brokers/ids/<id>`` (a second broker with the same id)."""
+
+
+class MetadataWriteRefusedError(StromError):
+    """ZooKeeper refused a metadata multi-op for a reason other than a stale image or a
+    fenced controller (a znode changed behind strom's back)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerFence:
+    """A controller's claim: its ``epoch`` and the version of ``/controller_epoch`` it
+    wrote. A write carrying it commits only while that version is current."""
+
+    epoch: int
+    zk_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Data:
+    """What the data znodes say, at one data version."""
+
+    version: int
+    topics: dict[str, TopicInfo]
+    broker_configs: dict[str, dict[str, str]]
+    scram: dict[str, dict[str, Any]]
+
+
+class ZooKeeperMetadataStore:
+    """Cluster metadata in ZooKeeper; see the module doc. :meth:`close` ends the session."""
+
+    def __init__(self, connect: str, *, timeout: float = DEFAULT_TIMEOUT,
+                 session_timeout: float = DEFAULT_SESSION_TIMEOUT) -> None:
+        self.session = ZkSession(connect, timeout=timeout, session_timeout=session_timeout)
+        self._lock = threading.RLock()
+        self._listeners = Listeners()
+        self._registrations: dict[int, BrokerInfo] = {}
+        self._refresh_pending = False
+        try:
+            self._cluster_id = self._init_tree()
+            data = self._read_data(-1)
+            assert data is not None
+            brokers, controller = self._read_live()
+        except BaseException:
+            self.session.close()
+            raise
+        self._data_version = data.version
+        self._image = MetadataImage(self._cluster_id, 0, controller, brokers, data.topics,
+                                    data.broker_configs, data.scram)
+        self.session.on_new_session(self._reregister)
+        self.session.on_connected(self._schedule_refresh)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def subscribe(self, listener: MetadataListener) -> Callable[[], None]:
+        return self._listeners.subscribe(listener)
+
+    def close(self) -> None:
+        """End the session (its ephemeral znodes go at once) and the worker thread."""
+        self.session.close()
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def write(self, expected_epoch: int, changes: Sequence[MetadataChange], *,
+              fence: ControllerFence | None = None) -> MetadataImage:
+        """The contract's conditional write; with ``fence``, also conditional on the
+        controller epoch (``NOT_CONTROLLER`` when another controller was elected since)."""
+        with self._lock:
+            image = self._image
+            if expected_epoch != image.epoch:
+                raise StaleMetadataError(expected_epoch, image.epoch)
+            if not changes:
+                return image
+            new = apply_changes(image, changes)
+            tx = self.session.transaction()
+            tx.set_data(zk.METADATA_EPOCH, b"", version=self._data_version)
+            if fence is not None:
+                tx.check(zk.CONTROLLER_EPOCH, fence.zk_version)
+            _diff_ops(tx, image, new, fence.epoch if fence is not None else 0)
+            try:
+                self.session.commit(tx, "a metadata write")
+            except TransactionFailedError as e:
+                if e.index == 0 and isinstance(e.error, BadVersionError):
+                    self._refresh_locked()
+                    raise StaleMetadataError(expected_epoch, self._image.epoch) from None
+                if fence is not None and e.index == 1:
+                    raise NotControllerError(
+                        f"controller epoch {fence.epoch} is no longer current: another "
+                        "controller was elected") from None
+                raise MetadataWriteRefusedError(str(e)) from e
+            self._data_version += 1
+            self._set_image(new)
+            return new
+
+    def register_broker(self, broker: BrokerInfo) -> None:
+        """Register (or update) ``broker`` as an ephemeral znode of this store's session."""
+        with self._lock:
+            path = zk.broker_path(broker.node_id)
+            data = zk.encode_broker(broker)
+            if broker.node_id in self._registrations:
+                self.session.wait(self.session.client.set_async(path, data), f"update {path}")
+            else:
+                self._create_registration(broker.node_id, data)
+            self._registrations[broker.node_id] = broker
+            self._refresh_locked()
+
+    def allocate_producer_id_block(self, size: int) -> ProducerIdBlock:
+        """Compare-and-set on ``/latest_producer_id_block`` (retried while others win)."""
+        owner = min(self._registrations, default=-1)
+        deadline = time.monotonic() + self.session.timeout
+        while True:
+            current = self.session.get_or_none(zk.PRODUCER_ID_BLOCK)
+            first = 0 if current is None else zk.decode_producer_id_block_end(current[0]) + 1
+            block = next_producer_id_block(first, size)
+            data = zk.encode_producer_id_block(owner, block.first, block.last)
+            client = self.session.client
+            try:
+                if current is None:
+                    self.session.wait(client.create_async(zk.PRODUCER_ID_BLOCK, data),
+                                      "reserve producer ids")
+                else:
+                    self.session.wait(client.set_async(zk.PRODUCER_ID_BLOCK, data,
+                                                       version=current[1].version),
+                                      "reserve producer ids")
+                return block
+            except (BadVersionError, NodeExistsError):
+                if time.monotonic() > deadline:
+                    raise
+                continue  # another broker reserved a block in between: try the next one
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _init_tree(self) -> str:
+        """Create the persistent parents; the cluster id (made once, by the first store)."""
+        session = self.session
+        for path in (*zk.PARENTS, zk.METADATA_EPOCH):
+            session.ensure_path(path)
+        with contextlib.suppress(NodeExistsError):
+            session.wait(session.client.create_async(
+                zk.CLUSTER_ID, zk.encode_cluster_id(new_cluster_id())), "create the cluster id")
+        data, _ = session.get(zk.CLUSTER_ID)
+        return zk.decode_cluster_id(data)
+
+    def _watch(self, event: WatchedEvent) -> None:
+        if event.type != EventType.NONE:  # NONE: the connection dropped; on_connected acts
+            self._schedule_refresh()
+
+    def _schedule_refresh(self) -> None:
+        if not self._refresh_pending:
+            self._refresh_pending = True
+            self.session.submit(self._refresh)
+
+    def _refresh(self) -> None:
+        self._refresh_pending = False
+        with self._lock:
+            self._refresh_locked()
+
+    def _refresh_locked(self) -> None:
+        """Re-read what may have changed (re-arming the watches); install a new image if it
+        differs from the current one."""
+        data = self._read_data(self._data_version)
+        brokers, controller = self._read_live()
+        image = self._image
+        if data is None and brokers == image.brokers and controller == image.controller_id:
+            return
+        new = dataclasses.replace(image, epoch=image.epoch + 1, brokers=brokers,
+                                  controller_id=controller)
+        if data is not None:
+            new = dataclasses.replace(new, topics=data.topics, broker_configs=data.broker_configs,
+                                      scram_credentials=data.scram)
+            self._data_version = data.version
+        self._set_image(new)
+
+    def _set_image(self, image: MetadataImage) -> None:
+        self._image = image
+        self._listeners.publish(image)
+
+    def _read_live(self) -> tuple[dict[int, BrokerInfo], int]:
+        """The registered brokers and the controller's id (-1: none), watched."""
+        session = self.session
+        names = session.children(zk.BROKER_IDS, self._watch)
+        brokers = {}
+        for name, got in zip(names, session.get_many(
+                [f"{zk.BROKER_IDS}/{n}" for n in names], self._watch), strict=True):
+            if got is not None:
+                brokers[int(name)] = zk.decode_broker(int(name), got[0])
+        controller = -1
+        if session.exists(zk.CONTROLLER, self._watch) is not None:
+            got_controller = session.get_or_none(zk.CONTROLLER)
+            if got_controller is not None:
+                controller = zk.decode_controller(got_controller[0])
+        return dict(sorted(brokers.items())), controller
+
+    def _read_data(self, known_version: int) -> _Data | None:
+        """The data znodes at a consistent version; None when still at ``known_version``."""
+        session = self.session
+        while True:
+            version = session.get(zk.METADATA_EPOCH, self._watch)[1].version
+            if version <= known_version:
+                return None
+            data = _read_data_znodes(session, version)
+            if session.get(zk.METADATA_EPOCH)[1].version == version:
+                return data
+            # a write committed while we read: read again
+
+    def _create_registration(self, node_id: int, data: bytes) -> None:
+        path = zk.broker_path(node_id)
+        try:
+            self.session.wait(self.session.client.create_async(path, data, ephemeral=True),
+                              f"register broker {node_id}")
+        except NodeExistsError:
+            raise BrokerIdAlreadyRegisteredError(
+                f"broker id {node_id} is already registered (another live broker holds "
+                f"{path})") from None
+
+    def _reregister(self) -> None:
+        """After a session expiry: the ephemeral registrations again (worker thread)."""
+        with self._lock:
+            for node_id, broker in self._registrations.items():
+                try:
+                    self._create_registration(node_id, zk.encode_broker(broker))
+                except BrokerIdAlreadyRegisteredError as e:
+                    log.error("cannot re-register after a session expiry: %s", e)
+            self._refresh_locked()
+
+
+def _read_data_znodes(session: ZkSession, version: int) -> _Data:
+    names = sorted(session.children(zk.TOPICS))
+    assignments = session.get_many([zk.topic_path(n) for n in names])
+    configs = session.get_many([zk.topic_config_path(n) for n in names])
+    decoded = {name: zk.decode_topic(got[0])
+               for name, got in zip(names, assignments, strict=True) if got is not None}
+    state_paths = [(name, p) for name, (_, replicas, _) in decoded.items() for p in replicas]
+    states = dict(zip(state_paths, session.get_many(
+        [zk.state_path(name, p) for name, p in state_paths]), strict=True))
+    topics = {}
+    for name, config in zip(names, configs, strict=True):
+        if name not in decoded:
+            continue
+        topic_id, replicas, internal = decoded[name]
+        partitions = []
+        for p in sorted(replicas):
+            state = states[(name, p)]
+            if state is None:
+                raise MetadataWriteRefusedError(f"{zk.state_path(name, p)} is missing")
+            partitions.append(zk.decode_state(p, replicas[p], state[0]))
+        topics[name] = TopicInfo(name, topic_id, tuple(partitions),
+                                 zk.decode_config(config[0]) if config else {}, internal)
+    resources = session.children(zk.BROKER_CONFIGS)
+    broker_configs = {
+        zk.resource_of_znode(r): zk.decode_config(got[0])
+        for r, got in zip(resources, session.get_many(
+            [f"{zk.BROKER_CONFIGS}/{r}" for r in resources]), strict=True)
+        if got is not None and zk.decode_config(got[0])}
+    users = session.children(zk.USER_CONFIGS)
+    scram = {}
+    for user, got in zip(users, session.get_many(
+            [f"{zk.USER_CONFIGS}/{u}" for u in users]), strict=True):
+        if got is not None and (creds := zk.decode_config(got[0])):
+            scram[user] = {mech: zk.decode_scram(text) for mech, text in creds.items()}
+    return _Data(version, topics, broker_configs, scram)
+
+
+def _diff_ops(tx: TransactionRequest, old: MetadataImage, new: MetadataImage,
+              controller_epoch: int) -> None:
+    """Add to ``tx`` the znode operations that turn ``old``'s data into ``new``'s."""
+    for name in sorted(old.topics.keys() | new.topics.keys()):
+        before, after = old.topics.get(name), new.topics.get(name)
+        if before == after:
+            continue
+        if before is not None and (after is None or after.topic_id != before.topic_id):
+            _delete_topic(tx, before)
+            before = None
+        if after is None:
+            continue
+        if before is None:
+            _create_topic(tx, after, controller_epoch)
+            continue
+        if (before.internal != after.internal
+                or [p.replicas for p in before.partitions]
+                != [p.replicas for p in after.partitions[:len(before.partitions)]]
+                or len(after.partitions) != len(before.partitions)):
+            tx.set_data(zk.topic_path(name), zk.encode_topic(after.topic_id, after.partitions,
+                                                             after.internal))
+        old_parts = {p.partition: p for p in before.partitions}
+        for p in after.partitions:
+            if p.partition not in old_parts:
+                tx.create(zk.partition_path(name, p.partition))
+                tx.create(zk.state_path(name, p.partition), zk.encode_state(p, controller_epoch))
+            elif p != old_parts[p.partition]:
+                tx.set_data(zk.state_path(name, p.partition), zk.encode_state(p, controller_epoch))
+        if before.configs != after.configs:
+            tx.set_data(zk.topic_config_path(name), zk.encode_config(after.configs))
+    _diff_configs(tx, old.broker_configs, new.broker_configs, zk.broker_config_path)
+    _diff_configs(tx, _scram_texts(old), _scram_texts(new), lambda u: f"{zk.USER_CONFIGS}/{u}")
+
+
+def _create_topic(tx: TransactionRequest, topic: TopicInfo, controller_epoch: int) -> None:
+    name = topic.name
+    tx.create(zk.topic_path(name), zk.encode_topic(topic.topic_id, topic.partitions,
+                                                   topic.internal))
+    tx.create(zk.partitions_path(name))
+    for p in topic.partitions:
+        tx.create(zk.partition_path(name, p.partition))
+        tx.create(zk.state_path(name, p.partition), zk.encode_state(p, controller_epoch))
+    tx.create(zk.topic_config_path(name), zk.encode_config(topic.configs))
+
+
+def _delete_topic(tx: TransactionRequest, topic: TopicInfo) -> None:
+    name = topic.name
+    for p in topic.partitions:
+        tx.delete(zk.state_path(name, p.partition))
+        tx.delete(zk.partition_path(name, p.partition))
+    tx.delete(zk.partitions_path(name))
+    tx.delete(zk.topic_path(name))
+    tx.delete(zk.topic_config_path(name))
+
+
+def _scram_texts(image: MetadataImage) -> dict[str, dict[str, str]]:
+    return {user: {mech: zk.encode_scram(c) for mech, c in creds.items()}
+            for user, creds in image.scram_credentials.items()}
+
+
+def _diff_configs(tx: TransactionRequest, old: dict[str, dict[str, str]],
+                  new: dict[str, dict[str, str]], path: Callable[[str], str]) -> None:
+    """Config znodes: created, replaced, or deleted when their set becomes empty."""
+    for key in sorted(old.keys() | new.keys()):
+        before, after = old.get(key), new.get(key)
+        if before == after:
+            continue
+        if after is None:
+            tx.delete(path(key))
+        elif before is None:
+            tx.create(path(key), zk.encode_config(after))
+        else:
+            tx.set_data(path(key), zk.encode_config(after))

@@ -54,6 +54,7 @@ class ControllerElection:
         self._lock = threading.RLock()
         self._fence: ControllerFence | None = None
         self._started = False
+        self._standing = False
 
     @property
     def fence(self) -> ControllerFence | None:
@@ -67,6 +68,7 @@ class ControllerElection:
     def start(self) -> None:
         """Stand for election now and whenever the controller goes."""
         with self._lock:
+            self._standing = True
             if not self._started:
                 self._started = True
                 self._session.on_new_session(self._session_replaced)
@@ -86,8 +88,11 @@ class ControllerElection:
             raise
 
     def resign(self) -> None:
-        """Give up the controllership (controlled shutdown): delete ``/controller`` if ours."""
+        """Stop standing for election and give up the controllership (a controlled shutdown):
+        delete ``/controller`` if it is still ours; the other candidates elect one of them.
+        :meth:`start` stands again."""
         with self._lock:
+            self._standing = False
             fence = self._fence
             if fence is None:
                 return
@@ -102,7 +107,7 @@ class ControllerElection:
         """One attempt: win the election, or watch ``/controller`` for the next one."""
         with self._lock:
             session = self._session
-            while True:
+            while self._standing:
                 current = session.get_or_none(zk.CONTROLLER, self._controller_changed)
                 if current is not None:
                     holder = zk.decode_controller(current[0])

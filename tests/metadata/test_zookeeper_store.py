@@ -1,0 +1,297 @@
+"""ZooKeeperMetadataStore against real ZooKeeper servers: what only a shared store has —
+other writers, watches, races, sessions that expire, servers that go away. (The store
+contract itself runs in test_store_contract.py.)"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from strom.metadata.changes import (
+    PutTopic,
+    RemoveTopic,
+    SetBrokerConfigs,
+    SetPartitions,
+    SetScramCredential,
+    SetTopicConfigs,
+)
+from strom.metadata.image import (
+    BrokerInfo,
+    Endpoint,
+    MetadataImage,
+    PartitionInfo,
+    ScramCredential,
+    TopicInfo,
+)
+from strom.metadata.store import StaleMetadataError
+from strom.metadata.zk_layout import kafka_uuid
+from strom.metadata.zk_session import ZooKeeperUnavailableError
+from strom.metadata.zookeeper import BrokerIdAlreadyRegisteredError, ZooKeeperMetadataStore
+from strom.testing.zookeeper import ZooKeeperServer, expire_session, free_port
+from tests.metadata.zk_helpers import wait_until
+
+Opener = Callable[..., ZooKeeperMetadataStore]
+
+
+@pytest.fixture
+def open_store(zookeeper_connect: str) -> Iterator[Opener]:
+    """Opens stores ("brokers") on this test's chroot; all closed at the end."""
+    stores: list[ZooKeeperMetadataStore] = []
+
+    def open_(**kwargs: object) -> ZooKeeperMetadataStore:
+        kwargs.setdefault("timeout", 5.0)
+        kwargs.setdefault("session_timeout", 1.0)
+        store = ZooKeeperMetadataStore(zookeeper_connect, **kwargs)  # type: ignore[arg-type]
+        stores.append(store)
+        return store
+
+    yield open_
+    for store in stores:
+        store.close()
+
+
+def topic(name: str, partitions: int = 1, replicas: tuple[int, ...] = (0,)) -> TopicInfo:
+    return TopicInfo(name, uuid.uuid4(), tuple(
+        PartitionInfo(p, replicas[0], 0, replicas, replicas) for p in range(partitions)), {})
+
+
+def session_id(store: ZooKeeperMetadataStore) -> int | None:
+    """The store's current session id (None while it has none)."""
+    client_id = store.session.client.client_id
+    return client_id[0] if client_id else None
+
+
+def raw(store: ZooKeeperMetadataStore, path: str) -> dict:
+    return json.loads(store.session.get(path)[0])
+
+
+def test_two_brokers_see_each_others_writes_through_watches(open_store: Opener) -> None:
+    a, b = open_store(), open_store()
+    assert a.cluster_id == b.cluster_id
+    seen_by_b: list[MetadataImage] = []
+    b.subscribe(seen_by_b.append)
+    a.register_broker(BrokerInfo(1, "10.0.0.1", 9092, rack="r1"))
+    b.register_broker(BrokerInfo(2, "10.0.0.2", 9092, rack="r2", endpoints=(
+        Endpoint("CLIENT", "public.example", 19092, "SASL_SSL"),
+        Endpoint("REPLICATION", "10.0.0.2", 9092))))
+    wait_until(lambda: set(a.image.brokers) == {1, 2}, what="a sees broker 2")
+    assert a.image.brokers[2] == b.image.brokers[2]
+    assert a.image.brokers[2].address("CLIENT") == ("public.example", 19092)
+
+    credential = ScramCredential(b"salt", b"stored", b"server", 4096)
+    t = topic("orders", 2, (1, 2))
+    a.write(a.image.epoch, [PutTopic(t), SetBrokerConfigs("", {"log.retention.ms": "5"}),
+                            SetScramCredential("alice", "SCRAM-SHA-256", credential)])
+    wait_until(lambda: "orders" in b.image.topics, what="b sees the topic")
+    assert b.image.topics == a.image.topics
+    assert b.image.broker_configs == {"": {"log.retention.ms": "5"}}
+    assert b.image.scram_credentials == {"alice": {"SCRAM-SHA-256": credential}}
+    assert seen_by_b[-1] is b.image  # delivered to b's listeners
+
+    # and back: b changes partition state and configs, removes a credential; a follows
+    moved = PartitionInfo(1, 2, 3, (1, 2), (2,))
+    b.write(b.image.epoch, [SetPartitions("orders", (moved,)),
+                            SetTopicConfigs("orders", {"cleanup.policy": "compact"}),
+                            SetScramCredential("alice", "SCRAM-SHA-256", None)])
+    wait_until(lambda: a.image.topics["orders"].partitions[1] == moved, what="a sees the move")
+    assert a.image.topics == b.image.topics and a.image.scram_credentials == {}
+    b.write(b.image.epoch, [RemoveTopic("orders")])
+    wait_until(lambda: "orders" not in a.image.topics, what="a sees the removal")
+
+
+def test_znodes_are_kafkas(open_store: Opener) -> None:
+    store = open_store()
+    store.register_broker(BrokerInfo(3, "h3", 9093, rack="rack-a"))
+    t = topic("events", 2, (3,))
+    store.write(store.image.epoch, [PutTopic(TopicInfo(
+        t.name, t.topic_id, t.partitions, {"retention.ms": "60000"})),
+        SetBrokerConfigs("3", {"message.max.bytes": "2048"})])
+    assert raw(store, "/brokers/topics/events") == {
+        "version": 3, "topic_id": kafka_uuid(t.topic_id), "partitions": {"0": [3], "1": [3]},
+        "adding_replicas": {}, "removing_replicas": {}}
+    assert raw(store, "/brokers/topics/events/partitions/1/state") == {
+        "version": 1, "leader": 3, "leader_epoch": 0, "isr": [3], "controller_epoch": 0}
+    assert raw(store, "/config/topics/events") == {"version": 1,
+                                                   "config": {"retention.ms": "60000"}}
+    assert raw(store, "/config/brokers/3") == {"version": 1,
+                                               "config": {"message.max.bytes": "2048"}}
+    broker = raw(store, "/brokers/ids/3")
+    assert {k: broker[k] for k in ("version", "host", "port", "rack", "endpoints",
+                                   "listener_security_protocol_map")} == {
+        "version": 5, "host": "h3", "port": 9093, "rack": "rack-a",
+        "endpoints": ["PLAINTEXT://h3:9093"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}}
+    assert store.session.get("/brokers/ids/3")[1].ephemeralOwner == session_id(store)
+    store.allocate_producer_id_block(1000)
+    assert raw(store, "/latest_producer_id_block") == {
+        "version": 1, "broker": 3, "block_start": "0", "block_end": "999"}
+    assert raw(store, "/cluster/id")["id"] == store.cluster_id
+
+
+def test_a_writer_behind_the_latest_write_is_refused_by_zookeeper(open_store: Opener) -> None:
+    """b has not yet heard of a's write (its worker is held), so its own epoch check passes;
+    the version check in ZooKeeper refuses it, and b re-reads the image."""
+    a, b = open_store(), open_store()
+    stale = b.image.epoch
+    hold = threading.Event()
+    b.session.submit(hold.wait)  # b's watch-driven refresh cannot run
+    try:
+        a.write(a.image.epoch, [PutTopic(topic("first"))])
+        time.sleep(0.2)
+        assert b.image.epoch == stale and "first" not in b.image.topics
+        with pytest.raises(StaleMetadataError) as info:
+            b.write(stale, [PutTopic(topic("second"))])
+        assert info.value.current_epoch == b.image.epoch > stale
+        assert set(b.image.topics) == {"first"}
+    finally:
+        hold.set()
+    b.write(b.image.epoch, [PutTopic(topic("second"))])
+    wait_until(lambda: set(a.image.topics) == {"first", "second"})
+
+
+def test_racing_read_modify_writes_lose_no_update(open_store: Opener) -> None:
+    """Three brokers each add 15 to a counter kept in a topic config, re-reading on
+    StaleMetadataError: the counter ends at exactly 45."""
+    first = open_store()
+    first.write(first.image.epoch, [PutTopic(topic("counter"))])
+    stores = [first, open_store(), open_store()]
+    wait_until(lambda: all("counter" in s.image.topics for s in stores))
+    stale_seen = [0]
+
+    def add(store: ZooKeeperMetadataStore) -> None:
+        for _ in range(15):
+            while True:
+                image = store.image
+                n = int(image.topics["counter"].configs.get("n", "0"))
+                try:
+                    store.write(image.epoch, [SetTopicConfigs("counter", {"n": str(n + 1)})])
+                    break
+                except StaleMetadataError:
+                    stale_seen[0] += 1
+
+    threads = [threading.Thread(target=add, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    wait_until(lambda: all(s.image.topics["counter"].configs == {"n": "45"} for s in stores),
+               what="every broker sees n=45")
+    assert stale_seen[0] > 0  # they did race
+
+
+def test_producer_id_blocks_are_disjoint_across_brokers(open_store: Opener) -> None:
+    stores = [open_store() for _ in range(3)]
+    blocks: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def allocate(store: ZooKeeperMetadataStore) -> None:
+        for _ in range(20):
+            block = store.allocate_producer_id_block(10)
+            with lock:
+                blocks.append((block.first, block.last))
+
+    threads = [threading.Thread(target=allocate, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(blocks) == [(i, i + 9) for i in range(0, 600, 10)]
+
+
+def test_an_id_that_is_live_cannot_register_twice(open_store: Opener) -> None:
+    a, b = open_store(), open_store()
+    a.register_broker(BrokerInfo(1, "a", 9092))
+    with pytest.raises(BrokerIdAlreadyRegisteredError, match="broker id 1 is already registered"):
+        b.register_broker(BrokerInfo(1, "b", 9092))
+    a.register_broker(BrokerInfo(1, "a", 9093))  # the owner may update its registration
+    wait_until(lambda: b.image.brokers.get(1) == BrokerInfo(1, "a", 9093))
+    a.close()
+    wait_until(lambda: 1 not in b.image.brokers, what="the registration goes with a's session")
+    b.register_broker(BrokerInfo(1, "b", 9092))
+    assert b.image.brokers[1].host == "b"
+
+
+def test_registration_is_recreated_after_a_session_expiry(
+        open_store: Opener, zookeeper_server: ZooKeeperServer) -> None:
+    broker, observer = open_store(), open_store()
+    broker.register_broker(BrokerInfo(4, "h", 9092))
+    wait_until(lambda: 4 in observer.image.brokers)
+    brokers_seen: list[set[int]] = []
+    observer.subscribe(lambda image: brokers_seen.append(set(image.brokers)))
+    old_session = session_id(broker)
+    expire_session(broker.session.client, zookeeper_server.connect)
+
+    def registered_by_a_new_session() -> bool:
+        now = session_id(broker)
+        got = observer.session.get_or_none("/brokers/ids/4")
+        return got is not None and now not in (None, old_session) \
+            and got[1].ephemeralOwner == now
+    wait_until(registered_by_a_new_session, what="a new session and registration")
+    wait_until(lambda: bool(brokers_seen) and 4 in brokers_seen[-1])
+    broker.write(broker.image.epoch, [PutTopic(topic("after-expiry"))])  # still usable
+    wait_until(lambda: "after-expiry" in observer.image.topics)
+
+
+def test_a_zookeeper_restart_keeps_the_store_usable() -> None:
+    with ZooKeeperServer() as server:
+        store = ZooKeeperMetadataStore(server.connect + "/restart", timeout=10.0,
+                                       session_timeout=6.0)
+        try:
+            store.register_broker(BrokerInfo(1, "h", 9092))
+            store.write(store.image.epoch, [PutTopic(topic("before"))])
+            server.stop()
+            server.start()
+            # the session survives a quick restart, or (on a slow machine) a new one
+            # replaces it: either way the store writes again, and is registered
+            wait_until(lambda: write_or_none(store, topic("after")), timeout=20,
+                       what="a write after the restart")
+            assert set(store.image.topics) == {"before", "after"}
+            wait_until(lambda: store.session.exists("/brokers/ids/1") is not None)
+        finally:
+            store.close()
+
+
+def write_or_none(store: ZooKeeperMetadataStore, t: TopicInfo) -> MetadataImage | None:
+    try:
+        return store.write(store.image.epoch, [PutTopic(t)])
+    except (ZooKeeperUnavailableError, StaleMetadataError):
+        return None
+
+
+@pytest.mark.parametrize("outage", ["killed", "paused"])
+def test_calls_fail_with_a_clear_error_within_the_timeout_when_zookeeper_is_gone(
+        outage: str) -> None:
+    with ZooKeeperServer() as server:
+        store = ZooKeeperMetadataStore(server.connect + "/gone", timeout=10.0,
+                                       session_timeout=4.0)
+        store.session.timeout = 1.0  # connecting may take longer on a busy machine
+        try:
+            if outage == "killed":
+                server.stop()
+            else:
+                server.pause()  # the quorum is there but answers nothing
+            calls: list[Callable[[], object]] = [
+                lambda: store.write(store.image.epoch, [PutTopic(topic("t"))]),
+                lambda: store.allocate_producer_id_block(10),
+                lambda: store.register_broker(BrokerInfo(1, "h", 9092)),
+            ]
+            for call in calls:
+                started = time.monotonic()
+                with pytest.raises(ZooKeeperUnavailableError, match=r"ZooKeeper at 127\.0\.0\.1"):
+                    call()
+                assert time.monotonic() - started < 3.0
+        finally:
+            server.resume() if outage == "paused" else None
+            store.close()
+
+
+def test_connecting_to_no_zookeeper_fails_within_the_timeout() -> None:
+    started = time.monotonic()
+    with pytest.raises(ZooKeeperUnavailableError, match="could not connect"):
+        ZooKeeperMetadataStore(f"127.0.0.1:{free_port()}", timeout=1.0)
+    assert time.monotonic() - started < 3.0

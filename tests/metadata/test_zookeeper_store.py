@@ -32,7 +32,12 @@ from strom.metadata.store import StaleMetadataError
 from strom.metadata.zk_layout import kafka_uuid
 from strom.metadata.zk_session import ZooKeeperUnavailableError
 from strom.metadata.zookeeper import BrokerIdAlreadyRegisteredError, ZooKeeperMetadataStore
-from strom.testing.zookeeper import ZooKeeperServer, expire_session, free_port
+from strom.testing.zookeeper import (
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+    expire_session,
+    free_port,
+)
 from tests.metadata.zk_helpers import wait_until
 
 Opener = Callable[..., ZooKeeperMetadataStore]
@@ -295,3 +300,36 @@ def test_connecting_to_no_zookeeper_fails_within_the_timeout() -> None:
     with pytest.raises(ZooKeeperUnavailableError, match="could not connect"):
         ZooKeeperMetadataStore(f"127.0.0.1:{free_port()}", timeout=1.0)
     assert time.monotonic() - started < 3.0
+
+
+def test_an_ensemble_that_loses_its_quorum_fails_calls_in_time_and_recovers() -> None:
+    """Three servers; with two of them down the third serves nothing: calls fail within the
+    timeout (kazoo's synchronous calls would wait forever); with one back they work again."""
+    with ZooKeeperEnsemble(3) as ensemble:
+        store = ZooKeeperMetadataStore(ensemble.connect + "/quorum", timeout=10.0,
+                                       session_timeout=6.0)
+        try:
+            store.write(store.image.epoch, [PutTopic(topic("before"))])
+            first, second, _ = ensemble.servers
+            first.stop()
+            second.stop()
+            store.session.timeout = 1.0
+            started = time.monotonic()
+            with pytest.raises(ZooKeeperUnavailableError):
+                store.write(store.image.epoch, [PutTopic(topic("during"))])
+            assert time.monotonic() - started < 3.0
+            first.start()
+            after = topic("after")  # the same topic on every try: a retry may find it there
+            written: list[MetadataImage] = []
+
+            def write_after() -> bool:
+                image = write_or_none(store, after)
+                written.extend([image] if image else [])
+                return image is not None
+            wait_until(write_after, timeout=30, what="a write once the quorum is back")
+            # "during" failed with an unknown outcome: a proposal the old leader logged may
+            # still commit after the election. Either way the image is what ZooKeeper holds.
+            assert {"before", "after"} <= set(written[0].topics)
+            assert set(store.session.children("/brokers/topics")) == set(written[0].topics)
+        finally:
+            store.close()

@@ -1,9 +1,9 @@
 """The metadata-store seam: what the broker and the controller need from cluster metadata.
 
 Implementations: :class:`strom.metadata.local.LocalMetadataStore` (single node, one JSON file,
-the default) and :class:`strom.testing.metadata.MemoryMetadataStore` (in memory, for tests and
-simulations); a ZooKeeper store comes with clustering. ``tests/metadata/test_store_contract.py``
-runs the same scenarios against each.
+the default), :class:`strom.metadata.zookeeper.ZooKeeperMetadataStore` (a cluster's, in
+ZooKeeper) and :class:`strom.testing.metadata.MemoryMetadataStore` (in memory, for tests and
+simulations). ``tests/metadata/test_store_contract.py`` runs the same scenarios against each.
 
 Contract, for every implementation:
 

@@ -22,6 +22,9 @@ Threads: the owner calls the methods; refreshes and re-registration run on the w
 one re-entrant lock serialises them, so listeners run with it held, on either thread, and
 may write. Every ZooKeeper call waits at most ``timeout`` seconds and then raises
 :class:`~strom.metadata.zk_session.ZooKeeperUnavailableError`; the store never blocks forever.
+A write that fails so has an unknown outcome (ZooKeeper may still commit it, e.g. a proposal
+the old leader of an ensemble had logged): the caller re-reads and retries, and the epoch
+check makes the retry safe — it is refused as stale if the first attempt landed.
 
 Broker registrations are ephemeral znodes of this store's session, re-created when a new
 session replaces an expired one; registering an id another session holds fails with

@@ -95,6 +95,10 @@ def test_expired_controller_is_replaced_and_fenced(
         a.store.write(a.store.image.epoch, [new_topic("zombie")], fence=old_fence)
     assert "zombie" not in a.store.image.topics
     assert b.election.write(b.store.image.epoch, [new_topic("fresh")]).topics.keys() == {"fresh"}
+    # a stands again on its new session: when b goes, a is elected with the next epoch
+    b.store.close()
+    wait_until(lambda: a.election.is_controller, what="a elected again after b went")
+    assert a.events == ["elected 1", "resigned", "elected 3"]
 
 
 ZOMBIE = r"""

@@ -64,6 +64,7 @@ from strom.metadata.zk_session import (
     DEFAULT_TIMEOUT,
     TransactionFailedError,
     ZkSession,
+    ZooKeeperUnavailableError,
 )
 
 log = logging.getLogger("strom.metadata.zookeeper")
@@ -205,7 +206,9 @@ class ZooKeeperMetadataStore:
                 return block
             except (BadVersionError, NodeExistsError):
                 if time.monotonic() > deadline:
-                    raise
+                    raise ZooKeeperUnavailableError(
+                        f"could not reserve producer ids within {self.session.timeout}s: "
+                        "other brokers kept reserving blocks first") from None
                 continue  # another broker reserved a block in between: try the next one
 
     # -- reading --------------------------------------------------------------------------

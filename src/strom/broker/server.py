@@ -23,7 +23,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from strom.broker import meta_properties
+from strom.broker import meta_properties, zookeeper_metadata
 from strom.broker.access import Access
 from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.dispatch import Dispatcher
@@ -50,6 +50,8 @@ from strom.coordinator.txn.markers import Leader, NetworkMarkerSender
 from strom.coordinator.writer import ReplicaPartitionWriter
 from strom.metadata.image import BrokerInfo, Endpoint, ScramCredential
 from strom.metadata.local import LocalMetadataStore
+from strom.metadata.zk_session import ZooKeeperUnavailableError
+from strom.metadata.zookeeper import BrokerIdAlreadyRegisteredError, ZooKeeperMetadataStore
 from strom.replication.replica_manager import ReplicaManager
 from strom.storage.file_pool import raise_soft_limit
 from strom.storage.health import LogDirHealth
@@ -99,6 +101,7 @@ class BrokerServer:
         self.health = LogDirHealth(self.data_dir)
         self._stopped = asyncio.Event()
         self._authorizer: Authorizer | None = None
+        self._zk_store: ZooKeeperMetadataStore | None = None
 
     async def start(self) -> None:
         """Start, or raise :class:`BrokerStartupError` (or ``OSError``) having released what
@@ -147,14 +150,23 @@ class BrokerServer:
             # Kafka lets the inter-broker listener past max.connections; strom only when it
             # is a listener of its own (with one listener, the limit would never apply).
             self._connections.limits.inter_broker = listeners.inter_broker
+        connect = zookeeper_metadata.zookeeper_connect(self.config)
+        store: LocalMetadataStore | ZooKeeperMetadataStore
         try:
             recorded_cluster = meta_properties.check(self.data_dir, node_id)
-            store = LocalMetadataStore(
-                self.data_dir, BrokerInfo(node_id, inter.host or "127.0.0.1", inter.port),
-                self.config.get("cluster.id") or recorded_cluster, health=self.health,
-            )
+            if connect is None:
+                store = LocalMetadataStore(
+                    self.data_dir, BrokerInfo(node_id, inter.host or "127.0.0.1", inter.port),
+                    self.config.get("cluster.id") or recorded_cluster, health=self.health,
+                )
+            else:
+                store = self._zk_store = zookeeper_metadata.open_store(self.config, connect)
+                if recorded_cluster not in (None, store.cluster_id):
+                    raise BrokerStartupError(
+                        f"{self.data_dir} belongs to cluster {recorded_cluster}, but the "
+                        f"ZooKeeper at {connect} holds cluster {store.cluster_id}")
             meta_properties.ensure(self.data_dir, store.cluster_id, node_id)
-        except meta_properties.MetaPropertiesError as exc:
+        except (meta_properties.MetaPropertiesError, ZooKeeperUnavailableError) as exc:
             raise BrokerStartupError(str(exc)) from None
         except ValueError as exc:  # unreadable strom-metadata.json (and its previous copy)
             raise BrokerStartupError(
@@ -199,7 +211,12 @@ class BrokerServer:
         for runtime in runtimes:
             self.bound[runtime.name] = await self._listen(dispatcher, max_request, runtime)
         self.host, self.port = self.bound[listeners.inter_broker]
-        store.register_broker(self._broker_info(node_id, listeners))
+        try:
+            store.register_broker(self._broker_info(node_id, listeners))
+        except (BrokerIdAlreadyRegisteredError, ZooKeeperUnavailableError) as exc:
+            raise BrokerStartupError(str(exc)) from None
+        if isinstance(store, ZooKeeperMetadataStore):
+            zookeeper_metadata.stand_for_controller(store, node_id)
         loop = asyncio.get_running_loop()
         connections = self._connections
         self._tasks = [
@@ -345,6 +362,9 @@ class BrokerServer:
             except OSError as exc:  # no clean-shutdown marker: the next start recovers
                 self.health.failure(exc, "shutting down the logs")
             self._logs = None
+        if self._zk_store is not None:  # ends the session: registration and controllership
+            self._zk_store.close()
+            self._zk_store = None
         self._unlock()
         self._stopped.set()
         log.info("strom broker stopped")

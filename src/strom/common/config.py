@@ -323,6 +323,16 @@ SECURITY_KEYS: tuple[ConfigKey, ...] = (
 
 BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("node.id", ConfigType.INT, 0, "This broker's id.", at_least(0), read_only=True),
+    ConfigKey("zookeeper.connect", ConfigType.STRING, None,
+              "ZooKeeper connect string (host:port[,host:port...][/chroot]) of the cluster's "
+              "metadata; unset, the broker keeps its metadata in its data directory and needs "
+              "no ZooKeeper.", read_only=True),
+    ConfigKey("zookeeper.session.timeout.ms", ConfigType.INT, 18000,
+              "ZooKeeper session timeout: a broker silent this long loses its registration "
+              "(and the controllership).", at_least(400), read_only=True),
+    ConfigKey("zookeeper.connection.timeout.ms", ConfigType.INT, 18000,
+              "How long a ZooKeeper call (and connecting) may take before it fails.",
+              at_least(100), read_only=True),
     ConfigKey(
         "listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092",
         "Where the broker listens: comma-separated NAME://HOST:PORT, one per listener name "

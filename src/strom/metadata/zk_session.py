@@ -9,6 +9,9 @@ goes through the async API and waits at most ``timeout`` seconds (then
 Threads: kazoo runs its connection and callback threads; the session adds one worker thread
 that runs the jobs handed to :meth:`ZkSession.submit` in order (watch handlers and
 session-state reactions use it, so they may block on ZooKeeper without stalling kazoo).
+An owner with an event loop passes ``run=loop.call_soon_threadsafe`` instead: the jobs then
+run on its loop thread (each blocks it for a few ZooKeeper round trips at most), so every
+method of the stores built on the session is called from that one thread.
 :meth:`ZkSession.on_new_session` callbacks run on the worker after a session expired and a new
 one was established (ephemeral znodes and watches must be re-created then); ``on_connected``
 after every (re)connection.
@@ -62,7 +65,8 @@ class ZkSession:
     which removes its ephemeral znodes)."""
 
     def __init__(self, connect: str, *, timeout: float = DEFAULT_TIMEOUT,
-                 session_timeout: float = DEFAULT_SESSION_TIMEOUT) -> None:
+                 session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+                 run: Callable[[Callable[[], None]], object] | None = None) -> None:
         self.connect = connect
         self.timeout = timeout
         self.client = KazooClient(hosts=connect, timeout=session_timeout,
@@ -88,8 +92,10 @@ class ZkSession:
             self.client.stop()
             self.client.close()
             raise
+        self._run_elsewhere = run
         self._worker = threading.Thread(target=self._run, name="strom-zk-worker", daemon=True)
-        self._worker.start()
+        if run is None:
+            self._worker.start()
 
     def _create_chroot(self) -> None:
         """The connect string's chroot (if any) and its parents, made from outside it."""
@@ -168,8 +174,12 @@ class ZkSession:
         return results
 
     def submit(self, job: Callable[[], None]) -> None:
-        """Run ``job`` on the worker thread, after the jobs submitted before it."""
-        self._jobs.put(job)
+        """Run ``job`` on the worker thread (or through ``run``), after the jobs submitted
+        before it."""
+        if self._run_elsewhere is not None:
+            self._run_elsewhere(lambda: self._run_job(job))
+        else:
+            self._jobs.put(job)
 
     def on_new_session(self, hook: Callable[[], None]) -> None:
         self._new_session_hooks.append(hook)
@@ -182,7 +192,7 @@ class ZkSession:
             return
         self._closed = True
         self._jobs.put(None)
-        if threading.current_thread() is not self._worker:
+        if self._worker.is_alive() and threading.current_thread() is not self._worker:
             self._worker.join(timeout=self.timeout)
         try:
             self.client.stop()
@@ -204,8 +214,13 @@ class ZkSession:
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            try:
-                job()
-            except Exception:
-                log.exception("ZooKeeper background job %r failed", job)
+            self._run_job(job)
+
+    def _run_job(self, job: Callable[[], None]) -> None:
+        if self._closed:
+            return
+        try:
+            job()
+        except Exception:
+            log.exception("ZooKeeper background job %r failed", job)
 

@@ -18,9 +18,12 @@ and installs a new image (listeners are notified there). A snapshot of the data 
 consistent because all of them are written together with the epoch znode: the data is read
 between two reads of the epoch znode that see the same version.
 
-Threads: the owner calls the methods; refreshes and re-registration run on the worker thread;
-one re-entrant lock serialises them, so listeners run with it held, on either thread, and
-may write. Every ZooKeeper call waits at most ``timeout`` seconds and then raises
+Threads: the owner calls the methods; refreshes and re-registration run on the session's
+worker thread, or on the owner's event loop when the store is opened with
+``run=loop.call_soon_threadsafe`` (then everything runs on that one thread, as the contract
+wants). One re-entrant lock serialises them, so listeners run with it held, and may write.
+
+Every ZooKeeper call waits at most ``timeout`` seconds and then raises
 :class:`~strom.metadata.zk_session.ZooKeeperUnavailableError`; the store never blocks forever.
 A write that fails so has an unknown outcome (ZooKeeper may still commit it, e.g. a proposal
 the old leader of an ensemble had logged): the caller re-reads and retries, and the epoch
@@ -104,9 +107,14 @@ class _Data:
 class ZooKeeperMetadataStore:
     """Cluster metadata in ZooKeeper; see the module doc. :meth:`close` ends the session."""
 
+    #: Only the file-backed store recovers from a previous copy; ZooKeeper keeps no local one.
+    recovered_from_previous = False
+
     def __init__(self, connect: str, *, timeout: float = DEFAULT_TIMEOUT,
-                 session_timeout: float = DEFAULT_SESSION_TIMEOUT) -> None:
-        self.session = ZkSession(connect, timeout=timeout, session_timeout=session_timeout)
+                 session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+                 run: Callable[[Callable[[], None]], object] | None = None) -> None:
+        self.session = ZkSession(connect, timeout=timeout, session_timeout=session_timeout,
+                                 run=run)
         self._lock = threading.RLock()
         self._listeners = Listeners()
         self._registrations: dict[int, BrokerInfo] = {}
@@ -233,10 +241,15 @@ class ZooKeeperMetadataStore:
             self._refresh_pending = True
             self.session.submit(self._refresh)
 
-    def _refresh(self) -> None:
-        self._refresh_pending = False
+    def refresh(self) -> None:
+        """Re-read ZooKeeper now (watches do it soon anyway): e.g. right after this broker
+        was elected, so its image names it controller at once."""
         with self._lock:
             self._refresh_locked()
+
+    def _refresh(self) -> None:
+        self._refresh_pending = False
+        self.refresh()
 
     def _refresh_locked(self) -> None:
         """Re-read what may have changed (re-arming the watches); install a new image if it

@@ -1,0 +1,76 @@
+"""A broker with ``zookeeper.connect``: its metadata lives in a real ZooKeeper (Kafka's znodes),
+it registers and elects itself controller, and real clients work as against the file store."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.metadata.zookeeper import ZooKeeperMetadataStore
+from strom.testing.pytest_plugin import BrokerFactory
+from tests.metadata.zk_helpers import wait_until
+
+NODE = 5
+
+
+@pytest.fixture
+def observer(zookeeper_connect: str) -> Iterator[ZooKeeperMetadataStore]:
+    """Another reader of the broker's chroot (as a second broker would be)."""
+    store = ZooKeeperMetadataStore(zookeeper_connect, timeout=5.0)
+    yield store
+    store.close()
+
+
+def test_a_broker_keeps_its_metadata_in_zookeeper(
+        zookeeper_connect: str, strom_broker_factory: BrokerFactory,
+        observer: ZooKeeperMetadataStore) -> None:
+    config = {"zookeeper.connect": zookeeper_connect, "node.id": NODE,
+              "zookeeper.session.timeout.ms": 2000}
+    broker = strom_broker_factory(config)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("zk-orders", 3, 1)])["zk-orders"].result(15)
+    cluster = admin.list_topics(timeout=10)
+    assert cluster.controller_id == NODE and cluster.cluster_id == observer.cluster_id
+    assert (cluster.brokers[NODE].host, cluster.brokers[NODE].port) == (broker.host, broker.port)
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for i in range(30):
+        producer.produce("zk-orders", f"v{i}".encode(), key=str(i).encode())
+    assert producer.flush(15) == 0
+
+    # the znodes, as Kafka writes them, seen by another session
+    wait_until(lambda: "zk-orders" in observer.image.topics, what="the topic in ZooKeeper")
+    topic = observer.image.topics["zk-orders"]
+    assert [(p.leader, p.replicas, p.isr) for p in topic.partitions] == \
+        [(NODE, (NODE,), (NODE,))] * 3
+    assert observer.image.controller_id == NODE
+    registration = json.loads(observer.session.get(f"/brokers/ids/{NODE}")[0])
+    assert registration["endpoints"] == [f"PLAINTEXT://{broker.host}:{broker.port}"]
+
+    # a second broker with the same id is refused while the first one lives
+    with pytest.raises(RuntimeError, match=f"broker id {NODE} is already registered"):
+        strom_broker_factory(config)
+
+    # a clean stop ends the session: registration and controllership go at once
+    assert broker.stop() == 0
+    wait_until(lambda: NODE not in observer.image.brokers
+               and observer.image.controller_id == -1, what="the broker's znodes gone")
+
+    # and a restart comes back to the same metadata and data
+    broker.start()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": uuid.uuid4().hex,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["zk-orders"])
+    values: set[bytes] = set()
+    try:
+        wait_until(lambda: values.update(
+            m.value() for m in consumer.consume(30, 1.0) if m.error() is None
+        ) or len(values) == 30, timeout=30, what="all records read back")
+    finally:
+        consumer.close()
+    wait_until(lambda: NODE in observer.image.brokers and observer.image.controller_id == NODE)

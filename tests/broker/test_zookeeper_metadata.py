@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -13,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.metadata.zookeeper import ZooKeeperMetadataStore
 from strom.testing.pytest_plugin import BrokerFactory
+from strom.testing.zookeeper import free_port
 from tests.metadata.zk_helpers import wait_until
 
 NODE = 5
@@ -74,3 +76,19 @@ def test_a_broker_keeps_its_metadata_in_zookeeper(
     finally:
         consumer.close()
     wait_until(lambda: NODE in observer.image.brokers and observer.image.controller_id == NODE)
+
+
+def test_a_data_directory_of_another_cluster_is_refused(
+        zookeeper_connect: str, strom_broker_factory: BrokerFactory, tmp_path: Path) -> None:
+    """A data directory that served a file-store cluster names that cluster in its
+    meta.properties; pointed at a ZooKeeper of another cluster, the broker refuses to start."""
+    data = tmp_path / "data"
+    strom_broker_factory(data_dir=data).stop()
+    with pytest.raises(RuntimeError, match=r"belongs to cluster .* but the ZooKeeper at"):
+        strom_broker_factory({"zookeeper.connect": zookeeper_connect}, data_dir=data)
+
+
+def test_an_unreachable_zookeeper_refuses_the_start(strom_broker_factory: BrokerFactory) -> None:
+    with pytest.raises(RuntimeError, match=r"could not connect to ZooKeeper at 127\.0\.0\.1:"):
+        strom_broker_factory({"zookeeper.connect": f"127.0.0.1:{free_port()}",
+                              "zookeeper.connection.timeout.ms": 1000})

@@ -213,10 +213,10 @@ class BrokerServer:
         self.host, self.port = self.bound[listeners.inter_broker]
         try:
             store.register_broker(self._broker_info(node_id, listeners))
+            if isinstance(store, ZooKeeperMetadataStore):
+                zookeeper_metadata.stand_for_controller(store, node_id)
         except (BrokerIdAlreadyRegisteredError, ZooKeeperUnavailableError) as exc:
             raise BrokerStartupError(str(exc)) from None
-        if isinstance(store, ZooKeeperMetadataStore):
-            zookeeper_metadata.stand_for_controller(store, node_id)
         loop = asyncio.get_running_loop()
         connections = self._connections
         self._tasks = [

@@ -20,6 +20,7 @@ changed hands, and when :meth:`ControllerElection.resign` is called.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -104,43 +105,49 @@ class ControllerElection:
             self._lost(fence)
 
     def _elect(self) -> None:
-        """One attempt: win the election, or watch ``/controller`` for the next one."""
+        """One attempt: win the election, or watch ``/controller`` for the next one. The
+        callbacks run after the lock is released (they may call into the store)."""
         with self._lock:
-            session = self._session
-            while self._standing:
-                current = session.get_or_none(zk.CONTROLLER, self._controller_changed)
-                if current is not None:
-                    holder = zk.decode_controller(current[0])
-                    fence = self._fence
-                    if fence is not None and (holder != self.broker_id
-                                              or current[1].owner_session_id
-                                              != session.client.client_id[0]):
-                        self._lost(fence)
-                    return
-                if session.exists(zk.CONTROLLER, self._controller_changed) is not None:
-                    continue  # created between the two reads
-                epoch_node = session.get_or_none(zk.CONTROLLER_EPOCH)
-                if epoch_node is None:
-                    with contextlib.suppress(NodeExistsError):
-                        session.wait(session.client.create_async(
-                            zk.CONTROLLER_EPOCH, str(INITIAL_EPOCH).encode()),
-                            "create /controller_epoch")
-                    continue
-                epoch = int(epoch_node[0].decode()) + 1
-                tx = session.transaction()
-                tx.create(zk.CONTROLLER, zk.encode_controller(self.broker_id), ephemeral=True)
-                tx.set_data(zk.CONTROLLER_EPOCH, str(epoch).encode(),
-                            version=epoch_node[1].version)
-                try:
-                    results = session.commit(tx, "the controller election")
-                except TransactionFailedError as e:
-                    if isinstance(e.error, (NodeExistsError, BadVersionError)):
-                        continue  # another candidate won this round: watch it
-                    raise
-                self._fence = ControllerFence(epoch, results[1].version)
-                log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
-                self._on_elected(epoch)
-                return
+            won = self._attempt()
+        if won is not None:
+            log.info("broker %d is the controller, epoch %d", self.broker_id, won)
+            self._on_elected(won)
+
+    def _attempt(self) -> int | None:
+        """The epoch won, or None (someone else is controller, or this broker stands no
+        more); a controllership this broker believed it held and does not is given up."""
+        session = self._session
+        while self._standing:
+            current = session.get_or_none(zk.CONTROLLER, self._controller_changed)
+            if current is not None:
+                fence = self._fence
+                session_id = (session.client.client_id or (None,))[0]
+                if fence is not None and (zk.decode_controller(current[0]) != self.broker_id
+                                          or current[1].owner_session_id != session_id):
+                    self._session.submit(functools.partial(self._lost, fence))
+                return None
+            if session.exists(zk.CONTROLLER, self._controller_changed) is not None:
+                continue  # created between the two reads
+            epoch_node = session.get_or_none(zk.CONTROLLER_EPOCH)
+            if epoch_node is None:
+                with contextlib.suppress(NodeExistsError):
+                    session.wait(session.client.create_async(
+                        zk.CONTROLLER_EPOCH, str(INITIAL_EPOCH).encode()),
+                        "create /controller_epoch")
+                continue
+            epoch = int(epoch_node[0].decode()) + 1
+            tx = session.transaction()
+            tx.create(zk.CONTROLLER, zk.encode_controller(self.broker_id), ephemeral=True)
+            tx.set_data(zk.CONTROLLER_EPOCH, str(epoch).encode(), version=epoch_node[1].version)
+            try:
+                results = session.commit(tx, "the controller election")
+            except TransactionFailedError as e:
+                if isinstance(e.error, (NodeExistsError, BadVersionError)):
+                    continue  # another candidate won this round: watch it
+                raise
+            self._fence = ControllerFence(epoch, results[1].version)
+            return epoch
+        return None
 
     def _controller_changed(self, event: WatchedEvent) -> None:
         if event.type != EventType.NONE:

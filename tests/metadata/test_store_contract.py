@@ -8,11 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from strom.common.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from strom.controller.election import ControllerElection
 from strom.metadata.changes import (
     InvalidMetadataChangeError,
     PutTopic,
     RemoveTopic,
+    SetAcls,
     SetBrokerConfigs,
     SetPartitions,
     SetTopicConfigs,
@@ -111,6 +120,20 @@ def test_broker_configs_are_replaced_per_resource(open_store: Factory) -> None:
     with pytest.raises(InvalidMetadataChangeError):
         store.write(before.epoch, [SetBrokerConfigs("broker-1", {"a": "b"})])
     assert store.image is before
+
+
+def test_acls_are_replaced_per_pattern(open_store: Factory) -> None:
+    store = open_store()
+    literal = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
+    prefixed = ResourcePattern(ResourceType.GROUP, "team/a%", PatternType.PREFIXED)
+    read = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    deny = AccessControlEntry("User:*", "10.0.0.1", AclOperation.ALL, AclPermissionType.DENY)
+    store.write(store.image.epoch, [SetAcls(literal, frozenset({read, deny})),
+                                    SetAcls(prefixed, frozenset({read}))])
+    assert store.image.acls == {literal: {read, deny}, prefixed: {read}}
+    store.write(store.image.epoch, [SetAcls(literal, frozenset({read})),
+                                    SetAcls(prefixed, frozenset())])  # empty: removed
+    assert store.image.acls == {literal: {read}}
 
 
 def test_stale_write_changes_nothing(open_store: Factory) -> None:

@@ -12,9 +12,18 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from strom.common.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from strom.metadata.changes import (
     PutTopic,
     RemoveTopic,
+    SetAcls,
     SetBrokerConfigs,
     SetPartitions,
     SetScramCredential,
@@ -89,13 +98,18 @@ def test_two_brokers_see_each_others_writes_through_watches(open_store: Opener) 
     assert a.image.brokers[2].address("CLIENT") == ("public.example", 19092)
 
     credential = ScramCredential(b"salt", b"stored", b"server", 4096)
+    pattern = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
+    acl = frozenset({AccessControlEntry("User:bob", "*", AclOperation.READ,
+                                        AclPermissionType.ALLOW)})
     t = topic("orders", 2, (1, 2))
     a.write(a.image.epoch, [PutTopic(t), SetBrokerConfigs("", {"log.retention.ms": "5"}),
-                            SetScramCredential("alice", "SCRAM-SHA-256", credential)])
+                            SetScramCredential("alice", "SCRAM-SHA-256", credential),
+                            SetAcls(pattern, acl)])
     wait_until(lambda: "orders" in b.image.topics, what="b sees the topic")
     assert b.image.topics == a.image.topics
     assert b.image.broker_configs == {"": {"log.retention.ms": "5"}}
     assert b.image.scram_credentials == {"alice": {"SCRAM-SHA-256": credential}}
+    assert b.image.acls == a.image.acls == {pattern: acl}
     assert seen_by_b[-1] is b.image  # delivered to b's listeners
 
     # and back: b changes partition state and configs, removes a credential; a follows
@@ -132,6 +146,18 @@ def test_znodes_are_kafkas(open_store: Opener) -> None:
         "endpoints": ["PLAINTEXT://h3:9093"],
         "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}}
     assert store.session.get("/brokers/ids/3")[1].ephemeralOwner == session_id(store)
+    write_pattern = ResourcePattern(ResourceType.TRANSACTIONAL_ID, "app/", PatternType.PREFIXED)
+    store.write(store.image.epoch, [SetAcls(write_pattern, frozenset({AccessControlEntry(
+        "User:app", "*", AclOperation.WRITE, AclPermissionType.ALLOW)})),
+        SetAcls(ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL),
+                frozenset({AccessControlEntry("User:app", "*", AclOperation.IDEMPOTENT_WRITE,
+                                              AclPermissionType.DENY)}))])
+    assert raw(store, "/kafka-acl-extended/prefixed/TransactionalId/app%2F") == {
+        "version": 1, "acls": [{"principal": "User:app", "permissionType": "Allow",
+                                "operation": "Write", "host": "*"}]}
+    assert raw(store, "/kafka-acl/Cluster/kafka-cluster")["acls"] == [
+        {"principal": "User:app", "permissionType": "Deny", "operation": "IdempotentWrite",
+         "host": "*"}]
     store.allocate_producer_id_block(1000)
     assert raw(store, "/latest_producer_id_block") == {
         "version": 1, "broker": 3, "block_start": "0", "block_end": "999"}

@@ -20,6 +20,11 @@ JSON, modelled on the layout of Kafka's ZooKeeper mode:
 ``/controller_epoch``                        the epoch in decimal; its znode version fences
 ``/latest_producer_id_block``                ``{"version":1,"broker":id,"block_start":"<n>",
                                              "block_end":"<n>"}`` (both inclusive)
+``/kafka-acl/<Type>/<name>`` (LITERAL),       ``{"version":1,"acls":[{"principal":"User:a",
+``/kafka-acl-extended/prefixed/<Type>/<name>``  "host":"*","operation":"Read",
+                                             "permissionType":"Allow"},…]}`` (Kafka's
+                                             PascalCase names; ``/`` and ``%`` in a name are
+                                             %-escaped, as a znode name cannot hold ``/``)
 ``/strom/metadata_epoch``                    empty; its znode *version* is the metadata data
                                              version: every metadata write sets it with the
                                              version it read, in the same multi-op
@@ -31,12 +36,22 @@ Pure functions only (bytes in, values out); the store does the I/O.
 from __future__ import annotations
 
 import base64
+import enum
 import json
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote
 
+from strom.common.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from strom.common.scram import format_credential, parse_credential
 from strom.metadata.image import BrokerInfo, Endpoint, PartitionInfo, ScramCredential
 
@@ -50,8 +65,35 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 METADATA_EPOCH = "/strom/metadata_epoch"
+#: Where the ACLs of each pattern type live.
+ACL_ROOTS = {PatternType.LITERAL: "/kafka-acl",
+             PatternType.PREFIXED: "/kafka-acl-extended/prefixed"}
+#: The resource types ACLs are stored for.
+ACL_RESOURCE_TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
+                      ResourceType.TRANSACTIONAL_ID, ResourceType.DELEGATION_TOKEN,
+                      ResourceType.USER)
+E = TypeVar("E", bound=enum.Enum)
+
+
+def pascal(member: enum.Enum) -> str:
+    """Kafka's name of an enum member in ZooKeeper: ``TRANSACTIONAL_ID`` → ``TransactionalId``."""
+    return "".join(word.capitalize() for word in member.name.split("_"))
+
+
+def from_pascal(kind: type[E], name: str) -> E:
+    for member in kind:
+        if pascal(member) == name:
+            return member
+    raise ValueError(f"unknown {kind.__name__} {name!r}")
+
+
+def acl_type_path(pattern_type: PatternType, resource_type: ResourceType) -> str:
+    return f"{ACL_ROOTS[pattern_type]}/{pascal(resource_type)}"
+
+
 #: Persistent parents created when a store opens a fresh chroot.
-PARENTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, USER_CONFIGS, "/cluster")
+PARENTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, USER_CONFIGS, "/cluster",
+           *(acl_type_path(p, t) for p in ACL_ROOTS for t in ACL_RESOURCE_TYPES))
 DEFAULT_RESOURCE = "<default>"
 
 
@@ -82,6 +124,34 @@ def topic_config_path(name: str) -> str:
 def broker_config_path(resource: str) -> str:
     """``resource`` as in the image: ``""`` (cluster default, Kafka's ``<default>``) or an id."""
     return f"{BROKER_CONFIGS}/{resource or DEFAULT_RESOURCE}"
+
+
+def acl_path(pattern: ResourcePattern) -> str:
+    return (f"{acl_type_path(pattern.pattern_type, pattern.resource_type)}/"
+            f"{quote(pattern.name, safe=_NAME_SAFE)}")
+
+
+def acl_pattern(pattern_type: PatternType, type_znode: str, name_znode: str) -> ResourcePattern:
+    return ResourcePattern(from_pascal(ResourceType, type_znode), unquote(name_znode),
+                           pattern_type)
+
+
+#: Every printable character but ``/`` and ``%`` stays as it is in an ACL znode's name.
+_NAME_SAFE = "".join(chr(c) for c in range(0x20, 0x7f) if chr(c) not in "/%")
+
+
+def encode_acls(entries: frozenset[AccessControlEntry]) -> bytes:
+    return _dump({"version": 1, "acls": [
+        {"principal": e.principal, "permissionType": pascal(e.permission),
+         "operation": pascal(e.operation), "host": e.host} for e in sorted(entries)]})
+
+
+def decode_acls(data: bytes) -> frozenset[AccessControlEntry]:
+    return frozenset(
+        AccessControlEntry(str(e["principal"]), str(e["host"]),
+                           from_pascal(AclOperation, str(e["operation"])),
+                           from_pascal(AclPermissionType, str(e["permissionType"])))
+        for e in _load(data).get("acls", []))
 
 
 def resource_of_znode(name: str) -> str:

@@ -42,14 +42,15 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from strom.common.acl import AccessControlEntry, ResourcePattern
 from strom.common.errors import StromError, error_class
 from strom.metadata import zk_layout as zk
 from strom.metadata.changes import MetadataChange, apply_changes
@@ -71,6 +72,8 @@ from strom.metadata.zk_session import (
 )
 
 log = logging.getLogger("strom.metadata.zookeeper")
+K = TypeVar("K")
+V = TypeVar("V")
 
 #: Kafka's answer to a request that reached a broker which is no longer the controller.
 NotControllerError = error_class("NOT_CONTROLLER")
@@ -102,6 +105,7 @@ class _Data:
     topics: dict[str, TopicInfo]
     broker_configs: dict[str, dict[str, str]]
     scram: dict[str, dict[str, Any]]
+    acls: dict[ResourcePattern, frozenset[AccessControlEntry]]
 
 
 class ZooKeeperMetadataStore:
@@ -129,7 +133,7 @@ class ZooKeeperMetadataStore:
             raise
         self._data_version = data.version
         self._image = MetadataImage(self._cluster_id, 0, controller, brokers, data.topics,
-                                    data.broker_configs, data.scram)
+                                    data.broker_configs, data.scram, data.acls)
         self.session.on_new_session(self._reregister)
         self.session.on_connected(self._schedule_refresh)
 
@@ -263,7 +267,7 @@ class ZooKeeperMetadataStore:
                                   controller_id=controller)
         if data is not None:
             new = dataclasses.replace(new, topics=data.topics, broker_configs=data.broker_configs,
-                                      scram_credentials=data.scram)
+                                      scram_credentials=data.scram, acls=data.acls)
             self._data_version = data.version
         self._set_image(new)
 
@@ -354,7 +358,20 @@ def _read_data_znodes(session: ZkSession, version: int) -> _Data:
             [f"{zk.USER_CONFIGS}/{u}" for u in users]), strict=True):
         if got is not None and (creds := zk.decode_config(got[0])):
             scram[user] = {mech: zk.decode_scram(text) for mech, text in creds.items()}
-    return _Data(version, topics, broker_configs, scram)
+    return _Data(version, topics, broker_configs, scram, _read_acls(session))
+
+
+def _read_acls(session: ZkSession) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+    acls = {}
+    for pattern_type, root in zk.ACL_ROOTS.items():
+        for type_znode in session.children(root):
+            parent = f"{root}/{type_znode}"
+            names = session.children(parent)
+            for name, got in zip(names, session.get_many([f"{parent}/{n}" for n in names]),
+                                 strict=True):
+                if got is not None and (entries := zk.decode_acls(got[0])):
+                    acls[zk.acl_pattern(pattern_type, type_znode, name)] = entries
+    return acls
 
 
 def _diff_ops(tx: TransactionRequest, old: MetadataImage, new: MetadataImage,
@@ -387,9 +404,11 @@ def _diff_ops(tx: TransactionRequest, old: MetadataImage, new: MetadataImage,
                 tx.set_data(zk.state_path(name, p.partition), zk.encode_state(p, controller_epoch))
         if before.configs != after.configs:
             tx.set_data(zk.topic_config_path(name), zk.encode_config(after.configs))
-    _diff_configs(tx, old.broker_configs, new.broker_configs, zk.broker_config_path)
-    _diff_configs(tx, _scram_texts(old), _scram_texts(new), lambda u: f"{zk.USER_CONFIGS}/{u}")
-
+    _diff_znodes(tx, old.broker_configs, new.broker_configs, zk.broker_config_path,
+                 zk.encode_config)
+    _diff_znodes(tx, _scram_texts(old), _scram_texts(new), lambda u: f"{zk.USER_CONFIGS}/{u}",
+                 zk.encode_config)
+    _diff_znodes(tx, old.acls, new.acls, zk.acl_path, zk.encode_acls)
 
 def _create_topic(tx: TransactionRequest, topic: TopicInfo, controller_epoch: int) -> None:
     name = topic.name
@@ -417,16 +436,17 @@ def _scram_texts(image: MetadataImage) -> dict[str, dict[str, str]]:
             for user, creds in image.scram_credentials.items()}
 
 
-def _diff_configs(tx: TransactionRequest, old: dict[str, dict[str, str]],
-                  new: dict[str, dict[str, str]], path: Callable[[str], str]) -> None:
-    """Config znodes: created, replaced, or deleted when their set becomes empty."""
-    for key in sorted(old.keys() | new.keys()):
+def _diff_znodes(tx: TransactionRequest, old: Mapping[K, V], new: Mapping[K, V],
+                 path: Callable[[K], str], encode: Callable[[V], bytes]) -> None:
+    """One znode per key (configs, credentials, ACLs): created, replaced, or deleted when
+    the key goes (an empty set is never a key: the image drops it)."""
+    for key in sorted(old.keys() | new.keys()):  # type: ignore[type-var]
         before, after = old.get(key), new.get(key)
         if before == after:
             continue
         if after is None:
             tx.delete(path(key))
         elif before is None:
-            tx.create(path(key), zk.encode_config(after))
+            tx.create(path(key), encode(after))
         else:
-            tx.set_data(path(key), zk.encode_config(after))
+            tx.set_data(path(key), encode(after))

@@ -34,9 +34,11 @@ from strom.broker.network import Connections, KafkaConnection
 from strom.broker.quotas.manager import ClientQuotas
 from strom.broker.request_memory import RequestMemoryPool
 from strom.broker.security.authorizer import AclMap, Authorizer
+from strom.broker.security.inter_broker import broker_principal, inter_broker_security
 from strom.broker.security.listeners import ListenerSet, parse_listeners
 from strom.broker.security.runtime import ListenerRuntime, build_runtimes
 from strom.broker.state import BrokerState
+from strom.client.security import ClientSecurity
 from strom.common.clock import SYSTEM_CLOCK, Clock
 from strom.common.config import BrokerConfig
 from strom.common.errors import StromError
@@ -115,17 +117,17 @@ class BrokerServer:
         try:  # before any disk work
             listeners = parse_listeners(self.config)
             runtimes = build_runtimes(self.config, listeners, self._scram_credential)
+            inter_security = inter_broker_security(self.config, listeners)
             self._authorizer = Authorizer.from_config(self.config, self._acls)
             if self._authorizer is not None:
-                self._authorizer.warn_about_broker_principal(
-                    listeners.named(listeners.inter_broker).protocol.value)
+                self._authorizer.warn_about_broker_principal(broker_principal(inter_security))
         except StromError as exc:
             raise BrokerStartupError(str(exc)) from None
         created = self._make_data_dir()
         self._lock()
         fresh = self._holds_only_the_lock()
         try:
-            await self._start(listeners, runtimes, self._authorizer)
+            await self._start(listeners, runtimes, self._authorizer, inter_security)
         except BaseException:
             await self._abandon_start(created if fresh else [], fresh)
             raise
@@ -143,7 +145,8 @@ class BrokerServer:
         return state.store.image.acls if state is not None else {}
 
     async def _start(self, listeners: ListenerSet, runtimes: list[ListenerRuntime],
-                     authorizer: Authorizer | None) -> None:
+                     authorizer: Authorizer | None,
+                     inter_security: ClientSecurity | None) -> None:
         node_id = int(self.config.get("node.id"))
         inter = listeners.named(listeners.inter_broker)
         if self._connections.limits is not None and len(runtimes) > 1:
@@ -200,7 +203,8 @@ class BrokerServer:
         state.group_coordinator = coordinator
         # Shards load (and unload) with the leadership of __consumer_offsets partitions.
         replicas.add_leadership_listener(OFFSETS_TOPIC, coordinator.runtime)
-        self._markers = NetworkMarkerSender(self._leader_of, self._partition_exists)
+        self._markers = NetworkMarkerSender(self._leader_of, self._partition_exists,
+                                           security=inter_security)
         state.txn_coordinator = TxnCoordinator(
             ReplicaPartitionWriter(replicas), LoopScheduler(), self.clock, state.txn_settings(),
             state.producer_ids.next_id, self._markers)

@@ -260,7 +260,9 @@ SECURITY_KEYS: tuple[ConfigKey, ...] = (
               "(RULE:pattern/replacement/[LU], DEFAULT: the whole RFC 2253 name).",
               read_only=True),
     ConfigKey("ssl.endpoint.identification.algorithm", ConfigType.STRING, "https",
-              "Accepted for Kafka compatibility (a broker does not check client host names).",
+              "https: when this broker connects to the inter-broker listener over TLS, the "
+              "other broker's certificate must name the host connected to; empty: not "
+              "checked (a broker does not check its clients' host names).",
               read_only=True),
     ConfigKey("sasl.enabled.mechanisms", ConfigType.LIST, ["SCRAM-SHA-256", "SCRAM-SHA-512"],
               "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, "
@@ -271,7 +273,9 @@ SECURITY_KEYS: tuple[ConfigKey, ...] = (
               "options of PlainLoginModule. Usually set per listener and mechanism "
               "(listener.name.<l>.plain.sasl.jaas.config).", read_only=True, sensitive=True),
     ConfigKey("sasl.mechanism.inter.broker.protocol", ConfigType.STRING, "GSSAPI",
-              "Accepted for Kafka compatibility (the inter-broker listener is PLAINTEXT).",
+              "The SASL mechanism this broker logs in with on a SASL inter-broker listener "
+              "(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; credentials: the username and password "
+              "options of that listener's sasl.jaas.config for the mechanism).",
               read_only=True),
     ConfigKey("connection.failed.authentication.delay.ms", ConfigType.INT, 100,
               "Delay before the answer to a failed authentication (the connection is then "
@@ -357,8 +361,9 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey(
         "inter.broker.listener.name", ConfigType.STRING, None,
         "The listener brokers use to reach each other (transaction markers); defaults to "
-        "the listener named by security.inter.broker.protocol. strom's broker-to-broker "
-        "client speaks PLAINTEXT only for now, so this listener must be PLAINTEXT.",
+        "the listener named by security.inter.broker.protocol. Any security protocol: the "
+        "broker connects with the listener's TLS settings (its keystore as client "
+        "certificate) and SASL login (sasl.mechanism.inter.broker.protocol).",
         read_only=True,
     ),
     ConfigKey(

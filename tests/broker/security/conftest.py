@@ -50,6 +50,31 @@ def secure_config(certs: Certs) -> dict[str, str]:
     }
 
 
+def sasl_ssl_only_config(certs: Certs) -> dict[str, str]:
+    """One SASL_SSL listener, also the inter-broker listener: client certificates required
+    (the broker presents its keystore), and the broker logs in with PLAIN as admin."""
+    return {
+        "listeners": "SASL_SSL://127.0.0.1:0",
+        "security.inter.broker.protocol": "SASL_SSL",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "ssl.keystore.location": str(certs.broker_keystore),
+        "ssl.key.password": KEY_PASSWORD,
+        "ssl.truststore.location": str(certs.ca),
+        "ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.jaas.config": JAAS,
+    }
+
+
+def sasl_ssl_client_properties(certs: Certs, user: str = "alice") -> dict[str, str]:
+    """Kafka client properties (librdkafka's names) for :func:`sasl_ssl_only_config`."""
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+            "sasl.username": user, "sasl.password": PLAIN_USERS[user],
+            "ssl.ca.location": str(certs.ca),
+            "ssl.certificate.location": str(certs.client_cert),
+            "ssl.key.location": str(certs.client_key)}
+
+
 def create_scram_user(bootstrap: str, user: str, password: str) -> None:
     from confluent_kafka.admin import (
         AdminClient,
@@ -75,4 +100,11 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 def secure(certs: Certs) -> Iterator[SecureBroker]:
     with EmbeddedBroker(secure_config(certs)) as broker:
         create_scram_user(broker.bootstrap_of("PLAINTEXT"), SCRAM_USER, SCRAM_PASSWORD)
+        yield SecureBroker(broker, certs)
+
+
+@pytest.fixture(scope="session")
+def sasl_ssl_only(certs: Certs) -> Iterator[SecureBroker]:
+    """A broker whose only listener is SASL_SSL (see :func:`sasl_ssl_only_config`)."""
+    with EmbeddedBroker(sasl_ssl_only_config(certs)) as broker:
         yield SecureBroker(broker, certs)

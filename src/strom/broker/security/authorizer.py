@@ -130,17 +130,19 @@ class Authorizer:
         return cls(acls, parse_super_users(str(config.get("super.users") or "")),
                    bool(config.get("allow.everyone.if.no.acl.found")))
 
-    def warn_about_broker_principal(self, inter_broker_protocol: str) -> None:
+    def warn_about_broker_principal(self, principal: str | None) -> None:
         """strom's own connections (transaction markers to partition leaders) come through
-        the inter-broker listener as ``User:ANONYMOUS`` (PLAINTEXT, the only inter-broker
-        protocol for now); as in Kafka that principal must be a super user (or be granted
-        CLUSTER_ACTION on the cluster) for them to be accepted."""
-        if inter_broker_protocol == "PLAINTEXT" and ANONYMOUS not in self.super_users:
+        the inter-broker listener as ``principal`` (``User:ANONYMOUS`` on PLAINTEXT, the SASL
+        user; None: a TLS certificate's subject, not checked here); as in Kafka that
+        principal must be a super user (or be granted CLUSTER_ACTION on the cluster) for them
+        to be accepted."""
+        if principal is not None and principal not in self.super_users:
             log.warning(
-                "ACLs are on and the inter-broker listener is PLAINTEXT: the broker's own "
-                "requests (transaction markers) come as %s, which is not in super.users; "
-                "unless ACLs allow it CLUSTER_ACTION on the cluster, transactions will not "
-                "complete. Add it to super.users and keep that listener private.", ANONYMOUS)
+                "ACLs are on: the broker's own requests on the inter-broker listener "
+                "(transaction markers) come as %s, which is not in super.users; unless ACLs "
+                "allow it CLUSTER_ACTION on the cluster, transactions will not complete. Add "
+                "it to super.users%s.", principal,
+                " and keep that listener private" if principal == ANONYMOUS else "")
 
     def acls(self) -> AclMap:
         """The ACLs decisions are made against (the current image's)."""

@@ -154,11 +154,4 @@ def parse_listeners(config: BrokerConfig) -> ListenerSet:
                     "inter.broker.listener.name to one of "
                     f"{', '.join(x.name for x in listeners)}")
             inter = listeners[0].name
-    if next(x.protocol for x in listeners if x.name == inter) is not \
-            SecurityProtocol.PLAINTEXT:
-        raise ListenerConfigError(
-            f"inter.broker.listener.name: {inter} is not a PLAINTEXT listener; strom's "
-            "broker-to-broker client (transaction markers) does not speak TLS or SASL yet. "
-            "Add a PLAINTEXT listener, e.g. INTERNAL://127.0.0.1:9094 with "
-            "INTERNAL:PLAINTEXT in listener.security.protocol.map, and name it here")
     return ListenerSet(tuple(listeners), inter)

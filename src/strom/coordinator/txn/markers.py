@@ -17,7 +17,10 @@ and retries until every partition has answered:
 
 When every partition is done the job's ``on_done`` runs (on the event loop), and the
 coordinator writes CompleteCommit / CompleteAbort. Connections are kept per broker and
-reopened after a failure. Owned by the broker's event-loop thread.
+reopened after a failure; they go to the inter-broker listener with its TLS / SASL settings
+(``security``: :mod:`strom.broker.security.inter_broker`), and a connection that cannot be
+opened or authenticated is logged as a WARNING (rate-limited). Owned by the broker's
+event-loop thread.
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from strom.client.conn import Connection
+from strom.client.security import ClientSecurity
 from strom.common.errors import KafkaError, error_class
+from strom.common.rate_limited_log import RateLimitedLog
 from strom.common.types import TopicPartition
 from strom.coordinator.txn.shard import MarkerJob
 from strom.protocol.versions import ApiKey
 
 log = logging.getLogger("strom.coordinator.txn.markers")
+_connect_failures = RateLimitedLog(log, logging.WARNING)
 
 WRITE_TXN_MARKERS_VERSION = 1
 
@@ -62,8 +68,10 @@ class NetworkMarkerSender:
 
     def __init__(self, leader_of: Callable[[TopicPartition], Leader | None],
                  exists: Callable[[TopicPartition], bool], *, retry_backoff_ms: int = 100,
-                 request_timeout_s: float = 30.0) -> None:
+                 request_timeout_s: float = 30.0, security: ClientSecurity | None = None
+                 ) -> None:
         self._leader_of = leader_of
+        self._security = security
         self._exists = exists
         self._backoff_s = retry_backoff_ms / 1000
         self._timeout_s = request_timeout_s
@@ -142,6 +150,12 @@ class NetworkMarkerSender:
         }]}
         try:
             conn = await self._connection(leader)
+        except (KafkaError, OSError) as exc:
+            # Refused TLS or SASL (or no listener) is a configuration problem: say so.
+            _connect_failures.log("transaction markers: cannot connect to node %d at %s:%d: "
+                                  "%s", leader.node_id, leader.host, leader.port, exc)
+            return dict.fromkeys(tps, -1)
+        try:
             response = await conn.request(ApiKey.WRITE_TXN_MARKERS, fields,
                                           version=WRITE_TXN_MARKERS_VERSION,
                                           timeout_s=self._timeout_s)
@@ -168,7 +182,8 @@ class NetworkMarkerSender:
         if conn is not None:
             await conn.close()
         conn = Connection(leader.host, leader.port, node_id=leader.node_id,
-                          client_id="strom-txn-markers", request_timeout_s=self._timeout_s)
+                          client_id="strom-txn-markers", request_timeout_s=self._timeout_s,
+                          security=self._security)
         await conn.open()
         self._connections[leader.node_id] = conn
         return conn

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,36 @@ def test_produce_takes_the_producer_pipeline_properties(cli: Callable[..., Resul
     records = asyncio.run(read_all(broker.bootstrap, topic, 5))
     assert sorted((r.key or b"", r.partition) for r in records) == sorted(
         (key.encode(), zlib.crc32(key.encode()) % 5) for key in keys)
+
+
+def _leaf_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+                  ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every runnable sub-command's parser, with its words (``("topics", "create")``)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+        return
+    for name, child in subs[0].choices.items():
+        yield from _leaf_parsers(child, (*path, name))
+
+
+#: Commands that do not talk to brokers (or, for pipeline, go through Spark's options).
+_OFFLINE = {"broker", "dump-log", "pipeline"}
+
+
+def test_every_broker_command_takes_command_config() -> None:
+    """Kafka's --command-config on every command that connects to brokers; the producer and
+    consumer tools also take Kafka's --producer.config / --consumer.config."""
+    missing, checked = [], 0
+    for words, parser in _leaf_parsers(build_parser()):
+        if words[0] in _OFFLINE:
+            continue
+        checked += 1
+        options = {o for a in parser._actions for o in a.option_strings}
+        if "--command-config" not in options:
+            missing.append(" ".join(words))
+        if words in (("produce",), ("perf", "produce")):
+            assert "--producer.config" in options, words
+        if words in (("consume",), ("perf", "consume")):
+            assert "--consumer.config" in options, words
+    assert checked >= 30 and not missing, missing

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from strom.cli.common import UsageError, add_bootstrap, parse_key_values, warn_ignored_configs
+from strom.cli.client_props import add_client_config, admin_options
+from strom.cli.common import UsageError, parse_key_values, warn_ignored_configs
 from strom.client.admin_types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="every key with its effective value, not only overrides")
     d.add_argument("--synonyms", action="store_true",
                    help="show where each value comes from (synonyms, in precedence order)")
-    add_bootstrap(d)
+    add_client_config(d, "admin")
     d.set_defaults(run=run_describe, entity_parser=d)
 
     a = actions.add_parser("alter", help="set or delete config overrides")
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--delete", action="append", default=[], metavar="KEY",
                    help="remove an override (back to the default); repeatable")
     a.add_argument("--validate-only", action="store_true", help="check without applying")
-    add_bootstrap(a)
+    add_client_config(a, "admin")
     a.set_defaults(run=run_alter, entity_parser=a)
 
 
@@ -124,8 +125,7 @@ def format_entry(entry: ConfigEntry, synonyms: bool) -> list[str]:
 
 def run_describe(args: argparse.Namespace) -> int:
     resource = _resource(args)
-    with SyncAdminClient(args.bootstrap_server,
-                         request_timeout_s=args.request_timeout_ms / 1000) as admin:
+    with SyncAdminClient(**admin_options(args)) as admin:
         if resource.type == ResourceType.TOPIC:
             admin.describe_topics([resource.name])  # a clear error for a missing topic
         result = admin.describe_configs([resource], include_synonyms=args.synonyms)
@@ -154,8 +154,7 @@ def run_alter(args: argparse.Namespace) -> int:
         raise UsageError(f"both set and deleted: {', '.join(sorted(overlap))}")
     ops = [AlterConfigOp(k, AlterConfigOpType.SET, v) for k, v in sets.items()]
     ops += [AlterConfigOp(k, AlterConfigOpType.DELETE) for k in deletes]
-    with SyncAdminClient(args.bootstrap_server,
-                         request_timeout_s=args.request_timeout_ms / 1000) as admin:
+    with SyncAdminClient(**admin_options(args)) as admin:
         if resource.type == ResourceType.TOPIC:
             admin.describe_topics([resource.name])
         admin.incremental_alter_configs(resource, ops, validate_only=args.validate_only)

@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         if group_id is not None:
             admin = stack.enter_context(SyncAdminClient(**{
                 k: v for k, v in options.items()
-                if k in ("bootstrap", "client_id", "request_timeout_s")}))
+                if k in ("bootstrap", "client_id", "request_timeout_s", "security")}))
             group = GroupOffsets(
                 admin, group_id,
                 auto_commit=group_settings.get("enable_auto_commit", True),

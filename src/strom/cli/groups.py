@@ -12,7 +12,8 @@ import argparse
 import sys
 from collections.abc import Iterable, Sequence
 
-from strom.cli.common import UsageError, add_bootstrap, parse_timestamp
+from strom.cli.client_props import add_client_config, admin_options
+from strom.cli.common import UsageError, parse_timestamp
 from strom.cli.groups_reset import (
     PartitionBounds,
     ResetKind,
@@ -46,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--state", nargs="?", const="", default=None, metavar="STATE[,STATE]",
                     help="show each group's state; with STATE, only groups in those states "
                          f"({', '.join(GroupState.ALL)})")
-    add_bootstrap(ls)
+    add_client_config(ls, "admin")
     ls.set_defaults(run=run_list)
 
     d = actions.add_parser("describe", help="offsets, lag, members and assignments of a group")
@@ -54,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     shown = d.add_mutually_exclusive_group()
     shown.add_argument("--offsets", action="store_true", help="only the per-partition table")
     shown.add_argument("--members", action="store_true", help="only the members table")
-    add_bootstrap(d)
+    add_client_config(d, "admin")
     d.set_defaults(run=run_describe)
 
     r = actions.add_parser("reset-offsets", help="move a group's committed offsets "
@@ -80,12 +81,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--execute", action="store_true", help="apply the new offsets")
     mode.add_argument("--dry-run", action="store_true",
                       help="only print the new offsets (the default)")
-    add_bootstrap(r)
+    add_client_config(r, "admin")
     r.set_defaults(run=run_reset)
 
     rm = actions.add_parser("delete", help="delete groups and their committed offsets")
     rm.add_argument("groups", nargs="+", metavar="GROUP")
-    add_bootstrap(rm)
+    add_client_config(rm, "admin")
     rm.set_defaults(run=run_delete)
 
     do = actions.add_parser("delete-offsets",
@@ -93,13 +94,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     do.add_argument("group", metavar="GROUP")
     do.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P[,P…]]",
                     help="a topic, optionally only some of its partitions; repeatable")
-    add_bootstrap(do)
+    add_client_config(do, "admin")
     do.set_defaults(run=run_delete_offsets)
 
 
 def _admin(args: argparse.Namespace) -> SyncAdminClient:
-    return SyncAdminClient(args.bootstrap_server,
-                           request_timeout_s=args.request_timeout_ms / 1000)
+    return SyncAdminClient(**admin_options(args))
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:

@@ -6,7 +6,9 @@ reports records/s, MB/s and send-to-acknowledgement latency (avg, max, p50/p95/p
 ``consume`` reads ``--num-records`` records from the beginning of every partition and reports
 records/s, MB/s and fetch round-trip latency. Progress lines go to stderr every
 ``--reporting-interval`` ms; the summary goes to stdout. Both use the asyncio clients
-directly (no thread hop per record).
+directly (no thread hop per record). Client settings (TLS, SASL, …) come as in ``strom
+produce`` / ``consume`` (:mod:`strom.cli.client_props`: ``--command-config``,
+``--producer.config`` / ``--consumer.config``, ``--*-property``), under the flags given.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import random
 import string
 import sys
 import time
+from typing import Any
 
-from strom.cli.common import acks_value, add_bootstrap, non_negative, positive
+from strom.cli.client_props import add_client_config, client_settings
+from strom.cli.common import UsageError, acks_value, non_negative, positive
 from strom.cli.perf_stats import MB, Stats, Throttle, percentile
 from strom.client.fetcher import Fetcher
 from strom.client.producer import Producer
+from strom.client.properties import GROUP_KEYWORDS, client_options
 from strom.client.records import CODECS, RecordMetadata
 
 
@@ -38,15 +43,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     pp.add_argument("--record-size", type=non_negative, required=True, metavar="BYTES")
     pp.add_argument("--throughput", type=float, default=-1, metavar="RECORDS_PER_S",
                     help="throttle to this many records/s (default -1: no limit)")
-    pp.add_argument("--acks", type=acks_value, default=-1, help="0, 1 or all (default all)")
-    pp.add_argument("--compression", choices=sorted(CODECS), default="none")
-    pp.add_argument("--batch-size", type=positive, default=16384, metavar="BYTES")
-    pp.add_argument("--linger-ms", type=non_negative, default=5)
-    pp.add_argument("--idempotent", action="store_true")
+    pp.add_argument("--acks", type=acks_value, help="0, 1 or all (default all)")
+    pp.add_argument("--compression", choices=sorted(CODECS), help="(default none)")
+    pp.add_argument("--batch-size", type=positive, metavar="BYTES", help="(default 16384)")
+    pp.add_argument("--linger-ms", type=non_negative, help="(default 5)")
+    pp.add_argument("--idempotent", action="store_const", const="true")
     pp.add_argument("--key-cardinality", type=non_negative, default=0, metavar="N",
                     help="use N distinct keys (default 0: no keys)")
     _add_reporting(pp)
-    add_bootstrap(pp)
+    add_client_config(pp, "producer")
     pp.set_defaults(run=run_produce)
 
     pc = actions.add_parser("consume", help="consumer throughput")
@@ -54,10 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     pc.add_argument("--num-records", type=positive, required=True)
     pc.add_argument("--timeout-ms", type=positive, default=10000,
                     help="give up after this long without records (default 10000)")
-    pc.add_argument("--fetch-size", type=positive, default=1048576, metavar="BYTES",
+    pc.add_argument("--fetch-size", type=positive, metavar="BYTES",
                     help="max bytes per partition per fetch (default 1 MiB)")
     _add_reporting(pc)
-    add_bootstrap(pc)
+    add_client_config(pc, "consumer")
     pc.set_defaults(run=run_consume)
 
 
@@ -70,6 +75,31 @@ def _add_reporting(parser: argparse.ArgumentParser) -> None:
 def _progress(args: argparse.Namespace, line: str) -> None:
     if not args.quiet:
         print(line, file=sys.stderr, flush=True)
+
+
+def _producer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Producer arguments: properties (file, --producer-property), then the flags given."""
+    flags = {"acks": None if args.acks is None else str(args.acks),
+             "compression.type": args.compression,
+             "batch.size": None if args.batch_size is None else str(args.batch_size),
+             "linger.ms": None if args.linger_ms is None else str(args.linger_ms),
+             "enable.idempotence": args.idempotent}
+    return client_options("producer", client_settings(args, "producer", flags))
+
+
+def _fetcher_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Fetcher arguments: properties, then the flags given; always from the earliest
+    offset and without a group."""
+    flags = {"max.partition.fetch.bytes": None if args.fetch_size is None
+             else str(args.fetch_size)}
+    options = client_options("consumer", client_settings(args, "consumer", flags))
+    grouped = [k for k in GROUP_KEYWORDS if k in options]
+    if grouped:
+        raise UsageError("strom perf consume reads every partition without a group; remove "
+                         "group.id, enable.auto.commit and auto.commit.interval.ms")
+    options["auto_offset_reset"] = "earliest"
+    options.setdefault("max_wait_ms", min(500, args.timeout_ms))
+    return options
 
 
 def run_produce(args: argparse.Namespace) -> int:
@@ -93,15 +123,7 @@ async def _produce(args: argparse.Namespace) -> int:
             return
         stats.record((time.perf_counter() - sent_at) * 1000, size)
 
-    async with Producer(
-        args.bootstrap_server,
-        acks=args.acks,
-        compression=args.compression,
-        batch_size=args.batch_size,
-        linger_ms=args.linger_ms,
-        idempotent=args.idempotent,
-        request_timeout_s=args.request_timeout_ms / 1000,
-    ) as producer:
+    async with Producer(**_producer_options(args)) as producer:
         stats = Stats(args.num_records)
         throttle = Throttle(args.throughput)
         next_report = time.monotonic() + interval
@@ -133,13 +155,7 @@ def run_consume(args: argparse.Namespace) -> int:
 
 async def _consume(args: argparse.Namespace) -> int:
     interval = args.reporting_interval / 1000
-    async with Fetcher(
-        args.bootstrap_server,
-        max_partition_bytes=args.fetch_size,
-        auto_offset_reset="earliest",
-        request_timeout_s=args.request_timeout_ms / 1000,
-        max_wait_ms=min(500, args.timeout_ms),
-    ) as fetcher:
+    async with Fetcher(**_fetcher_options(args)) as fetcher:
         await fetcher.assign_topic(args.topic)
         await fetcher.seek_to_beginning()
         stats = Stats(args.num_records)

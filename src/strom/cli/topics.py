@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from strom.cli.client_props import add_client_config, admin_options
 from strom.cli.common import (
     UsageError,
-    add_bootstrap,
     parse_key_values,
     positive,
     warn_ignored_configs,
@@ -41,20 +41,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="succeed quietly when the topic already exists")
     c.add_argument("--validate-only", action="store_true",
                    help="check the request without creating the topic")
-    add_bootstrap(c)
+    add_client_config(c, "admin")
     c.set_defaults(run=run_create)
 
     ls = actions.add_parser("list", help="list topic names")
     ls.add_argument("--include-internal", action="store_true",
                     help="also list internal topics (__consumer_offsets, …)")
-    add_bootstrap(ls)
+    add_client_config(ls, "admin")
     ls.set_defaults(run=run_list)
 
     d = actions.add_parser("describe", help="partitions, leaders, replicas, ISR and overrides")
     d.add_argument("names", nargs="*", metavar="NAME", help="topics (default: all)")
     d.add_argument("--include-internal", action="store_true",
                    help="with no NAME, include internal topics")
-    add_bootstrap(d)
+    add_client_config(d, "admin")
     d.set_defaults(run=run_describe)
 
     a = actions.add_parser("alter", help="add partitions or change config overrides")
@@ -65,20 +65,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="set a config override; repeatable")
     a.add_argument("--delete-config", action="append", default=[], metavar="KEY",
                    help="remove a config override; repeatable")
-    add_bootstrap(a)
+    add_client_config(a, "admin")
     a.set_defaults(run=run_alter)
 
     rm = actions.add_parser("delete", help="delete topics")
     rm.add_argument("names", nargs="+", metavar="NAME")
     rm.add_argument("--if-exists", action="store_true",
                     help="succeed quietly when a topic does not exist")
-    add_bootstrap(rm)
+    add_client_config(rm, "admin")
     rm.set_defaults(run=run_delete)
 
 
 def _admin(args: argparse.Namespace) -> SyncAdminClient:
-    return SyncAdminClient(args.bootstrap_server,
-                           request_timeout_s=args.request_timeout_ms / 1000)
+    return SyncAdminClient(**admin_options(args))
 
 
 def run_create(args: argparse.Namespace) -> int:

@@ -52,7 +52,8 @@ def secure_config(certs: Certs) -> dict[str, str]:
 
 def sasl_ssl_only_config(certs: Certs) -> dict[str, str]:
     """One SASL_SSL listener, also the inter-broker listener: client certificates required
-    (the broker presents its keystore), and the broker logs in with PLAIN as admin."""
+    (the broker presents its keystore), and the broker logs in with PLAIN as admin, the one
+    super user (ACLs are on, so its markers need that)."""
     return {
         "listeners": "SASL_SSL://127.0.0.1:0",
         "security.inter.broker.protocol": "SASL_SSL",
@@ -63,6 +64,8 @@ def sasl_ssl_only_config(certs: Certs) -> dict[str, str]:
         "ssl.client.auth": "required",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "sasl.jaas.config": JAAS,
+        "authorizer.class.name": "acls",
+        "super.users": "User:admin",
     }
 
 

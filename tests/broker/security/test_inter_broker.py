@@ -4,11 +4,17 @@ JAAS config), and start-up refusals when that listener's security cannot be met.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from pathlib import Path
 
 import pytest
 
+from strom.broker.security.authorizer import Authorizer
+from strom.broker.security.inter_broker import broker_principal, inter_broker_security
+from strom.broker.security.listeners import parse_listeners
+from strom.broker.security.principal import ANONYMOUS
+from strom.common.config import BrokerConfig
 from tests.broker.security.certs import Certs
 from tests.broker.security.conftest import (
     SecureBroker,
@@ -20,7 +26,7 @@ from tests.broker.security.test_tls import _start_fails
 
 def _conf(broker: SecureBroker, **extra: object) -> dict[str, object]:
     return {"bootstrap.servers": broker.bootstrap("SASL_SSL"),
-            **sasl_ssl_client_properties(broker.certs), **extra}
+            **sasl_ssl_client_properties(broker.certs, "admin"), **extra}
 
 
 def _create_topic(broker: SecureBroker, topic: str) -> None:
@@ -61,7 +67,8 @@ def _read_committed(broker: SecureBroker, topic: str, expected: int) -> list[byt
 
 def test_transaction_markers_over_sasl_ssl(sasl_ssl_only: SecureBroker) -> None:
     """A committed transaction becomes visible to read_committed (the markers reached the
-    partition leader through the SASL_SSL listener); an aborted one never does."""
+    partition leader through the SASL_SSL listener, authenticated as the super user admin);
+    an aborted one never does."""
     from confluent_kafka import Producer
 
     assert list(sasl_ssl_only.broker.listeners) == ["SASL_SSL"]
@@ -79,7 +86,8 @@ def test_transaction_markers_over_sasl_ssl(sasl_ssl_only: SecureBroker) -> None:
     producer.commit_transaction(20)
     values = _read_committed(sasl_ssl_only, topic, 6)
     assert sorted(values) == [f"committed-{i}".encode() for i in range(6)]
-    assert not [line for line in sasl_ssl_only.broker.output if "cannot connect" in line]
+    assert not [line for line in sasl_ssl_only.broker.output
+                if "cannot connect" in line or "super.users" in line]
 
 
 _BAD_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -105,3 +113,22 @@ _BAD_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
 def test_unusable_inter_broker_security_stops_the_broker(
         tmp_path: Path, certs: Certs, change: dict[str, str], message: str) -> None:
     assert message in _start_fails(tmp_path, {**sasl_ssl_only_config(certs), **change})
+
+
+def test_the_brokers_principal_is_checked_against_super_users(
+        certs: Certs, caplog: pytest.LogCaptureFixture) -> None:
+    """With ACLs on, the start warns when the broker's own login is not a super user."""
+    config = BrokerConfig({**sasl_ssl_only_config(certs), "super.users": "User:alice"})
+    security = inter_broker_security(config, parse_listeners(config))
+    assert broker_principal(security) == "User:admin"
+    assert broker_principal(None) == ANONYMOUS
+    authorizer = Authorizer.from_config(config, dict)
+    assert authorizer is not None
+    with caplog.at_level(logging.WARNING):
+        authorizer.warn_about_broker_principal(broker_principal(security))
+    assert "come as User:admin, which is not in super.users" in caplog.text
+    caplog.clear()
+    admin_is_super = Authorizer.from_config(BrokerConfig(sasl_ssl_only_config(certs)), dict)
+    assert admin_is_super is not None
+    admin_is_super.warn_about_broker_principal(broker_principal(security))
+    assert not caplog.text

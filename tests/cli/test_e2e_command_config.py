@@ -98,6 +98,9 @@ def test_cluster_and_transaction_tools(secured: Run) -> None:
     assert _ok(secured("transactions", "find-hanging", "--broker-id", "0")
                ).out.startswith("Topic")
     assert _ok(secured("users", "list")).out.strip() == "(no SCRAM users)"
+    _ok(secured("quotas", "alter", "--entity-type", "users", "--entity-name", "bob",
+                "--add-config", "producer_byte_rate=1048576"))
+    assert "producer_byte_rate=1048576" in _ok(secured("quotas", "describe")).out
 
 
 def test_wrong_password_is_one_clear_line(sasl_ssl_only: SecureBroker,  # noqa: F811

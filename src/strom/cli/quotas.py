@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-from strom.cli.common import UsageError, add_bootstrap, parse_key_values
+from strom.cli.client_props import add_client_config, admin_options
+from strom.cli.common import UsageError, parse_key_values
 from strom.client.quota_admin import Component, QuotaAlteration, default, exact, specified
 from strom.client.sync import SyncAdminClient
 
@@ -40,14 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions.required = True
     d = actions.add_parser("describe", help="print client quotas")
     _entity_options(d)
-    add_bootstrap(d)
+    add_client_config(d, "admin")
     d.set_defaults(run=run_describe)
     a = actions.add_parser("alter", help="set or remove client quotas of one entity")
     _entity_options(a)
     a.add_argument("--add-config", default="", help="k=v[,k=v…]: quota keys to set")
     a.add_argument("--delete-config", default="", help="k[,k…]: quota keys to remove")
     a.add_argument("--validate-only", action="store_true", help="only check the request")
-    add_bootstrap(a)
+    add_client_config(a, "admin")
     a.set_defaults(run=run_alter)
 
 
@@ -62,8 +63,7 @@ def _entity(args: argparse.Namespace, need_names: bool) -> list[tuple[str, objec
 
 
 def _admin(args: argparse.Namespace) -> SyncAdminClient:
-    return SyncAdminClient(args.bootstrap_server,
-                           request_timeout_s=args.request_timeout_ms / 1000)
+    return SyncAdminClient(**admin_options(args))
 
 
 def _show(entity: tuple[tuple[str, str | None], ...]) -> str:

@@ -76,6 +76,7 @@ class ZkSession:
         self._connected_hooks: list[Callable[[], None]] = []
         self._lost = False
         self._closed = False
+        self._run_elsewhere = run  # before start(): the listener submits on the first connect
         self.client.add_listener(self._on_state)
         try:
             with warnings.catch_warnings():  # the chroot is created below
@@ -92,7 +93,6 @@ class ZkSession:
             self.client.stop()
             self.client.close()
             raise
-        self._run_elsewhere = run
         self._worker = threading.Thread(target=self._run, name="strom-zk-worker", daemon=True)
         if run is None:
             self._worker.start()

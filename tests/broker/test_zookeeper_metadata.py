@@ -92,3 +92,49 @@ def test_an_unreachable_zookeeper_refuses_the_start(strom_broker_factory: Broker
     with pytest.raises(RuntimeError, match=r"could not connect to ZooKeeper at 127\.0\.0\.1:"):
         strom_broker_factory({"zookeeper.connect": f"127.0.0.1:{free_port()}",
                               "zookeeper.connection.timeout.ms": 1000})
+
+
+def test_quotas_and_scram_credentials_of_a_user_survive_each_other_and_a_restart(
+        zookeeper_connect: str, strom_broker_factory: BrokerFactory,
+        observer: ZooKeeperMetadataStore) -> None:
+    """Both live in Kafka's /config/users/<user>: a credential change through
+    confluent-kafka keeps the quota set with AlterClientQuotas, and both come back after a
+    restart (they are read from the znodes, not kept in memory)."""
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    from tests.broker.quotas.test_client_quotas import alter, as_dict, describe
+    from tests.broker.raw import RawClient
+
+    broker = strom_broker_factory({"zookeeper.connect": zookeeper_connect, "node.id": NODE})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def upsert(mechanism: ScramMechanism) -> None:
+        futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "alice", ScramCredentialInfo(mechanism, 4096), b"secret")])
+        futures["alice"].result(10)
+
+    upsert(ScramMechanism.SCRAM_SHA_256)
+    client = RawClient(broker.bootstrap)
+    quotas = {(("user", "alice"),): {"producer_byte_rate": 1024.0},
+              (("client-id", "app"), ("user", "alice")): {"request_percentage": 25.0},
+              (("client-id", None),): {"consumer_byte_rate": 2048.0}}
+    for entity, values in quotas.items():
+        assert alter(client, dict(entity), values).error_code == 0
+    upsert(ScramMechanism.SCRAM_SHA_512)
+    assert as_dict(describe(client, [])) == quotas
+    wait_until(lambda: observer.image.client_quotas == quotas, what="the quotas in ZooKeeper")
+    config = json.loads(observer.session.get("/config/users/alice")[0])["config"]
+    assert set(config) == {"SCRAM-SHA-256", "SCRAM-SHA-512", "producer_byte_rate"}
+
+    assert broker.stop() == 0
+    broker.start()
+    client = RawClient(broker.bootstrap)
+    assert as_dict(describe(client, [])) == quotas
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = admin.describe_user_scram_credentials(["alice"])["alice"].result(10)
+    assert {i.mechanism for i in described.scram_credential_infos} == {
+        ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512}

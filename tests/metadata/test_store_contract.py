@@ -23,10 +23,18 @@ from strom.metadata.changes import (
     RemoveTopic,
     SetAcls,
     SetBrokerConfigs,
+    SetClientQuota,
     SetPartitions,
+    SetScramCredential,
     SetTopicConfigs,
 )
-from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
+from strom.metadata.image import (
+    BrokerInfo,
+    MetadataImage,
+    PartitionInfo,
+    ScramCredential,
+    TopicInfo,
+)
 from strom.metadata.local import LocalMetadataStore
 from strom.metadata.store import MetadataStore, ProducerIdBlock, StaleMetadataError
 from strom.metadata.zookeeper import ZooKeeperMetadataStore
@@ -41,7 +49,8 @@ Factory = Callable[[], MetadataStore]
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
     """Opens the store under test; for "local", opening again is a restart on the same dir;
     "zookeeper" is a one-broker cluster (registered and elected) in a chroot of its own on a
-    real ZooKeeper server."""
+    real ZooKeeper server, and opening again is another broker's view of it (not
+    registered)."""
     if request.param == "local":
         yield lambda: LocalMetadataStore(tmp_path, BROKER)
         return
@@ -52,6 +61,8 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Facto
         def zookeeper() -> MetadataStore:
             store = ZooKeeperMetadataStore(connect, timeout=5.0)
             opened.append(store)
+            if len(opened) > 1:
+                return store
             store.register_broker(BROKER)
             ControllerElection(store, BROKER.node_id).start()
             wait_until(lambda: store.image.controller_id == BROKER.node_id)
@@ -134,6 +145,76 @@ def test_acls_are_replaced_per_pattern(open_store: Factory) -> None:
     store.write(store.image.epoch, [SetAcls(literal, frozenset({read})),
                                     SetAcls(prefixed, frozenset())])  # empty: removed
     assert store.image.acls == {literal: {read}}
+
+
+def test_client_quotas_and_scram_credentials_live_side_by_side(open_store: Factory) -> None:
+    """A user's SCRAM credential and its quotas share one record in some stores (Kafka's
+    /config/users/<user> znode): changing one never drops the other. Each state is checked
+    on the writer's image and on what a fresh reader (a restart, another broker) reads."""
+    store = open_store()
+    alice, odd = (("user", "alice"),), (("user", "a b/c*~é"),)
+    default_user, default_client = (("user", None),), (("client-id", None),)
+    alice_app = (("client-id", "app-1"), ("user", "alice"))
+    alice_default_client = (("client-id", None), ("user", "alice"))
+    bob_app = (("client-id", "app 2"), ("user", "bob"))
+    sha256 = ScramCredential(b"salt", b"stored", b"server", 4096)
+    sha512 = ScramCredential(b"salt2", b"stored2", b"server2", 8192)
+
+    def holds(quotas: dict, scram: dict) -> None:
+        readers = [store.image]
+        if not isinstance(store, MemoryMetadataStore):
+            readers.append(open_store().image)
+        for image in readers:
+            assert image.client_quotas == quotas and image.scram_credentials == scram
+
+    store.write(store.image.epoch, [
+        SetScramCredential("alice", "SCRAM-SHA-256", sha256),
+        SetClientQuota(alice, "producer_byte_rate", 1024),
+        SetClientQuota(alice, "request_percentage", 12.5),
+        SetClientQuota(odd, "consumer_byte_rate", 10),
+        SetClientQuota(default_user, "producer_byte_rate", 2048),
+        SetClientQuota(default_client, "controller_mutation_rate", 1.5),
+        SetClientQuota(alice_app, "consumer_byte_rate", 4096),
+        SetClientQuota(alice_default_client, "consumer_byte_rate", 512),
+        SetClientQuota(bob_app, "request_percentage", 50),
+    ])
+    quotas = {
+        alice: {"producer_byte_rate": 1024.0, "request_percentage": 12.5},
+        odd: {"consumer_byte_rate": 10.0},
+        default_user: {"producer_byte_rate": 2048.0},
+        default_client: {"controller_mutation_rate": 1.5},
+        alice_app: {"consumer_byte_rate": 4096.0},
+        alice_default_client: {"consumer_byte_rate": 512.0},
+        bob_app: {"request_percentage": 50.0},
+    }
+    holds(quotas, {"alice": {"SCRAM-SHA-256": sha256}})
+    # a SCRAM change keeps the user's quotas, and a quota change keeps its credentials
+    store.write(store.image.epoch, [SetScramCredential("alice", "SCRAM-SHA-512", sha512)])
+    store.write(store.image.epoch, [SetClientQuota(alice, "request_percentage", None)])
+    del quotas[alice]["request_percentage"]
+    holds(quotas, {"alice": {"SCRAM-SHA-256": sha256, "SCRAM-SHA-512": sha512}})
+    # deleting every quota of a user keeps its credentials (and its per-client quotas)
+    store.write(store.image.epoch, [SetClientQuota(alice, "producer_byte_rate", None),
+                                    SetScramCredential("alice", "SCRAM-SHA-256", None)])
+    del quotas[alice]
+    holds(quotas, {"alice": {"SCRAM-SHA-512": sha512}})
+    # deleting its credentials keeps the per-client quotas beneath it
+    store.write(store.image.epoch, [SetScramCredential("alice", "SCRAM-SHA-512", None)])
+    holds(quotas, {})
+    # entities with nothing left go, a user's client entities included
+    store.write(store.image.epoch, [
+        SetClientQuota(alice_app, "consumer_byte_rate", None),
+        SetClientQuota(alice_default_client, "consumer_byte_rate", None),
+        SetClientQuota(bob_app, "request_percentage", None),
+        SetClientQuota(odd, "consumer_byte_rate", None),
+        SetClientQuota(default_client, "controller_mutation_rate", None),
+    ])
+    holds({default_user: {"producer_byte_rate": 2048.0}}, {})
+    # and they can come back
+    store.write(store.image.epoch, [SetClientQuota(alice_app, "consumer_byte_rate", 1),
+                                    SetScramCredential("alice", "SCRAM-SHA-256", sha256)])
+    holds({default_user: {"producer_byte_rate": 2048.0}, alice_app: {"consumer_byte_rate": 1.0}},
+          {"alice": {"SCRAM-SHA-256": sha256}})
 
 
 def test_stale_write_changes_nothing(open_store: Factory) -> None:

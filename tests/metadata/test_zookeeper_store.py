@@ -25,6 +25,7 @@ from strom.metadata.changes import (
     RemoveTopic,
     SetAcls,
     SetBrokerConfigs,
+    SetClientQuota,
     SetPartitions,
     SetScramCredential,
     SetTopicConfigs,
@@ -104,12 +105,14 @@ def test_two_brokers_see_each_others_writes_through_watches(open_store: Opener) 
     t = topic("orders", 2, (1, 2))
     a.write(a.image.epoch, [PutTopic(t), SetBrokerConfigs("", {"log.retention.ms": "5"}),
                             SetScramCredential("alice", "SCRAM-SHA-256", credential),
+                            SetClientQuota((("user", "alice"),), "producer_byte_rate", 100),
                             SetAcls(pattern, acl)])
     wait_until(lambda: "orders" in b.image.topics, what="b sees the topic")
     assert b.image.topics == a.image.topics
     assert b.image.broker_configs == {"": {"log.retention.ms": "5"}}
     assert b.image.scram_credentials == {"alice": {"SCRAM-SHA-256": credential}}
     assert b.image.acls == a.image.acls == {pattern: acl}
+    assert b.image.client_quotas == {(("user", "alice"),): {"producer_byte_rate": 100.0}}
     assert seen_by_b[-1] is b.image  # delivered to b's listeners
 
     # and back: b changes partition state and configs, removes a credential; a follows
@@ -119,6 +122,7 @@ def test_two_brokers_see_each_others_writes_through_watches(open_store: Opener) 
                             SetScramCredential("alice", "SCRAM-SHA-256", None)])
     wait_until(lambda: a.image.topics["orders"].partitions[1] == moved, what="a sees the move")
     assert a.image.topics == b.image.topics and a.image.scram_credentials == {}
+    assert a.image.client_quotas == {(("user", "alice"),): {"producer_byte_rate": 100.0}}
     b.write(b.image.epoch, [RemoveTopic("orders")])
     wait_until(lambda: "orders" not in a.image.topics, what="a sees the removal")
 
@@ -158,10 +162,46 @@ def test_znodes_are_kafkas(open_store: Opener) -> None:
     assert raw(store, "/kafka-acl/Cluster/kafka-cluster")["acls"] == [
         {"principal": "User:app", "permissionType": "Deny", "operation": "IdempotentWrite",
          "host": "*"}]
+    credential = ScramCredential(b"salt", b"stored", b"server", 4096)
+    store.write(store.image.epoch, [
+        SetScramCredential("a b*~é", "SCRAM-SHA-256", credential),
+        SetClientQuota((("user", "a b*~é"),), "producer_byte_rate", 1024),
+        SetClientQuota((("user", "a b*~é"),), "request_percentage", 50),
+        SetClientQuota((("client-id", "app/1"), ("user", None)), "consumer_byte_rate", 2048),
+        SetClientQuota((("client-id", None),), "controller_mutation_rate", 1.5)])
+    assert raw(store, "/config/users/a%20b%2A%7E%C3%A9") == {"version": 1, "config": {
+        "SCRAM-SHA-256": "salt=c2FsdA==,stored_key=c3RvcmVk,server_key=c2VydmVy,"
+                         "iterations=4096",
+        "producer_byte_rate": "1024", "request_percentage": "50.0"}}
+    assert raw(store, "/config/users/<default>") == {"version": 1, "config": {}}
+    assert raw(store, "/config/users/<default>/clients/app%2F1") == {
+        "version": 1, "config": {"consumer_byte_rate": "2048"}}
+    assert raw(store, "/config/clients/<default>") == {
+        "version": 1, "config": {"controller_mutation_rate": "1.5"}}
     store.allocate_producer_id_block(1000)
     assert raw(store, "/latest_producer_id_block") == {
         "version": 1, "broker": 3, "block_start": "0", "block_end": "999"}
     assert raw(store, "/cluster/id")["id"] == store.cluster_id
+
+
+def test_quotas_written_by_kafka_are_read(open_store: Opener) -> None:
+    """Kafka creates the parents of /config/users/<u>/clients/<c> without data, and keeps
+    emptied config znodes; other keys beside quotas and credentials are left alone."""
+    writer = open_store()
+    for path, data in (
+            ("/config/users/bob", b""),
+            ("/config/users/bob/clients", b""),
+            ("/config/users/bob/clients/my%20app", b'{"version":1,"config":'
+                                                   b'{"producer_byte_rate":"10"}}'),
+            ("/config/users/carol", b'{"version":1,"config":{}}'),
+            ("/config/clients/%3Cdefault%3E", b'{"version":1,"config":'
+                                              b'{"request_percentage":"1.0E2","x":"y"}}')):
+        writer.session.client.create(path, data, makepath=True)
+    image = open_store().image
+    assert image.client_quotas == {
+        (("client-id", "my app"), ("user", "bob")): {"producer_byte_rate": 10.0},
+        (("client-id", "<default>"),): {"request_percentage": 100.0}}
+    assert image.scram_credentials == {}
 
 
 def test_a_writer_behind_the_latest_write_is_refused_by_zookeeper(open_store: Opener) -> None:

@@ -15,7 +15,14 @@ JSON, modelled on the layout of Kafka's ZooKeeper mode:
 ``/config/topics/<t>``                       ``{"version":1,"config":{"k":"v"}}``
 ``/config/brokers/<id>`` or ``<default>``    ``{"version":1,"config":{"k":"v"}}``
 ``/config/users/<user>``                     ``{"version":1,"config":{"SCRAM-SHA-256":
-                                             "salt=…,stored_key=…,server_key=…,iterations=n"}}``
+                                             "salt=…,stored_key=…,server_key=…,iterations=n",
+                                             "producer_byte_rate":"1024",…}}``: the user's
+                                             SCRAM credentials *and* its client quotas
+``/config/users/<user>/clients/<client-id>``  ``{"version":1,"config":{"consumer_byte_rate":
+                                             "2048",…}}`` (quotas of a user + client id; the
+                                             ``clients`` znode between is empty)
+``/config/clients/<client-id>``              ``{"version":1,"config":{"request_percentage":
+                                             "50.0",…}}``
 ``/controller`` (ephemeral)                  ``{"version":1,"brokerid":id,"timestamp":"<ms>"}``
 ``/controller_epoch``                        the epoch in decimal; its znode version fences
 ``/latest_producer_id_block``                ``{"version":1,"broker":id,"block_start":"<n>",
@@ -29,6 +36,12 @@ JSON, modelled on the layout of Kafka's ZooKeeper mode:
                                              version: every metadata write sets it with the
                                              version it read, in the same multi-op
 ===========================================  ==============================================
+
+User and client-id names in znode names are Kafka's ``Sanitizer`` form (URL-encoded: every
+character but ``A-Za-z0-9._-`` as ``%XX`` of its UTF-8 bytes, a space ``%20``); a default
+entity (a None name in the image) is ``<default>``. Quota values are strings: the byte rates
+(Kafka LONG configs) in decimal without a fraction, the others as Python's ``repr`` of the
+float (``50.0``; Kafka reads both with ``toDouble``).
 
 Pure functions only (bytes in, values out); the store does the I/O.
 """
@@ -53,7 +66,13 @@ from strom.common.acl import (
     ResourceType,
 )
 from strom.common.scram import format_credential, parse_credential
-from strom.metadata.image import BrokerInfo, Endpoint, PartitionInfo, ScramCredential
+from strom.metadata.image import (
+    BrokerInfo,
+    Endpoint,
+    PartitionInfo,
+    QuotaEntity,
+    ScramCredential,
+)
 
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
@@ -61,6 +80,7 @@ TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
 USER_CONFIGS = "/config/users"
+CLIENT_CONFIGS = "/config/clients"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
@@ -92,7 +112,8 @@ def acl_type_path(pattern_type: PatternType, resource_type: ResourceType) -> str
 
 
 #: Persistent parents created when a store opens a fresh chroot.
-PARENTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, USER_CONFIGS, "/cluster",
+PARENTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, USER_CONFIGS, CLIENT_CONFIGS,
+           "/cluster",
            *(acl_type_path(p, t) for p in ACL_ROOTS for t in ACL_RESOURCE_TYPES))
 DEFAULT_RESOURCE = "<default>"
 
@@ -252,6 +273,9 @@ def encode_config(configs: Mapping[str, str]) -> bytes:
 
 
 def decode_config(data: bytes) -> dict[str, str]:
+    """Empty data (a parent znode Kafka created on the way to a child) holds no config."""
+    if not data:
+        return {}
     return {str(k): str(v) for k, v in (_load(data).get("config") or {}).items()}
 
 
@@ -262,6 +286,54 @@ def encode_scram(credential: ScramCredential) -> str:
 
 def decode_scram(text: str) -> ScramCredential:
     return ScramCredential(*parse_credential(text))
+
+
+#: The client-quota keys a user / client-id znode may hold beside SCRAM credentials.
+QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                        "controller_mutation_rate"})
+#: The quota keys Kafka types LONG: written without a fraction.
+_INTEGER_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate"})
+
+
+def sanitize(name: str | None) -> str:
+    """A user or client-id name as a znode name (Kafka's ``Sanitizer``); None: ``<default>``."""
+    if name is None:
+        return DEFAULT_RESOURCE
+    # quote() spares A-Za-z0-9._-~ like Java's URLEncoder (after Sanitizer's fix-ups) but "~"
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(znode: str) -> str | None:
+    return None if znode == DEFAULT_RESOURCE else unquote(znode)
+
+
+def user_config_path(user: str | None) -> str:
+    return f"{USER_CONFIGS}/{sanitize(user)}"
+
+
+def user_clients_path(user: str | None) -> str:
+    """The (empty) parent of a user's per-client-id quota znodes."""
+    return f"{user_config_path(user)}/clients"
+
+
+def quota_entity_path(entity: QuotaEntity) -> str:
+    """The znode of a client-quota entity (user, client id, or both)."""
+    names = dict(entity)
+    if "user" not in names:
+        return f"{CLIENT_CONFIGS}/{sanitize(names['client-id'])}"
+    if "client-id" not in names:
+        return user_config_path(names["user"])
+    return f"{user_clients_path(names['user'])}/{sanitize(names['client-id'])}"
+
+
+def encode_quota(key: str, value: float) -> str:
+    if key in _INTEGER_QUOTA_KEYS and value.is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+def decode_quota(text: str) -> float:
+    return float(text)
 
 
 def encode_controller(broker_id: int) -> bytes:

@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kazoo.client import TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError
@@ -54,7 +54,13 @@ from strom.common.acl import AccessControlEntry, ResourcePattern
 from strom.common.errors import StromError, error_class
 from strom.metadata import zk_layout as zk
 from strom.metadata.changes import MetadataChange, apply_changes
-from strom.metadata.image import BrokerInfo, MetadataImage, TopicInfo
+from strom.metadata.image import (
+    BrokerInfo,
+    MetadataImage,
+    QuotaEntity,
+    ScramCredential,
+    TopicInfo,
+)
 from strom.metadata.local import new_cluster_id
 from strom.metadata.store import (
     Listeners,
@@ -104,8 +110,9 @@ class _Data:
     version: int
     topics: dict[str, TopicInfo]
     broker_configs: dict[str, dict[str, str]]
-    scram: dict[str, dict[str, Any]]
+    scram: dict[str, dict[str, ScramCredential]]
     acls: dict[ResourcePattern, frozenset[AccessControlEntry]]
+    quotas: dict[QuotaEntity, dict[str, float]]
 
 
 class ZooKeeperMetadataStore:
@@ -133,7 +140,7 @@ class ZooKeeperMetadataStore:
             raise
         self._data_version = data.version
         self._image = MetadataImage(self._cluster_id, 0, controller, brokers, data.topics,
-                                    data.broker_configs, data.scram, data.acls)
+                                    data.broker_configs, data.scram, data.acls, data.quotas)
         self.session.on_new_session(self._reregister)
         self.session.on_connected(self._schedule_refresh)
 
@@ -267,7 +274,8 @@ class ZooKeeperMetadataStore:
                                   controller_id=controller)
         if data is not None:
             new = dataclasses.replace(new, topics=data.topics, broker_configs=data.broker_configs,
-                                      scram_credentials=data.scram, acls=data.acls)
+                                      scram_credentials=data.scram, acls=data.acls,
+                                      client_quotas=data.quotas)
             self._data_version = data.version
         self._set_image(new)
 
@@ -352,13 +360,50 @@ def _read_data_znodes(session: ZkSession, version: int) -> _Data:
         for r, got in zip(resources, session.get_many(
             [f"{zk.BROKER_CONFIGS}/{r}" for r in resources]), strict=True)
         if got is not None and zk.decode_config(got[0])}
+    scram, quotas = _read_users_and_clients(session)
+    return _Data(version, topics, broker_configs, scram, _read_acls(session), quotas)
+
+
+def _read_users_and_clients(session: ZkSession) -> tuple[
+        dict[str, dict[str, ScramCredential]], dict[QuotaEntity, dict[str, float]]]:
+    """SCRAM credentials and client quotas, from ``/config/users/<u>`` (both),
+    ``/config/users/<u>/clients/<c>`` and ``/config/clients/<c>`` (quotas)."""
+    scram: dict[str, dict[str, ScramCredential]] = {}
+    quotas: dict[QuotaEntity, dict[str, float]] = {}
+
+    def add_quotas(entity: QuotaEntity, config: Mapping[str, str]) -> None:
+        values = {k: zk.decode_quota(v) for k, v in config.items() if k in zk.QUOTA_KEYS}
+        if values:
+            quotas[entity] = values
+
     users = session.children(zk.USER_CONFIGS)
-    scram = {}
-    for user, got in zip(users, session.get_many(
+    with_clients = []
+    for name, got in zip(users, session.get_many(
             [f"{zk.USER_CONFIGS}/{u}" for u in users]), strict=True):
-        if got is not None and (creds := zk.decode_config(got[0])):
-            scram[user] = {mech: zk.decode_scram(text) for mech, text in creds.items()}
-    return _Data(version, topics, broker_configs, scram, _read_acls(session))
+        if got is None:
+            continue
+        user = zk.desanitize(name)
+        config = zk.decode_config(got[0])
+        creds = {k: zk.decode_scram(v) for k, v in config.items() if k.startswith("SCRAM-")}
+        if creds and user is not None:
+            scram[user] = creds
+        add_quotas((("user", user),), config)
+        if got[1].numChildren:
+            with_clients.append(user)
+    for user in with_clients:
+        parent = zk.user_clients_path(user)
+        clients = session.children(parent)
+        for name, got in zip(clients, session.get_many(
+                [f"{parent}/{c}" for c in clients]), strict=True):
+            if got is not None:
+                add_quotas((("client-id", zk.desanitize(name)), ("user", user)),
+                           zk.decode_config(got[0]))
+    clients = session.children(zk.CLIENT_CONFIGS)
+    for name, got in zip(clients, session.get_many(
+            [f"{zk.CLIENT_CONFIGS}/{c}" for c in clients]), strict=True):
+        if got is not None:
+            add_quotas((("client-id", zk.desanitize(name)),), zk.decode_config(got[0]))
+    return scram, quotas
 
 
 def _read_acls(session: ZkSession) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
@@ -406,8 +451,8 @@ def _diff_ops(tx: TransactionRequest, old: MetadataImage, new: MetadataImage,
             tx.set_data(zk.topic_config_path(name), zk.encode_config(after.configs))
     _diff_znodes(tx, old.broker_configs, new.broker_configs, zk.broker_config_path,
                  zk.encode_config)
-    _diff_znodes(tx, _scram_texts(old), _scram_texts(new), lambda u: f"{zk.USER_CONFIGS}/{u}",
-                 zk.encode_config)
+    _diff_znodes(tx, _user_and_client_znodes(old), _user_and_client_znodes(new),
+                 lambda path: path, lambda data: data)
     _diff_znodes(tx, old.acls, new.acls, zk.acl_path, zk.encode_acls)
 
 def _create_topic(tx: TransactionRequest, topic: TopicInfo, controller_epoch: int) -> None:
@@ -431,22 +476,43 @@ def _delete_topic(tx: TransactionRequest, topic: TopicInfo) -> None:
     tx.delete(zk.topic_config_path(name))
 
 
-def _scram_texts(image: MetadataImage) -> dict[str, dict[str, str]]:
-    return {user: {mech: zk.encode_scram(c) for mech, c in creds.items()}
-            for user, creds in image.scram_credentials.items()}
+def _user_and_client_znodes(image: MetadataImage) -> dict[str, bytes]:
+    """Path → data of every user / client-id znode ``image`` needs: a user's SCRAM
+    credentials and its own quotas share ``/config/users/<u>``, which also stays (maybe with
+    an empty config) while the user has per-client-id quotas beneath it."""
+    configs: dict[str, dict[str, str]] = {}
+    bare: set[str] = set()
+    for user, creds in image.scram_credentials.items():
+        configs.setdefault(zk.user_config_path(user), {}).update(
+            (mech, zk.encode_scram(c)) for mech, c in creds.items())
+    for entity, values in image.client_quotas.items():
+        names = dict(entity)
+        if "user" in names and "client-id" in names:
+            configs.setdefault(zk.user_config_path(names["user"]), {})
+            bare.add(zk.user_clients_path(names["user"]))
+        configs.setdefault(zk.quota_entity_path(entity), {}).update(
+            (key, zk.encode_quota(key, value)) for key, value in values.items())
+    znodes = {path: zk.encode_config(dict(sorted(config.items())))
+              for path, config in configs.items()}
+    znodes.update((path, b"") for path in bare)
+    return znodes
 
 
 def _diff_znodes(tx: TransactionRequest, old: Mapping[K, V], new: Mapping[K, V],
                  path: Callable[[K], str], encode: Callable[[V], bytes]) -> None:
-    """One znode per key (configs, credentials, ACLs): created, replaced, or deleted when
-    the key goes (an empty set is never a key: the image drops it)."""
-    for key in sorted(old.keys() | new.keys()):  # type: ignore[type-var]
-        before, after = old.get(key), new.get(key)
-        if before == after:
-            continue
-        if after is None:
+    """One znode per key (configs, credentials, ACLs, quotas): created, replaced, or deleted
+    when the key goes (an empty set is never a key: the image drops it). Deletions come
+    first, children before their parents; then creations, parents before their children
+    (a path sorts before the paths beneath it)."""
+    keys = sorted(old.keys() | new.keys(), key=path)
+    for key in reversed(keys):
+        if key not in new:
             tx.delete(path(key))
-        elif before is None:
+    for key in keys:
+        before, after = old.get(key), new.get(key)
+        if after is None or before == after:
+            continue
+        if before is None:
             tx.create(path(key), encode(after))
         else:
             tx.set_data(path(key), encode(after))

@@ -39,6 +39,7 @@ from strom.client.admin_types import (
 )
 from strom.client.cluster import Cluster
 from strom.client.conn import Connection
+from strom.client.consumer import CommitFailedError, Consumer
 from strom.client.consumer_protocol import ConsumerAssignment, ConsumerSubscription
 from strom.client.fetcher import Fetcher
 from strom.client.interceptors import ProducerInterceptor, ProducerRecord
@@ -63,9 +64,11 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "Cluster",
+    "CommitFailedError",
     "ConfigEntry",
     "ConfigResource",
     "Connection",
+    "Consumer",
     "ConsumerAssignment",
     "ConsumerGroupMetadata",
     "ConsumerRecord",

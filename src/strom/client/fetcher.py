@@ -4,6 +4,12 @@ Assign partitions, position each one (:meth:`Fetcher.seek`, ``seek_to_beginning`
 ``_timestamp``, or the ``auto_offset_reset`` policy on first fetch), then call
 :meth:`Fetcher.fetch` (one round of Fetch requests, one per leader, concurrently) or iterate
 ``async for record in fetcher``. Positions only move forward past records handed out.
+Paused partitions (:meth:`Fetcher.pause`) stay assigned and positioned but are not fetched.
+
+Each leader gets an incremental fetch session (KIP-227, :mod:`strom.client.fetch_session`):
+after the first full request, a request names only partitions whose position changed, so an
+idle consumer of many partitions sends small requests. A broker that keeps no sessions
+answers session id 0 and every request stays full.
 
 Record batches are decoded with :func:`strom.protocol.records.reader.decode_batches`, which
 decompresses and stops at a partial trailing batch (the broker cuts responses at
@@ -27,6 +33,7 @@ from typing import Any
 from strom.client.admin_types import OffsetSpec
 from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster
 from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
+from strom.client.fetch_session import FetchSession, PartitionFetch
 from strom.client.offsets import READ_COMMITTED, READ_UNCOMMITTED, list_offsets
 from strom.client.read_committed import AbortedTransactions, aborted_of
 from strom.client.records import ClientConfigError, ConsumerRecord
@@ -37,6 +44,7 @@ from strom.common.errors import (
     OffsetOutOfRangeError,
     StromError,
     UnknownTopicOrPartitionError,
+    error_class,
     error_for,
 )
 from strom.common.types import TopicPartition
@@ -46,6 +54,10 @@ from strom.protocol.versions import ApiKey
 log = logging.getLogger("strom.client.fetcher")
 
 RESET_POLICIES = ("earliest", "latest", "none")
+
+#: Top-level Fetch errors that end the fetch session (the next request is a full one).
+SESSION_ERRORS = frozenset({error_class("FETCH_SESSION_ID_NOT_FOUND").code,
+                            error_class("INVALID_FETCH_SESSION_EPOCH").code})
 
 
 class NoOffsetError(StromError):
@@ -100,6 +112,8 @@ class Fetcher:
         self.auto_offset_reset = auto_offset_reset
         self.request_timeout_s = request_timeout_s
         self._state: dict[TopicPartition, PartitionState] = {}
+        self._paused: set[TopicPartition] = set()
+        self._sessions: dict[int, FetchSession] = {}
 
     async def start(self) -> Fetcher:
         await self.cluster.start()
@@ -119,6 +133,20 @@ class Fetcher:
         """Replace the assignment; partitions kept from before keep their positions."""
         wanted = [TopicPartition(*tp) for tp in partitions]
         self._state = {tp: self._state.get(tp) or PartitionState() for tp in wanted}
+        self._paused &= set(self._state)
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching ``partitions`` (they keep their positions) until resumed."""
+        for tp in partitions:
+            self._state_of(tp)
+            self._paused.add(TopicPartition(*tp))
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self._paused.discard(TopicPartition(*tp))
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._paused)
 
     async def assign_topic(
         self, topic: str, partitions: Iterable[int] | None = None
@@ -208,19 +236,28 @@ class Fetcher:
         return {tp: o.offset for tp, o in found.items()}
 
     # -- fetching ----------------------------------------------------------------------------
-    async def fetch(self) -> list[ConsumerRecord]:
+    async def fetch(self, max_wait_ms: int | None = None) -> list[ConsumerRecord]:
         """One round of Fetch requests to every leader; the records past each position.
 
-        Returns an empty list when nothing arrived within ``max_wait_ms``.
+        Returns an empty list when nothing arrived within ``max_wait_ms`` (the fetcher's
+        own unless given).
         """
         if not self._state:
             raise ClientConfigError("no partitions assigned")
         await self._reset_missing()
         groups: dict[int, list[TopicPartition]] = defaultdict(list)
         for tp in self._state:
-            groups[await self.cluster.leader_for(tp)].append(tp)
+            if tp not in self._paused:
+                groups[await self.cluster.leader_for(tp)].append(tp)
+        for node, session in self._sessions.items():
+            if node not in groups and session.holds_partitions:
+                groups[node] = []  # forget the partitions this leader no longer serves
+        wait = self.max_wait_ms if max_wait_ms is None else max_wait_ms
+        if not groups:
+            await asyncio.sleep(wait / 1000)
+            return []
         results = await asyncio.gather(
-            *(self._fetch_from(node, tps) for node, tps in groups.items())
+            *(self._fetch_from(node, tps, wait) for node, tps in groups.items())
         )
         return [record for chunk in results for record in chunk]
 
@@ -229,18 +266,32 @@ class Fetcher:
             for record in await self.fetch():
                 yield record
 
-    async def _fetch_from(self, node: int, tps: list[TopicPartition]) -> list[ConsumerRecord]:
+    async def _fetch_from(self, node: int, tps: list[TopicPartition],
+                          max_wait_ms: int) -> list[ConsumerRecord]:
+        session = self._sessions.setdefault(node, FetchSession())
         try:
             conn = await self.cluster.connection(node)
-            response = await self._request(conn, tps)
-        except NetworkError as exc:
+            response = await self._request(conn, session, tps, max_wait_ms)
+        except (NetworkError, asyncio.CancelledError) as exc:
+            session.failed()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
             log.debug("fetch from broker %d failed: %s", node, exc)
             for tp in tps:
                 self.cluster.invalidate(tp)
             await asyncio.sleep(0.1)
             return []
-        if getattr(response, "error_code", 0):
-            raise error_for(response.error_code, f"Fetch from broker {node}")
+        except KafkaError:
+            session.failed()
+            raise
+        code = getattr(response, "error_code", 0)
+        session.completed(code, getattr(response, "session_id", 0))
+        if code in SESSION_ERRORS:
+            log.debug("broker %d dropped our fetch session (%s); starting a new one", node,
+                      error_for(code).name)
+            return []
+        if code:
+            raise error_for(code, f"Fetch from broker {node}")
         records: list[ConsumerRecord] = []
         for topic in response.responses:
             for p in topic.partitions:
@@ -258,30 +309,41 @@ class Fetcher:
                     records.extend(self._decode(tp, state, p))
         return records
 
-    async def _request(self, conn: Connection, tps: list[TopicPartition]) -> Any:
-        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    async def _request(self, conn: Connection, session: FetchSession,
+                       tps: list[TopicPartition], max_wait_ms: int) -> Any:
+        wanted: dict[TopicPartition, PartitionFetch] = {}
         for tp in tps:
             state = self._state[tp]
+            position = state.position if state.position is not None else 0
+            wanted[tp] = (position, state.max_bytes or self.max_partition_bytes)
+        version = conn.version(ApiKey.FETCH)
+        plan = session.build(wanted, version)
+        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for tp, (offset, max_bytes) in plan.partitions.items():
             by_topic[tp.topic].append({
                 "partition": tp.partition,
-                "fetch_offset": state.position,
+                "fetch_offset": offset,
                 "log_start_offset": -1,
-                "partition_max_bytes": state.max_bytes or self.max_partition_bytes,
+                "partition_max_bytes": max_bytes,
             })
+        forgotten: dict[str, list[int]] = defaultdict(list)
+        for tp in plan.forgotten:
+            forgotten[tp.topic].append(tp.partition)
         fields = {
             "replica_id": -1,
-            "max_wait_ms": self.max_wait_ms,
+            "max_wait_ms": max_wait_ms,
             "min_bytes": self.min_bytes,
             "max_bytes": self.max_bytes,
             "isolation_level": self.isolation_level,
-            "session_id": 0,
-            "session_epoch": -1,
+            "session_id": plan.session_id,
+            "session_epoch": plan.epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-            "forgotten_topics_data": [],
+            "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                      for t, ps in forgotten.items()],
             "rack_id": "",
         }
-        return await conn.request(ApiKey.FETCH, fields,
-                                  timeout_s=self.request_timeout_s + self.max_wait_ms / 1000)
+        return await conn.request(ApiKey.FETCH, fields, version=version,
+                                  timeout_s=self.request_timeout_s + max_wait_ms / 1000)
 
     async def _handle_error(self, tp: TopicPartition, error: KafkaError) -> None:
         if isinstance(error, OffsetOutOfRangeError) and self.auto_offset_reset != "none":

@@ -255,6 +255,14 @@ class GroupAdmin:
         self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
     ) -> None:
         """Commit ``offsets`` for the group as an admin (no member); the group must be empty."""
+        await self.commit_offsets(group_id, offsets)
+
+    async def commit_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], *,
+        generation_id: int = -1, member_id: str = "", group_instance_id: str | None = None,
+    ) -> None:
+        """OffsetCommit of ``offsets``: as an admin with the defaults (generation -1, no
+        member), or as the group member ``member_id`` of generation ``generation_id``."""
         plan = {tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
                 for tp, o in offsets.items()}
         if not plan:
@@ -270,13 +278,13 @@ class GroupAdmin:
             version = conn.version(ApiKey.OFFSET_COMMIT)
             fields: dict[str, Any] = {
                 "group_id": group_id,
-                "generation_id_or_member_epoch": -1,
-                "member_id": "",
+                "generation_id_or_member_epoch": generation_id,
+                "member_id": member_id,
                 "topics": [{"name": t, "partitions": [_for_version(p, version) for p in ps]}
                            for t, ps in grouped.items()],
             }
             if version >= 7:
-                fields["group_instance_id"] = None
+                fields["group_instance_id"] = group_instance_id
             if version <= 4:
                 fields["retention_time_ms"] = -1
             response = await conn.request(ApiKey.OFFSET_COMMIT, fields, version=version)

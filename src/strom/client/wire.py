@@ -56,6 +56,12 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.DESCRIBE_GROUPS: (0, 6),
     ApiKey.LIST_GROUPS: (0, 5),
+    # The classic group protocol of the consumer (JoinGroup v4+: KIP-394 member ids; v5+:
+    # static membership).
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
     # Transactions. AddPartitionsToTxn v4+ is broker-to-broker (KIP-890); EndTxn and

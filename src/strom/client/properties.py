@@ -13,7 +13,10 @@ keys (``security.protocol``, ``ssl.*``, ``sasl.*``) together make its ``security
 (:class:`~strom.client.security.ClientSecurity`). The consumer
 keys ``group.id``, ``enable.auto.commit`` and ``auto.commit.interval.ms`` are group settings
 (:data:`GROUP_KEYWORDS`), which the group-less :class:`~strom.client.fetcher.Fetcher` does
-not take; whoever manages the group's offsets reads them.
+not take; whoever manages the group's offsets reads them. The group-membership keys
+(``session.timeout.ms``, ``partition.assignment.strategy``, …, :data:`MEMBER_KEYWORDS`) are
+taken by :class:`~strom.client.consumer.Consumer` only. Deserializers are given by name
+(``str``, ``int``, ``json``, …), not by Java class.
 """
 
 from __future__ import annotations
@@ -132,12 +135,27 @@ CONSUMER: dict[str, tuple[str | None, Parser]] = {
     "group.id": ("group_id", _text),
     "enable.auto.commit": ("enable_auto_commit", _boolean),
     "auto.commit.interval.ms": ("auto_commit_interval_ms", _integer(1)),
+    # Group membership: keys of strom.client.Consumer only (MEMBER_KEYWORDS).
+    "group.instance.id": ("group_instance_id", _text),
+    "session.timeout.ms": ("session_timeout_ms", _integer(1)),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", _integer(1)),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _integer(1)),
+    "max.poll.records": ("max_poll_records", _integer(1)),
+    "metadata.max.age.ms": ("metadata_max_age_ms", _integer(0)),
+    "partition.assignment.strategy": ("partition_assignment_strategy", _text),
+    "key.deserializer": ("key_deserializer", _text),
+    "value.deserializer": ("value_deserializer", _text),
 }
 
 ADMIN: dict[str, tuple[str | None, Parser]] = dict(_COMMON)
 
 #: Consumer keywords that belong to a group's offset management, not to the Fetcher.
 GROUP_KEYWORDS = ("group_id", "enable_auto_commit", "auto_commit_interval_ms")
+#: Consumer keywords only the group :class:`~strom.client.consumer.Consumer` takes (group
+#: membership, poll loop, deserializers); a group-less Fetcher refuses them.
+MEMBER_KEYWORDS = ("group_instance_id", "session_timeout_ms", "heartbeat_interval_ms",
+                   "max_poll_interval_ms", "max_poll_records", "metadata_max_age_ms",
+                   "partition_assignment_strategy", "key_deserializer", "value_deserializer")
 
 _KINDS = {"producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN}
 

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast, overload
 
@@ -39,6 +39,7 @@ from strom.client.admin_types import (
     TransactionDescription,
     TransactionListing,
 )
+from strom.client.consumer.consumer import CommitCallback, Consumer
 from strom.client.fetcher import Fetcher
 from strom.client.metadata import BrokerNode
 from strom.client.producer import BulkRecord, DeliveryCallback, PreparedRecord, Producer
@@ -93,7 +94,7 @@ class LoopThread:
 class _Facade:
     """Shared lifecycle: start the async client on the loop thread; close it and the loop."""
 
-    _client: AdminClient | Producer | Fetcher
+    _client: AdminClient | Producer | Fetcher | Consumer
 
     def __init__(self, name: str) -> None:
         self._loop = LoopThread(name)
@@ -583,3 +584,115 @@ class SyncFetcher(_Facade):
     def __iter__(self) -> Iterator[ConsumerRecord]:
         while True:
             yield from self.poll()
+
+
+class _ThreadedListener:
+    """A rebalance listener whose plain methods run in a worker thread, so they may call the
+    :class:`SyncConsumer` (whose loop thread is meanwhile waiting for them)."""
+
+    def __init__(self, listener: Any) -> None:
+        self._listener = listener
+        for hook in ("on_partitions_revoked", "on_partitions_assigned", "on_partitions_lost"):
+            fn = getattr(listener, hook, None)
+            if fn is not None:
+                setattr(self, hook, self._threaded(fn))
+
+    @staticmethod
+    def _threaded(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+        async def call(*args: Any) -> Any:
+            result = await asyncio.to_thread(fn, *args)
+            if isinstance(result, Awaitable):
+                return await result
+            return result
+
+        return call
+
+
+class SyncConsumer(_Facade):
+    """Blocking :class:`~strom.client.consumer.consumer.Consumer`: the same methods (the
+    asynchronous ones block). Rebalance listeners and commit callbacks run in a worker
+    thread while ``poll`` waits for them, so they may call this consumer (e.g. commit)."""
+
+    def __init__(self, bootstrap: str, **options: Any) -> None:
+        super().__init__("strom-consumer")
+        self._client = self.consumer = Consumer(bootstrap, **options)
+        self._start(self.consumer.start())
+
+    def _on_loop(self, fn: Callable[[], T]) -> T:
+        async def go() -> T:
+            return fn()
+
+        return self._run(go())
+
+    def subscribe(self, topics: Any = None, *, pattern: Any = None, listener: Any = None
+                  ) -> None:
+        wrapped = None if listener is None else _ThreadedListener(listener)
+        self._on_loop(lambda: self.consumer.subscribe(topics, pattern=pattern,
+                                                      listener=wrapped))
+
+    def unsubscribe(self) -> None:
+        self._run(self.consumer.unsubscribe())
+
+    def subscription(self) -> set[str]:
+        return self._on_loop(self.consumer.subscription)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = list(partitions)
+        self._on_loop(lambda: self.consumer.assign(tps))
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._on_loop(self.consumer.assignment)
+
+    def poll(self, timeout_s: float = 1.0) -> list[ConsumerRecord]:
+        return self._run(self.consumer.poll(timeout_s))
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        while True:
+            yield from self.poll()
+
+    def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None
+               ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._run(self.consumer.commit(offsets))
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None
+                     = None, callback: CommitCallback | None = None) -> None:
+        threaded = None if callback is None else _ThreadedListener._threaded(callback)
+        self._on_loop(lambda: self.consumer.commit_async(offsets, threaded))
+
+    def committed(self, partitions: Iterable[TopicPartition]
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return self._run(self.consumer.committed(list(partitions)))
+
+    def position(self, tp: TopicPartition) -> int:
+        return self._run(self.consumer.position(tp))
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._on_loop(lambda: self.consumer.seek(tp, offset))
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._run(self.consumer.seek_to_beginning(partitions))
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._run(self.consumer.seek_to_end(partitions))
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._run(self.consumer.offsets_for_times(timestamps))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]
+                          ) -> dict[TopicPartition, int]:
+        return self._run(self.consumer.beginning_offsets(list(partitions)))
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._run(self.consumer.end_offsets(list(partitions)))
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = list(partitions)
+        self._on_loop(lambda: self.consumer.pause(tps))
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = list(partitions)
+        self._on_loop(lambda: self.consumer.resume(tps))
+
+    def paused(self) -> set[TopicPartition]:
+        return self._on_loop(self.consumer.paused)

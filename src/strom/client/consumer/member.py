@@ -233,7 +233,8 @@ class GroupMember:
                             f"group {self.group_id!r} chose protocol {self.protocol!r}, "
                             "which this consumer does not offer")
         assignments: list[dict[str, Any]] = []
-        if self.is_leader:
+        # KIP-814: a static leader rejoining is told to keep the current assignment.
+        if self.is_leader and not getattr(response, "skip_assignment", False):
             members = [Member(m.member_id, decode_subscription(m.metadata),
                               getattr(m, "group_instance_id", None))
                        for m in response.members]

@@ -29,6 +29,11 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("broker").bootstrap)
 
 
+def skip_on_tansu(bootstrap: str, request: pytest.FixtureRequest, reason: str) -> None:
+    if request.node.callspec.params.get("bootstrap") == "tansu":
+        pytest.skip(f"Tansu {reason}")
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
@@ -65,7 +70,11 @@ def run(coro: Awaitable[None], timeout_s: float = 90) -> None:
     asyncio.run(asyncio.wait_for(coro, timeout_s))  # type: ignore[arg-type]
 
 
-def test_commit_styles_sync_async_explicit_and_committed(bootstrap: str) -> None:
+def test_commit_styles_sync_async_explicit_and_committed(
+        bootstrap: str, request: pytest.FixtureRequest) -> None:
+    skip_on_tansu(bootstrap, request, "returns no committed metadata (OffsetFetch answers "
+                  "null for 'half-way')")
+
     async def test() -> None:
         topic = await new_topic(bootstrap, 2, 10)
         group = unique("g")
@@ -140,7 +149,11 @@ def test_pattern_subscription_picks_up_a_topic_created_later(bootstrap: str) -> 
     run(test())
 
 
-def test_positions_seek_pause_offsets_for_times_and_deserializers(bootstrap: str) -> None:
+def test_positions_seek_pause_offsets_for_times_and_deserializers(
+        bootstrap: str, request: pytest.FixtureRequest) -> None:
+    skip_on_tansu(bootstrap, request, "answers ListOffsets LATEST with 1 for a partition of "
+                  "3 records (measured), so seek_to_end cannot be checked")
+
     async def test() -> None:
         topic = await new_topic(bootstrap, 2)
         await produce(bootstrap, topic, 6, 2, value=lambda i: json.dumps({"n": i}).encode())
@@ -189,7 +202,12 @@ def test_auto_offset_reset_none_without_a_committed_offset(bootstrap: str) -> No
     run(test())
 
 
-def test_member_that_stops_polling_leaves_and_its_commit_fails(bootstrap: str) -> None:
+def test_member_that_stops_polling_leaves_and_its_commit_fails(
+        bootstrap: str, request: pytest.FixtureRequest) -> None:
+    skip_on_tansu(bootstrap, request, "does not complete the pending rebalance when the "
+                  "member that stopped polling sends LeaveGroup (the join waits out the "
+                  "rebalance timeout)")
+
     async def test() -> None:
         topic = await new_topic(bootstrap, 2, 4)
         group = unique("g")

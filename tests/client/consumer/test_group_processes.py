@@ -1,0 +1,180 @@
+"""Real group rebalances of several consumer processes (strom.client.sync.SyncConsumer in
+each), and strom's consumer sharing a group with kafka-python's / confluent-kafka's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strom.client.sync import SyncAdminClient, SyncConsumer, SyncProducer
+from tests.client.consumer.test_consumer import unique
+
+WORKER = Path(__file__).with_name("group_worker.py")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class Worker:
+    def __init__(self, bootstrap: str, group: str, topic: str, assignor: str,
+                 out: Path) -> None:
+        self.out = out
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+        self.proc = subprocess.Popen([sys.executable, str(WORKER), bootstrap, group, topic,
+                                      assignor, str(out)], env=env)
+
+    def lines(self) -> list[str]:
+        return self.out.read_text().splitlines() if self.out.exists() else []
+
+    def records(self) -> list[tuple[int, int]]:
+        return [(int(p), int(o)) for kind, p, o in
+                (line.split() for line in self.lines() if line.startswith("record "))]
+
+    def events(self, kind: str) -> list[set[int]]:
+        return [{int(p) for p in line.split(" ", 1)[1].split(",") if p}
+                for line in self.lines() if line.startswith(kind + " ")]
+
+    def assignment(self) -> set[int]:
+        owned: set[int] = set()
+        for line in self.lines():
+            kind, _, rest = line.partition(" ")
+            if kind not in ("assigned", "revoked", "lost"):
+                continue
+            tps = {int(p) for p in rest.split(",") if p}
+            if kind == "assigned":
+                owned |= tps
+            elif kind in ("revoked", "lost"):
+                owned -= tps
+        return owned
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def workers() -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for w in started:
+        w.stop()
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def produce(bootstrap: str, topic: str, partitions: int, count: int) -> None:
+    with SyncProducer(bootstrap) as producer:
+        for i in range(count):
+            producer.send(topic, b"x", partition=i % partitions)
+        producer.flush()
+
+
+def all_records(workers: list[Worker]) -> Counter[tuple[int, int]]:
+    return Counter(r for w in workers for r in w.records())
+
+
+def stable(workers: list[Worker], partitions: int) -> bool:
+    owned = [w.assignment() for w in workers]
+    return sum(len(o) for o in owned) == partitions and set().union(*owned) == \
+        set(range(partitions))
+
+
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky", "cooperative-sticky"])
+def test_three_processes_one_leaves_one_is_killed_nothing_lost_or_duplicated(
+        broker: Any, tmp_path: Path, workers: list[Worker], assignor: str) -> None:
+    bootstrap, partitions = broker.bootstrap, 6
+    topic, group = unique("procs"), unique("g")
+    with SyncAdminClient(bootstrap) as admin:
+        admin.create_topic(topic, partitions, 1)
+    for i in range(3):
+        workers.append(Worker(bootstrap, group, topic, assignor, tmp_path / f"w{i}"))
+    wait_for(lambda: stable(workers, partitions) and all(
+        len(w.assignment()) == 2 for w in workers), "three members with two partitions each")
+    produce(bootstrap, topic, partitions, 300)
+    wait_for(lambda: sum(all_records(workers).values()) >= 300, "the first 300 records")
+    # One member leaves cleanly: it commits in its revoke listener and sends LeaveGroup.
+    workers[0].proc.send_signal(signal.SIGTERM)
+    assert workers[0].proc.wait(30) == 0 and workers[0].lines()[-1] == "closed"
+    wait_for(lambda: stable(workers[1:], partitions), "the two others to take over")
+    produce(bootstrap, topic, partitions, 300)
+    wait_for(lambda: sum(all_records(workers).values()) >= 600, "the next 300 records")
+    time.sleep(1)  # the last batch's commit
+    # One is killed: after the session timeout the last one owns every partition.
+    workers[1].stop()
+    produce(bootstrap, topic, partitions, 300)
+    wait_for(lambda: len(workers[2].assignment()) == partitions, "the survivor to own all")
+    wait_for(lambda: sum(all_records(workers).values()) >= 900, "the last 300 records")
+    time.sleep(1)
+    seen = all_records(workers)
+    assert sum(seen.values()) == 900 and max(seen.values()) == 1, \
+        [r for r, n in seen.items() if n > 1][:5]
+    assert sorted(seen) == sorted((p, o) for p in range(partitions) for o in range(150))
+
+
+def test_cooperative_sticky_revokes_only_the_partitions_that_move(
+        broker: Any, tmp_path: Path, workers: list[Worker]) -> None:
+    bootstrap, partitions = broker.bootstrap, 6
+    topic, group = unique("coop"), unique("g")
+    with SyncAdminClient(bootstrap) as admin:
+        admin.create_topic(topic, partitions, 1)
+    for i in range(2):
+        workers.append(Worker(bootstrap, group, topic, "cooperative-sticky",
+                              tmp_path / f"w{i}"))
+    wait_for(lambda: stable(workers, partitions) and all(
+        len(w.assignment()) == 3 for w in workers), "two members with three each")
+    before = [w.assignment() for w in workers]
+    revoked_before = [len(w.events("revoked")) for w in workers]
+    workers.append(Worker(bootstrap, group, topic, "cooperative-sticky", tmp_path / "w2"))
+    wait_for(lambda: stable(workers, partitions) and all(
+        len(w.assignment()) == 2 for w in workers), "three members with two each")
+    moved = workers[2].assignment()
+    for w, owned in zip(workers[:2], before, strict=True):
+        assert w.assignment() <= owned  # kept partitions never moved
+    revoked = [set().union(*w.events("revoked")[n:]) for w, n in
+               zip(workers[:2], revoked_before, strict=True)]
+    assert revoked[0] | revoked[1] == moved and not revoked[0] & revoked[1]
+    assert all(len(r) == 1 for r in revoked)
+
+
+def test_strom_and_kafka_python_share_a_group(broker: Any) -> None:
+    kafka = pytest.importorskip("kafka")
+    bootstrap, partitions = broker.bootstrap, 6
+    topic, group = unique("mixed"), unique("g")
+    with SyncAdminClient(bootstrap) as admin:
+        admin.create_topic(topic, partitions, 1)
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    theirs = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                 partition_assignment_strategy=[RoundRobinPartitionAssignor],
+                                 session_timeout_ms=10000, heartbeat_interval_ms=500)
+    ours = SyncConsumer(bootstrap, group_id=group, partition_assignment_strategy="roundrobin",
+                        session_timeout_ms=10000, heartbeat_interval_ms=500, max_wait_ms=100)
+    try:
+        ours.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while True:
+            theirs.poll(timeout_ms=100)
+            ours.poll(0.1)
+            mine = {tp.partition for tp in ours.assignment()}
+            other = {tp.partition for tp in theirs.assignment()}
+            if len(mine) == len(other) == partitions // 2:
+                break
+            assert time.monotonic() < deadline, (mine, other)
+        assert mine | other == set(range(partitions)) and not mine & other
+    finally:
+        ours.close()
+        theirs.close()

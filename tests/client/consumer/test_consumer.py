@@ -263,3 +263,51 @@ def test_a_commit_answered_unknown_member_fails_with_the_brokers_code(bootstrap:
             assert failure.value.error is not None and failure.value.error.code == 25
 
     run(test())
+
+
+def test_static_member_restart_within_the_session_timeout_causes_no_rebalance(
+        broker: Any) -> None:
+    bootstrap = broker.bootstrap
+
+    async def test() -> None:
+        topic = await new_topic(bootstrap, 2)
+        group = unique("g")
+        events: list[str] = []
+
+        class Recorder:
+            def on_partitions_assigned(self, tps: set[TP]) -> None:
+                events.append(f"assigned {sorted(tps)}")
+
+            def on_partitions_revoked(self, tps: set[TP]) -> None:
+                events.append(f"revoked {sorted(tps)}")
+
+        async def poll_both(a: Consumer, b: Consumer, done: Callable[[], bool]) -> None:
+            deadline = time.monotonic() + 30
+            while not done():
+                assert time.monotonic() < deadline, (a.assignment(), b.assignment())
+                await asyncio.gather(a.poll(0.1), b.poll(0.1))
+
+        dynamic = await Consumer(bootstrap, group_id=group, **FAST_GROUP).start()
+        static = await Consumer(bootstrap, group_id=group, group_instance_id="static-1",
+                                **FAST_GROUP).start()
+        try:
+            dynamic.subscribe([topic], listener=Recorder())
+            static.subscribe([topic])
+            await poll_both(dynamic, static, lambda: len(static.assignment()) == 1
+                            and len(dynamic.assignment()) == 1)
+            owned = static.assignment()
+            before = list(events)
+            await static.close()  # a static member sends no LeaveGroup
+            static = await Consumer(bootstrap, group_id=group, group_instance_id="static-1",
+                                    **FAST_GROUP).start()
+            static.subscribe([topic])
+            await poll_both(dynamic, static, lambda: static.assignment() == owned)
+            end = time.monotonic() + 2
+            while time.monotonic() < end:
+                await asyncio.gather(dynamic.poll(0.2), static.poll(0.2))
+            assert events == before  # the other member saw no rebalance
+        finally:
+            await static.close()
+            await dynamic.close()
+
+    run(test())

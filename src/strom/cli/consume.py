@@ -30,7 +30,7 @@ from strom.cli.common import (
     positive,
 )
 from strom.cli.consume_group import DEFAULT_COMMIT_INTERVAL_MS, GroupOffsets
-from strom.client.properties import GROUP_KEYWORDS, MEMBER_KEYWORDS, client_options
+from strom.client.properties import CONSUMER, GROUP_KEYWORDS, MEMBER_KEYWORDS, client_options
 from strom.client.records import ConsumerRecord
 from strom.client.sync import SyncAdminClient, SyncFetcher
 
@@ -139,10 +139,12 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     if args.isolation_level is not None:
         properties["isolation.level"] = args.isolation_level
     options = client_options("consumer", properties)
-    member_only = sorted(k for k in MEMBER_KEYWORDS if k in options)
+    member_only = sorted(key for key, (kw, _) in CONSUMER.items()
+                         if kw in MEMBER_KEYWORDS and kw in options)
     if member_only:
-        raise UsageError(f"{', '.join(member_only)} configure a group member; strom consume "
-                         "reads partitions itself and only tracks the group's offsets")
+        raise UsageError(f"{', '.join(member_only)}: a setting of the group consumer "
+                         "(strom.client.Consumer); strom consume reads partitions itself and "
+                         "only tracks the group's offsets")
     options.setdefault("auto_offset_reset", "latest")
     if options.get("group_id") is not None:
         if args.partition or args.offset is not None or args.from_timestamp:

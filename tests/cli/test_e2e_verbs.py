@@ -205,14 +205,14 @@ def test_api_versions_text_for_other_brokers() -> None:
     ranges that do not meet the client's, keys missing or unknown."""
     text = versions_text(BrokerApiVersions(
         BrokerNode(3, "kafka", 9092, "r1"),
-        ranges={0: (0, 2), 18: (0, 4), 11: (2, 9), 60: (0, 0), 200: (0, 1)},
+        ranges={0: (0, 2), 18: (0, 4), 23: (2, 4), 60: (0, 0), 200: (0, 1)},
         usable={18: 3, 60: 0},
     ))
     lines = text.splitlines()
     assert lines[0] == "(" and lines[-1] == ")"
     assert lines[1] == "\tProduce(0): 0 to 2 [unusable: node too old],"
     assert lines[2] == "\tFetch(1): UNSUPPORTED,"  # spoken by strom's client, not offered
-    assert "\tJoinGroup(11): 2 to 9," in lines  # offered, not spoken by strom's client
+    assert "\tOffsetForLeaderEpoch(23): 2 to 4," in lines  # offered, not spoken by the client
     assert "\tApiVersions(18): 0 to 4 [usable: 3]," in lines
     assert "\tDescribeCluster(60): 0 [usable: 0]," in lines
     assert lines[-2] == "\tUNKNOWN(200): 0 to 1"

@@ -49,6 +49,12 @@ def test_sync_producer_queue_flush_and_close(fake: FakeBroker) -> None:
     assert [f.result(0).offset for f in late] == [50, 51, 52, 53, 54]
 
 
+def test_close_twice_is_a_no_op(fake: FakeBroker) -> None:
+    for facade in (SyncAdminClient(fake.bootstrap), SyncFetcher(fake.bootstrap)):
+        facade.close()
+        facade.close()  # e.g. ``with`` after an explicit close(): no "Event loop is closed"
+
+
 def test_sync_producer_reports_errors_through_futures(fake: FakeBroker) -> None:
     fake.create("t", 1)
     with SyncProducer(fake.bootstrap) as producer:

@@ -113,6 +113,10 @@ class _Facade:
         return self._loop.run(coro, timeout_s)
 
     def close(self) -> None:
+        """Close the client and stop the loop; a second call does nothing (as in Kafka's
+        clients)."""
+        if self._loop.loop.is_closed():
+            return
         try:
             self._loop.run(self._client.close())
         finally:

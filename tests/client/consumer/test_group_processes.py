@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -178,3 +179,91 @@ def test_strom_and_kafka_python_share_a_group(broker: Any) -> None:
     finally:
         ours.close()
         theirs.close()
+
+
+class ConfluentMember:
+    """A confluent-kafka (librdkafka) consumer in ``group``, polled on a thread of its own as
+    an application would (librdkafka serves rebalance callbacks inside ``poll``)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, assignor: str) -> None:
+        ck = pytest.importorskip("confluent_kafka")
+        self.consumer = ck.Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group,
+            "partition.assignment.strategy": assignor, "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest"})
+        self.owned: set[int] = set()
+        self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked,
+                                on_lost=self._revoked)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            self.consumer.poll(0.1)
+
+    # Rebalance callbacks, on the polling thread: an eager assignor hands over the whole
+    # assignment, cooperative-sticky only the increments. (``Consumer.assignment()`` from
+    # another thread while one polls can block for good, hence the callbacks.)
+    def _assigned(self, _consumer: Any, tps: list[Any]) -> None:
+        self.owned |= {tp.partition for tp in tps}
+
+    def _revoked(self, _consumer: Any, tps: list[Any]) -> None:
+        self.owned -= {tp.partition for tp in tps}
+
+    def partitions(self) -> set[int]:
+        return set(self.owned)
+
+    def close(self) -> None:
+        """Stop polling and close: librdkafka revokes and sends LeaveGroup."""
+        if not self.stopping.is_set():
+            self.stopping.set()
+            self.thread.join(30)
+            self.consumer.close()
+
+
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])
+def test_strom_and_confluent_kafka_share_a_group_and_take_over_when_one_leaves(
+        broker: Any, assignor: str) -> None:
+    bootstrap, partitions = broker.bootstrap, 6
+    topic, group = unique("ck-mixed"), unique("g")
+    everything = set(range(partitions))
+    with SyncAdminClient(bootstrap) as admin:
+        admin.create_topic(topic, partitions, 1)
+
+    def ours_until(condition: Callable[[set[int]], bool], what: str) -> set[int]:
+        deadline = time.monotonic() + 60
+        while True:
+            ours.poll(0.1)
+            mine = {tp.partition for tp in ours.assignment()}
+            if condition(mine):
+                return mine
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {mine}"
+
+    def split_evenly(theirs: ConfluentMember) -> Callable[[set[int]], bool]:
+        def check(mine: set[int]) -> bool:
+            other = theirs.partitions()
+            return len(mine) == len(other) == partitions // 2
+        return check
+
+    ours = SyncConsumer(bootstrap, group_id=group, partition_assignment_strategy=assignor,
+                        session_timeout_ms=10000, heartbeat_interval_ms=500, max_wait_ms=100)
+    first = ConfluentMember(bootstrap, group, topic, assignor)
+    second: ConfluentMember | None = None
+    try:
+        ours.subscribe([topic])
+        mine = ours_until(split_evenly(first), "an even split with librdkafka")
+        assert mine | first.partitions() == everything and not mine & first.partitions()
+        first.close()  # librdkafka leaves: strom's member takes over every partition
+        ours_until(lambda mine: mine == everything, "strom to own every partition")
+        second = ConfluentMember(bootstrap, group, topic, assignor)
+        mine = ours_until(split_evenly(second), "an even split after librdkafka rejoins")
+        assert mine | second.partitions() == everything and not mine & second.partitions()
+        ours.close()  # strom leaves: librdkafka takes over every partition
+        wait_for(lambda: second.partitions() == everything, "librdkafka to own every partition",
+                 timeout_s=60)
+    finally:
+        ours.close()
+        first.close()
+        if second is not None:
+            second.close()

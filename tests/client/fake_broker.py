@@ -91,6 +91,9 @@ class FakeBroker:
         self.groups: dict[str, FakeGroup] = {}
         self.coordinator_errors: list[int] = []  # answered to the next FindCoordinator keys
         self.leaderless: set[str] = set()  # topics whose partitions have no leader
+        #: More brokers for Metadata to list ({"node_id", "host", "port"}): e.g. another
+        #: FakeBroker acting as a group coordinator that leads no partition.
+        self.other_brokers: list[dict[str, Any]] = []
 
     @property
     def bootstrap(self) -> str:
@@ -199,7 +202,8 @@ class FakeBroker:
                  "replica_nodes": [0], "isr_nodes": [0], "offline_replicas": []}
                 for i in range(len(parts))
             ]})
-        return {"brokers": [{"node_id": 0, "host": "127.0.0.1", "port": self.port}],
+        return {"brokers": [{"node_id": 0, "host": "127.0.0.1", "port": self.port},
+                            *self.other_brokers],
                 "cluster_id": "fake", "controller_id": 0, "topics": topics}
 
     def _api_19(self, version: int, request: Any) -> dict[str, Any]:

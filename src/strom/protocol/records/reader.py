@@ -14,14 +14,17 @@ never ``IndexError``, ``struct.error`` or ``UnicodeDecodeError``. Magic v0/v1 ba
 Record timestamps are ``base_timestamp + delta``, or the batch's ``max_timestamp`` for
 LogAppendTime batches; offsets are ``base_offset + delta``.
 
-The per-record loop inlines one-byte varints (nearly all lengths and deltas) and slices
-keys and values straight out of one ``bytes`` object.
+The per-record loop inlines one- and two-byte varints (nearly all lengths and deltas) and
+slices keys and values straight out of one ``bytes`` object. :func:`decode_records_as`
+builds the caller's record type directly (the consumer's), so no intermediate
+:class:`Record` is made and copied per record.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from strom.common.errors import CorruptMessageError, KafkaError
 from strom.protocol.records.batch import (
@@ -95,6 +98,22 @@ def decode_records(
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> list[Record]:
     """The records of the batch ``header`` describes (as returned by :func:`scan_batches`)."""
+    return decode_records_as(buf, header, Record, max_decompressed_size=max_decompressed_size)
+
+
+R = TypeVar("R")
+#: ``make(offset, timestamp, key, value, headers)`` → one decoded record of the caller's type.
+RecordFactory = Callable[[int, int, bytes | None, bytes | None, list[Header]], R]
+
+
+def decode_records_as(
+    buf: Buffer,
+    header: BatchHeader,
+    make: RecordFactory[R],
+    *,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[R]:
+    """:func:`decode_records`, each record built by ``make`` (absolute offset, timestamp)."""
     if header.records_count == 0:
         return []
     data, position, end = _records_section(buf, header, max_decompressed_size)
@@ -107,6 +126,7 @@ def decode_records(
         header.base_offset,
         header.base_timestamp,
         fixed_timestamp,
+        make,
     )
 
 
@@ -210,41 +230,58 @@ def _decode_records(
     base_offset: int,
     base_timestamp: int,
     fixed_timestamp: int | None,
-) -> list[Record]:
+    new_record: RecordFactory[R],
+) -> list[R]:
     if count > (end - pos) // _MIN_RECORD:
         raise _corrupt(f"{count} records cannot fit in {end - pos} bytes")
-    records: list[Record] = []
+    records: list[R] = []
     append = records.append
-    new_record = Record
     read_varint = _read_varint
+    read_varlong = _read_varlong
     try:
         for _ in range(count):
             byte = data[pos]
             if byte < 0x80:
                 length = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: most lengths and deltas
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                length = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
                 length, pos = read_varint(data, pos)
             record_end = pos + length
             if length < _MIN_RECORD_BODY or record_end > end:
                 raise _corrupt(f"record length {length} out of range")
-            # data[pos] is the (unused) attributes byte.
-            byte = data[pos + 1]
+            pos += 1  # the (unused) attributes byte
+            byte = data[pos]
             if byte < 0x80:
                 timestamp_delta = (byte >> 1) ^ -(byte & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: most lengths and deltas
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                timestamp_delta = (raw >> 1) ^ -(raw & 1)
                 pos += 2
             else:
-                timestamp_delta, pos = _read_varlong(data, pos + 1)
+                timestamp_delta, pos = read_varlong(data, pos)
             byte = data[pos]
             if byte < 0x80:
                 offset_delta = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: most lengths and deltas
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                offset_delta = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
                 offset_delta, pos = read_varint(data, pos)
             byte = data[pos]
             if byte < 0x80:
                 size = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: most lengths and deltas
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                size = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
                 size, pos = read_varint(data, pos)
             if size >= 0:
@@ -258,6 +295,10 @@ def _decode_records(
             if byte < 0x80:
                 size = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: most lengths and deltas
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                size = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
                 size, pos = read_varint(data, pos)
             if size >= 0:
@@ -275,15 +316,14 @@ def _decode_records(
                 headers, pos = _read_headers(data, pos, record_end)
             if pos != record_end:
                 raise _corrupt(f"record body is {length} bytes but its fields end elsewhere")
-            timestamp = base_timestamp + timestamp_delta
+            # LogAppendTime: every record carries the batch's time.
+            timestamp = base_timestamp + timestamp_delta if fixed_timestamp is None \
+                else fixed_timestamp
             append(new_record(base_offset + offset_delta, timestamp, key, value, headers))
     except IndexError as exc:
         raise _corrupt("truncated record") from exc
     if pos != end:
         raise CorruptMessageError(f"{end - pos} bytes left after the batch's {count} records")
-    if fixed_timestamp is not None:  # LogAppendTime: every record carries the batch's time
-        for record in records:
-            record.timestamp = fixed_timestamp
     return records
 
 
@@ -333,6 +373,10 @@ def _decode_offsets_and_timestamps(
             if byte < 0x80:
                 length = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: most lengths and deltas
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                length = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
                 length, pos = read_varint(data, pos)
             record_end = pos + length

@@ -11,8 +11,9 @@ after the first full request, a request names only partitions whose position cha
 idle consumer of many partitions sends small requests. A broker that keeps no sessions
 answers session id 0 and every request stays full.
 
-Record batches are decoded with :func:`strom.protocol.records.reader.decode_batches`, which
-decompresses and stops at a partial trailing batch (the broker cuts responses at
+Record batches are decoded with :func:`strom.protocol.records.reader.scan_batches` and
+``decode_records_as`` (straight into :class:`ConsumerRecord`), which decompress and stop at
+a partial trailing batch (the broker cuts responses at
 ``max_partition_bytes``); the next fetch starts at the first offset not yet returned. Batches
 that begin before the position (a fetch returns whole batches) have their earlier records
 skipped; control batches (transaction markers) never reach the application. With
@@ -36,7 +37,7 @@ from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.fetch_session import FetchSession, PartitionFetch
 from strom.client.offsets import READ_COMMITTED, READ_UNCOMMITTED, list_offsets
 from strom.client.read_committed import AbortedTransactions, aborted_of
-from strom.client.records import ClientConfigError, ConsumerRecord
+from strom.client.records import ClientConfigError, ConsumerRecord, Header
 from strom.client.security import ClientSecurity
 from strom.common.errors import (
     KafkaError,
@@ -48,7 +49,8 @@ from strom.common.errors import (
     error_for,
 )
 from strom.common.types import TopicPartition
-from strom.protocol.records.reader import decode_batches
+from strom.protocol.records.batch import BatchHeader
+from strom.protocol.records.reader import RecordFactory, decode_records_as, scan_batches
 from strom.protocol.versions import ApiKey
 
 log = logging.getLogger("strom.client.fetcher")
@@ -242,6 +244,13 @@ class Fetcher:
         Returns an empty list when nothing arrived within ``max_wait_ms`` (the fetcher's
         own unless given).
         """
+        by_partition = await self.fetch_partitions(max_wait_ms)
+        return [record for records in by_partition.values() for record in records]
+
+    async def fetch_partitions(self, max_wait_ms: int | None = None
+                               ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """:meth:`fetch`, the records of each partition apart (partitions with none left
+        out)."""
         if not self._state:
             raise ClientConfigError("no partitions assigned")
         await self._reset_missing()
@@ -255,11 +264,11 @@ class Fetcher:
         wait = self.max_wait_ms if max_wait_ms is None else max_wait_ms
         if not groups:
             await asyncio.sleep(wait / 1000)
-            return []
+            return {}
         results = await asyncio.gather(
             *(self._fetch_from(node, tps, wait) for node, tps in groups.items())
         )
-        return [record for chunk in results for record in chunk]
+        return {tp: records for chunk in results for tp, records in chunk.items()}
 
     async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         while True:
@@ -267,7 +276,7 @@ class Fetcher:
                 yield record
 
     async def _fetch_from(self, node: int, tps: list[TopicPartition],
-                          max_wait_ms: int) -> list[ConsumerRecord]:
+                          max_wait_ms: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         session = self._sessions.setdefault(node, FetchSession())
         try:
             conn = await self.cluster.connection(node)
@@ -280,7 +289,7 @@ class Fetcher:
             for tp in tps:
                 self.cluster.invalidate(tp)
             await asyncio.sleep(0.1)
-            return []
+            return {}
         except KafkaError:
             session.failed()
             raise
@@ -289,10 +298,10 @@ class Fetcher:
         if code in SESSION_ERRORS:
             log.debug("broker %d dropped our fetch session (%s); starting a new one", node,
                       error_for(code).name)
-            return []
+            return {}
         if code:
             raise error_for(code, f"Fetch from broker {node}")
-        records: list[ConsumerRecord] = []
+        records: dict[TopicPartition, list[ConsumerRecord]] = {}
         for topic in response.responses:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition_index)
@@ -306,7 +315,9 @@ class Fetcher:
                 state.log_start_offset = getattr(p, "log_start_offset", -1)
                 state.last_stable_offset = getattr(p, "last_stable_offset", -1)
                 if p.records:
-                    records.extend(self._decode(tp, state, p))
+                    decoded = self._decode(tp, state, p)
+                    if decoded:
+                        records[tp] = decoded
         return records
 
     async def _request(self, conn: Connection, session: FetchSession,
@@ -363,21 +374,18 @@ class Fetcher:
             aborted_of(p) if self.isolation_level == READ_COMMITTED else ())
         out: list[ConsumerRecord] = []
         advanced = False
-        for header, batch_records in decode_batches(p.records):
+        topic, partition = tp
+        for header in scan_batches(p.records):
             advanced = True
             next_offset = header.base_offset + header.last_offset_delta + 1
+            batch_records = decode_records_as(p.records, header,
+                                              _record_factory(topic, partition, header))
             if aborted.drops(header, batch_records):
                 position = max(position, next_offset)
                 continue
-            timestamp_type = 1 if header.is_log_append_time else 0
-            for r in batch_records:
-                if r.offset < position:
-                    continue
-                out.append(ConsumerRecord(
-                    tp.topic, tp.partition, r.offset,
-                    r.timestamp, timestamp_type,
-                    r.key, r.value, tuple(r.headers), header.partition_leader_epoch,
-                ))
+            if header.base_offset < position:  # a batch the position starts inside of
+                batch_records = [r for r in batch_records if r.offset >= position]
+            out.extend(batch_records)
             position = max(position, next_offset)
         if not advanced and len(p.records) >= (state.max_bytes or self.max_partition_bytes):
             # Only a partial batch fit: a batch is larger than the fetch size. Grow it.
@@ -387,6 +395,22 @@ class Fetcher:
             state.max_bytes = 0
         state.position = position
         return out
+
+
+def _record_factory(topic: str, partition: int, header: BatchHeader
+                    ) -> RecordFactory[ConsumerRecord]:
+    """Builds the batch's :class:`ConsumerRecord` straight from the decoder's fields: the
+    consume hot path (one tuple per record, no intermediate record object)."""
+    timestamp_type = 1 if header.is_log_append_time else 0
+    epoch = header.partition_leader_epoch
+    new = tuple.__new__
+
+    def make(offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+             headers: list[Header]) -> ConsumerRecord:
+        return new(ConsumerRecord, (topic, partition, offset, timestamp, timestamp_type, key,
+                                    value, tuple(headers) if headers else (), epoch))
+
+    return make
 
 
 _ISOLATION_NAMES = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}

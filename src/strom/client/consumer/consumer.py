@@ -34,7 +34,6 @@ Lifecycle: ``await start()`` (or ``async with``), subscribe/assign, poll, ``awai
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import logging
 import re
@@ -286,10 +285,10 @@ class Consumer:
                 continue
             await self._position_missing()
             wait_ms = max(0, min(self.fetcher.max_wait_ms, int(remaining * 1000)))
-            for record in await self.fetcher.fetch(max_wait_ms=wait_ms):
-                tp = TopicPartition(record.topic, record.partition)
+            fetched = await self.fetcher.fetch_partitions(max_wait_ms=wait_ms)
+            for tp, records in fetched.items():
                 if tp in self._assigned:
-                    self._buffer.setdefault(tp, deque()).append(record)
+                    self._buffer.setdefault(tp, deque()).extend(records)
 
     async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         while not self._closed:
@@ -297,17 +296,24 @@ class Consumer:
                 yield record
 
     def _drain(self) -> list[ConsumerRecord]:
+        """Up to ``max_poll_records`` buffered records of unpaused partitions (whole runs per
+        partition, in offset order); notes each partition's last leader epoch for commits."""
         out: list[ConsumerRecord] = []
+        room = self.max_poll_records
         paused = self.fetcher.paused()
         for tp, queue in self._buffer.items():
-            if tp in paused:
+            if not queue or tp in paused:
                 continue
-            while queue and len(out) < self.max_poll_records:
-                out.append(queue.popleft())
-            if len(out) >= self.max_poll_records:
+            if len(queue) <= room:
+                out.extend(queue)
+                queue.clear()
+            else:
+                take = queue.popleft
+                out.extend([take() for _ in range(room)])
+            room = self.max_poll_records - len(out)
+            self._epochs[tp] = out[-1].leader_epoch
+            if not room:
                 break
-        for r in out:
-            self._epochs[TopicPartition(r.topic, r.partition)] = r.leader_epoch
         return out
 
     def _deliver(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
@@ -324,7 +330,7 @@ class Consumer:
         except Exception as exc:
             raise DeserializationError(
                 f"record {record.topic}-{record.partition}@{record.offset}: {exc}") from exc
-        return dataclasses.replace(record, key=key, value=value)
+        return record._replace(key=key, value=value)
 
     def _poll_expired(self) -> bool:
         return time.monotonic() - self._last_poll > self.max_poll_interval_s

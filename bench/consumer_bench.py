@@ -3,13 +3,15 @@
     python bench/consumer_bench.py [--records 1000000] [--repeats 3] [--out FILE]
 
 - consume: records/s reading ``--records`` pre-produced 100-byte records from 8 partitions,
-  from the first poll until the last record, with ``strom.client.Consumer`` (``assign`` of
+  timed from the first poll until the last record (the broker runs with
+  ``group.initial.rebalance.delay.ms=0`` so a new group's join is not a fixed 3 s wait), with ``strom.client.Consumer`` (``assign`` of
   every partition, and ``subscribe`` in a new group), aiokafka, kafka-python and
   confluent-kafka (librdkafka, for context). Each run is a fresh process (so no client warms
   another's caches or shares its GIL); the clients take turns within each repeat.
 - rebalance: a group of 4 consumers (4 tasks on one event loop, roundrobin, heartbeat every
-  1 s) owns the 8 partitions; one ``close()``s (LeaveGroup) and the time until the other
-  three own all 8 is measured — ``strom.client.Consumer`` vs aiokafka.
+  1 s, each polling an empty 8-partition topic) owns the 8 partitions; one ``close()``s
+  (LeaveGroup) and the time until the other three own all 8 is measured —
+  ``strom.client.Consumer`` vs aiokafka.
 
 The table gives medians and ratios to aiokafka, so a noisy shared machine affects both alike.
 """
@@ -38,7 +40,23 @@ SESSION_MS = 10000
 
 
 # -- one consume run (in a child process) ----------------------------------------------------
-async def consume_strom(bootstrap: str, topic: str, n: int, subscribe: bool) -> None:
+class Clock:
+    """Counts records from the first poll on (the client is started and assigned or
+    subscribed by then; fetching, offset lookups and a group's join are inside)."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.start = time.perf_counter()
+
+    def got(self, count: int) -> None:
+        self.seen += count
+
+    def rate(self) -> float:
+        """Records/s since the clock started."""
+        return self.seen / (time.perf_counter() - self.start)
+
+
+async def consume_strom(bootstrap: str, topic: str, n: int, subscribe: bool) -> float:
     from strom.client import Consumer
     from strom.common.types import TopicPartition
 
@@ -48,12 +66,13 @@ async def consume_strom(bootstrap: str, topic: str, n: int, subscribe: bool) -> 
             consumer.subscribe([topic])
         else:
             consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-        seen = 0
-        while seen < n:
-            seen += len(await consumer.poll(1.0))
+        clock = Clock()
+        while clock.seen < n:
+            clock.got(len(await consumer.poll(1.0)))
+        return clock.rate()
 
 
-async def consume_aiokafka(bootstrap: str, topic: str, n: int) -> None:
+async def consume_aiokafka(bootstrap: str, topic: str, n: int) -> float:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
@@ -61,56 +80,57 @@ async def consume_aiokafka(bootstrap: str, topic: str, n: int) -> None:
     await consumer.start()
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-        seen = 0
-        while seen < n:
+        clock = Clock()
+        while clock.seen < n:
             batches = await consumer.getmany(timeout_ms=1000)
-            seen += sum(len(records) for records in batches.values())
+            clock.got(sum(len(records) for records in batches.values()))
+        return clock.rate()
     finally:
         await consumer.stop()
 
 
-def consume_kafka_python(bootstrap: str, topic: str, n: int) -> None:
+def consume_kafka_python(bootstrap: str, topic: str, n: int) -> float:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              enable_auto_commit=False)
     consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-    seen = 0
-    while seen < n:
-        seen += sum(len(records) for records in consumer.poll(timeout_ms=1000).values())
+    clock = Clock()
+    while clock.seen < n:
+        clock.got(sum(len(records) for records in consumer.poll(timeout_ms=1000).values()))
     consumer.close()
+    return clock.rate()
 
 
-def consume_confluent(bootstrap: str, topic: str, n: int) -> None:
+def consume_confluent(bootstrap: str, topic: str, n: int) -> float:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    seen = 0
-    while seen < n:
-        seen += sum(1 for m in consumer.consume(10000, 1.0) if m.error() is None)
+    clock = Clock()
+    while clock.seen < n:
+        clock.got(sum(1 for m in consumer.consume(10000, 1.0) if m.error() is None))
     consumer.close()
+    return clock.rate()
 
 
 def consume_once(client: str, bootstrap: str, topic: str, n: int) -> float:
-    """Seconds for ``client`` to read ``n`` records (run in this process)."""
-    start = time.perf_counter()
+    """Records/s of ``client`` reading ``n`` records (run in this process)."""
     if client.startswith("strom"):
-        asyncio.run(consume_strom(bootstrap, topic, n, subscribe=client == "strom subscribe"))
-    elif client == "aiokafka":
-        asyncio.run(consume_aiokafka(bootstrap, topic, n))
-    elif client == "kafka-python":
-        consume_kafka_python(bootstrap, topic, n)
-    else:
-        consume_confluent(bootstrap, topic, n)
-    return time.perf_counter() - start
+        return asyncio.run(consume_strom(bootstrap, topic, n,
+                                         subscribe=client == "strom subscribe"))
+    if client == "aiokafka":
+        return asyncio.run(consume_aiokafka(bootstrap, topic, n))
+    if client == "kafka-python":
+        return consume_kafka_python(bootstrap, topic, n)
+    return consume_confluent(bootstrap, topic, n)
 
 
 def consume_in_child(client: str, bootstrap: str, topic: str, n: int) -> float:
     out = subprocess.run([sys.executable, __file__, "--child", client, bootstrap, topic, str(n)],
                          check=True, capture_output=True, text=True, cwd=Path(__file__).parent)
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["rate"])
 
 
 # -- rebalance after one member leaves ---------------------------------------------------------
@@ -191,40 +211,44 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--rebalance-only", action="store_true")
     parser.add_argument("--out")
     args = parser.parse_args()
-    clients = args.clients.split(",")
-    broker = start_strom()
+    clients = [] if args.rebalance_only else args.clients.split(",")
+    broker = start_strom({"group.initial.rebalance.delay.ms": "0"})
     try:
         topic = "consume-bench"
-        create_topic(broker, topic)
-        produce(broker, topic, args.records, "1")
-        seconds: dict[str, list[float]] = {c: [] for c in clients}
+        if clients:
+            create_topic(broker, topic)
+            produce(broker, topic, args.records, "1")
+        rates: dict[str, list[float]] = {c: [] for c in clients}
         for _ in range(args.repeats):
             for client in clients:
-                seconds[client].append(consume_in_child(client, broker.bootstrap, topic,
-                                                        args.records))
-                print(client, f"{seconds[client][-1]:.2f} s", file=sys.stderr)
+                rates[client].append(consume_in_child(client, broker.bootstrap, topic,
+                                                      args.records))
+                print(client, f"{rates[client][-1]:,.0f} records/s", file=sys.stderr)
+        idle = "rebalance-bench"  # empty: members wait in fetches, as idle consumers do
+        create_topic(broker, idle)
         takeovers: dict[str, list[float]] = {"strom.client": [], "aiokafka": []}
         for _ in range(args.repeats):
             takeovers["strom.client"].append(asyncio.run(strom_rebalance(broker.bootstrap,
-                                                                         topic)))
+                                                                         idle)))
             takeovers["aiokafka"].append(asyncio.run(aiokafka_rebalance(broker.bootstrap,
-                                                                       topic)))
+                                                                       idle)))
             print("takeover", {k: f"{v[-1]:.3f}" for k, v in takeovers.items()},
                   file=sys.stderr)
     finally:
         broker.stop()
-    rate = {c: args.records / statistics.median(s) for c, s in seconds.items()}
+    rate = {c: statistics.median(r) for c, r in rates.items()}
     lines = [f"{args.records:,} records of 100 bytes, {PARTITIONS} partitions, "
              f"{args.repeats} repeats (median)", "",
-             "| client | records/s | vs aiokafka | vs kafka-python | runs (s) |",
+             "| client | records/s | vs aiokafka | vs kafka-python | runs (records/s) |",
              "|---|---:|---:|---:|---|"]
     for client in clients:
         def ratio(other: str, client: str = client) -> str:
             return f"{rate[client] / rate[other]:.2f}×" if other in rate else "–"
 
-        runs = ", ".join(f"{s:.2f}" for s in seconds[client])
+        runs = ", ".join(f"{r:,.0f}" for r in rates[client])
         lines.append(f"| {client} | {rate[client]:,.0f} | {ratio('aiokafka')} | "
                      f"{ratio('kafka-python')} | {runs} |")
     lines += ["", f"Group of {GROUP_SIZE}, one closes, the others own all {PARTITIONS} "
@@ -242,6 +266,6 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _, _, name, address, topic_name, count = sys.argv
-        print(json.dumps({"seconds": consume_once(name, address, topic_name, int(count))}))
+        print(json.dumps({"rate": consume_once(name, address, topic_name, int(count))}))
     else:
         main()

@@ -4,8 +4,9 @@
 
 - consume: records/s reading ``--records`` pre-produced 100-byte records from 8 partitions,
   timed from the first poll until the last record (the broker runs with
-  ``group.initial.rebalance.delay.ms=0`` so a new group's join is not a fixed 3 s wait), with ``strom.client.Consumer`` (``assign`` of
-  every partition, and ``subscribe`` in a new group), aiokafka, kafka-python and
+  ``group.initial.rebalance.delay.ms=0`` so a new group's join is not a fixed 3 s wait),
+  with ``strom.client.Consumer`` (``assign`` of every partition, and ``subscribe`` in a new
+  group), aiokafka, kafka-python and
   confluent-kafka (librdkafka, for context). Each run is a fresh process (so no client warms
   another's caches or shares its GIL); the clients take turns within each repeat.
 - rebalance: a group of 4 consumers (4 tasks on one event loop, roundrobin, heartbeat every
@@ -246,7 +247,7 @@ def main() -> None:
              "|---|---:|---:|---:|---|"]
     for client in clients:
         def ratio(other: str, client: str = client) -> str:
-            return f"{rate[client] / rate[other]:.2f}×" if other in rate else "–"
+            return f"{rate[client] / rate[other]:.2f}x" if other in rate else "-"
 
         runs = ", ".join(f"{r:,.0f}" for r in rates[client])
         lines.append(f"| {client} | {rate[client]:,.0f} | {ratio('aiokafka')} | "

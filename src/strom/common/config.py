@@ -416,6 +416,12 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("fetch.max.bytes", ConfigType.INT, 57671680,
               "The most bytes one Fetch response returns (the client's own limit may be lower).",
               at_least(1024)),
+    ConfigKey("max.incremental.fetch.session.cache.slots", ConfigType.INT, 1000,
+              "Incremental fetch sessions (KIP-227) the broker keeps; 0 answers every fetch "
+              "without a session.", at_least(0)),
+    ConfigKey("min.incremental.fetch.session.eviction.ms", ConfigType.INT, 120000,
+              "A fetch session unused this long may be evicted for a new one; a younger one "
+              "only by a session with more partitions (or by a follower's).", at_least(0)),
     ConfigKey("message.max.bytes", ConfigType.INT, 1048588,
               "The largest record batch accepted (topic: max.message.bytes).", at_least(0),
               dynamic=True),

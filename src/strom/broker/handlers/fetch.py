@@ -2,14 +2,17 @@
 
 Consumers read up to the high watermark (the last stable offset with read_committed, with the
 aborted transactions overlapping the records returned: producer id and first offset, for the
-consumer to drop them) through the partition, never through storage. No incremental fetch
-sessions yet: every response carries session id 0, which tells clients to keep sending full
-requests (KIP-227). Limits:
+consumer to drop them) through the partition, never through storage. Requests with session
+metadata other than sessionless (id 0, epoch -1) go through the incremental fetch session
+cache (:mod:`strom.broker.fetch_sessions`, KIP-227): an incremental request reads every
+partition of its session and answers only those that changed; sessionless requests never touch
+the cache. Limits:
 ``partition_max_bytes`` per partition and ``max_bytes`` per response, with the first non-empty
-partition allowed to exceed them by one batch (KIP-74). A request that cannot reach
-``min_bytes`` parks in the replica manager's fetch purgatory
+partition allowed to exceed them by one batch (KIP-74). A request (full or incremental) that
+cannot reach ``min_bytes`` parks in the replica manager's fetch purgatory
 (:class:`~strom.replication.delayed.DelayedFetch`) until the high watermark of one of its
-partitions moves far enough or ``max_wait_ms`` passes, and is answered as soon as it does.
+partitions moves far enough or ``max_wait_ms`` passes, and is answered as soon as it does;
+a session's cache is updated from the read that is finally sent.
 
 Consumer fetches of a connection are paced by its :class:`~strom.broker.fetch_pacing.FetchPacer`
 once the client has shown that it stalls on its own queue (librdkafka's queue backoff): the
@@ -22,19 +25,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from strom.broker.access import TOPIC_DENIED
 from strom.broker.dispatch import HandlerResult, Request, ResponseParts
 from strom.broker.fetch_pacing import FetchPacer
+from strom.broker.fetch_sessions import (
+    FINAL_EPOCH,
+    FetchSession,
+    FetchSessionCache,
+    Incremental,
+    SessionContext,
+    open_context,
+)
 from strom.broker.handlers.common import check_leader_epoch, topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
-from strom.common.errors import (
-    FetchSessionIdNotFoundError,
-    UnknownTopicIdError,
-    UnknownTopicOrPartitionError,
-)
+from strom.common.errors import UnknownTopicIdError, UnknownTopicOrPartitionError
 from strom.common.types import TopicPartition
 from strom.protocol import fast
 from strom.protocol.versions import ApiKey
@@ -62,15 +70,19 @@ class FetchHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
         self._max_bytes = int(state.config.get("fetch.max.bytes"))
+        self.sessions = FetchSessionCache(
+            int(state.config.get("max.incremental.fetch.session.cache.slots")),
+            int(state.config.get("min.incremental.fetch.session.eviction.ms")) / 1000)
 
     def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         req = fast.decode_fetch_request(request.body, version)
-        if req.session_id != 0:
-            body = fast.encode_fetch_response(
-                version, [], error_code=FetchSessionIdNotFoundError.code, session_id=0
-            )
-            return body
+        context: SessionContext | None = None
+        if req.session_id != 0 or req.session_epoch != FINAL_EPOCH:
+            opened = open_context(self.sessions, req, version, self._state.clock.monotonic())
+            if isinstance(opened, int):  # a top-level session error, no partitions
+                return fast.encode_fetch_response(version, [], error_code=opened)
+            context = opened
         image = self._state.store.image
         replicas = self._state.replicas
         targets: list[_Target] = []
@@ -78,14 +90,16 @@ class FetchHandler:
         # A follower needs CLUSTER_ACTION; refused, its partitions answer as unauthorized
         # topics (Kafka's choice); a consumer needs READ on each topic.
         follower_denied = req.replica_id >= 0 and not access.allowed(request, CLUSTER)
-        for topic in req.topics:
-            name = topic_name_for(image, topic.name, topic.topic_id)
-            denied = name is not None and (
-                follower_denied or (req.replica_id < 0 and not access.allowed(request, TOPIC,
-                                                                              name)))
-            for p in topic.partitions:
-                partition = replicas.get(name, p.partition) if name is not None else None
-                targets.append(_Target(topic, p, name, partition, denied))
+        if isinstance(context, Incremental):
+            targets = self._session_targets(request, req, context.session, follower_denied)
+        else:
+            for topic in req.topics:
+                name = topic_name_for(image, topic.name, topic.topic_id)
+                denied = name is not None and (follower_denied or (
+                    req.replica_id < 0 and not access.allowed(request, TOPIC, name)))
+                for p in topic.partitions:
+                    partition = replicas.get(name, p.partition) if name is not None else None
+                    targets.append(_Target(topic, p, name, partition, denied))
         if req.replica_id >= 0:
             request.quota_exempt = True  # follower fetches: no client quota, as in Kafka
         pacer = request.conn.fetch_pacer if req.replica_id < 0 else None
@@ -97,44 +111,84 @@ class FetchHandler:
                           "fetches at %.1f MB/s, queue limit about %.1f MB", request.conn.peer,
                           request.conn.client_id, pacer.rate / 1e6, pacer.queue_bytes / 1e6)
             if hold > 0:
-                return self._held(hold, req, version, targets, pacer)
-        return self._respond(req, version, targets, pacer)
+                return self._held(hold, req, version, targets, pacer, context)
+        return self._respond(req, version, targets, pacer, context)
+
+    def _session_targets(self, request: Request, req: fast.FetchRequest,
+                         session: FetchSession, follower_denied: bool) -> list[_Target]:
+        """Every partition of ``session``, names resolved and access checked again (a topic
+        may have been deleted or an ACL removed since the session began)."""
+        image = self._state.store.image
+        replicas = self._state.replicas
+        access = self._state.access
+        resolved: dict[tuple[str | None, bytes | None], tuple[str | None, bool]] = {}
+        targets: list[_Target] = []
+        for topic, p in session.requested():
+            key = (topic.name, topic.topic_id)
+            found = resolved.get(key)
+            if found is None:
+                name = topic_name_for(image, topic.name, topic.topic_id)
+                denied = name is not None and (follower_denied or (
+                    req.replica_id < 0 and not access.allowed(request, TOPIC, name)))
+                found = resolved[key] = (name, denied)
+            name, denied = found
+            partition = replicas.get(name, p.partition) if name is not None else None
+            targets.append(_Target(topic, p, name, partition, denied))
+        return targets
 
     async def _held(
         self, hold: float, req: fast.FetchRequest, version: int, targets: list[_Target],
-        pacer: FetchPacer,
+        pacer: FetchPacer, context: SessionContext | None,
     ) -> ResponseParts:
         await asyncio.sleep(hold)
-        result = self._respond(req, version, targets, pacer)
+        result = self._respond(req, version, targets, pacer, context)
         return result if isinstance(result, list) else await result
 
     def _respond(
         self, req: fast.FetchRequest, version: int, targets: list[_Target],
-        pacer: FetchPacer | None,
-    ) -> ResponseParts | asyncio.Future[ResponseParts]:
+        pacer: FetchPacer | None, context: SessionContext | None,
+    ) -> ResponseParts | Awaitable[ResponseParts]:
         cap = pacer.budget(self._state.clock.monotonic()) if pacer is not None else None
         topics, size, errors, backlogged = self._read(req, version, targets, cap)
         if size >= req.min_bytes or req.max_wait_ms <= 0 or errors or not targets:
             if pacer is not None:
                 pacer.after_read(self._state.clock.monotonic(), size, backlogged)
-            return fast.encode_fetch_response(version, topics)
+            return self._encode(req, version, topics, context)
         if pacer is not None:  # parking: the consumer has caught up
             pacer.after_read(self._state.clock.monotonic(), 0, False)
-        return self._wait(req, version, targets)
+        return self._wait(req, version, targets, context)
+
+    def _encode(self, req: fast.FetchRequest, version: int,
+                topics: list[fast.FetchTopicResult],
+                context: SessionContext | None) -> ResponseParts:
+        if context is None:
+            return fast.encode_fetch_response(version, topics)
+        answer = context.finish(req, topics, self._state.clock.monotonic())
+        return fast.encode_fetch_response(version, answer.topics, error_code=answer.error_code,
+                                          session_id=answer.session_id)
 
     def _wait(
-        self, req: fast.FetchRequest, version: int, targets: list[_Target]
-    ) -> asyncio.Future[ResponseParts]:
+        self, req: fast.FetchRequest, version: int, targets: list[_Target],
+        context: SessionContext | None,
+    ) -> Awaitable[ResponseParts]:
         keys = [TopicPartition(t.name, t.request.partition) for t in targets if t.name]
-        future: asyncio.Future[ResponseParts] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[fast.FetchTopicResult]] = loop.create_future()
 
-        def read() -> tuple[ResponseParts, int, bool]:
+        def read() -> tuple[list[fast.FetchTopicResult], int, bool]:
             topics, size, errors, _ = self._read(req, version, targets)
-            return fast.encode_fetch_response(version, topics), size, errors
+            return topics, size, errors
 
         self._state.replicas.park_fetch(
             DelayedFetch(req.max_wait_ms, max(req.min_bytes, 1), read, future), keys)
-        return future
+        return self._encode_when_read(future, req, version, context)
+
+    async def _encode_when_read(
+        self, pending: asyncio.Future[list[fast.FetchTopicResult]], req: fast.FetchRequest,
+        version: int, context: SessionContext | None,
+    ) -> ResponseParts:
+        """Encode a parked read once it completes (a session is updated from this read)."""
+        return self._encode(req, version, await pending, context)
 
     def _read(
         self, req: fast.FetchRequest, version: int, targets: list[_Target],

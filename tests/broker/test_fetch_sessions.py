@@ -3,6 +3,7 @@ then the real clients (kafka-python opens sessions; librdkafka and aiokafka fetc
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -11,11 +12,13 @@ from typing import Any
 import pytest
 
 from strom.common.errors import ErrorCode
+from strom.protocol import fast
 from strom.protocol.records.reader import decode_batches
 from strom.protocol.versions import ApiKey
 from strom.testing import EmbeddedBroker
 from tests.broker.raw import RawClient
 from tests.broker.test_data_path import batch, create, produce
+from tests.broker.wire_tap import Exchange, WireTap
 
 NOT_FOUND = ErrorCode.FETCH_SESSION_ID_NOT_FOUND  # type: ignore[attr-defined]
 BAD_EPOCH = ErrorCode.INVALID_FETCH_SESSION_EPOCH  # type: ignore[attr-defined]
@@ -257,3 +260,157 @@ def test_zero_slots_never_creates_sessions() -> None:
         resp = fetch(client, 0, 0, {"fs-none": [(0, 0)]})
         assert (resp.error_code, resp.session_id, len(answered(resp))) == (0, 0, 1)
         client.close()
+
+
+# --- real clients, through a wire tap -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tapped() -> Iterator[tuple[EmbeddedBroker, WireTap]]:
+    """A broker whose clients all go through one :class:`WireTap`."""
+    tap = WireTap()
+    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{tap.port}"}
+    try:
+        with EmbeddedBroker(config=config) as b:
+            tap.upstream = (b.host, b.port)
+            yield b, tap
+    finally:
+        tap.close()
+
+
+def session_of(exchange: Exchange) -> tuple[int, int, int, int]:
+    """(request session id, request epoch, response error, response session id) of a Fetch."""
+    request = exchange.request
+    client_id_len = struct.unpack_from(">h", request, 8)[0]
+    flexible = exchange.api_version >= 12
+    body = memoryview(request)[10 + max(client_id_len, 0) + (1 if flexible else 0):]
+    req = fast.decode_fetch_request(body, exchange.api_version)
+    head = 4 + (1 if flexible else 0) + 4  # correlation id, header tags, throttle_time_ms
+    error, session_id = struct.unpack_from(">hi", exchange.response, head)
+    return req.session_id, req.session_epoch, error, session_id
+
+
+def test_kafka_python_idle_consumer_of_100_partitions(
+        tapped: tuple[EmbeddedBroker, WireTap]) -> None:
+    """kafka-python opens a session; records produced meanwhile all arrive exactly once through
+    incremental fetches, and an idle consumer's requests and responses stay a few dozen bytes
+    (the full ones carry all 100 partitions)."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    broker, tap = tapped
+    client = RawClient(broker.bootstrap)
+    create(client, "fs-kp", partitions=100)
+    start = len(tap.of(ApiKey.FETCH))
+    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{tap.port}", fetch_max_wait_ms=100,
+                             enable_auto_commit=False)
+    try:
+        consumer.assign([KTP("fs-kp", p) for p in range(100)])
+        consumer.seek_to_beginning()
+        got: list[bytes] = []
+
+        def poll_for(seconds: float) -> None:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=100).values():
+                    got.extend(r.value for r in records)
+
+        poll_for(1.5)  # the session is open and idle
+        sent = [f"{p}-{i}".encode() for p in range(0, 100, 7) for i in range(3)]
+        for p in range(0, 100, 7):
+            produce(client, "fs-kp", batch([f"{p}-{i}".encode() for i in range(3)]),
+                    partition=p)
+        deadline = time.monotonic() + 20
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            poll_for(0.2)
+        assert sorted(got) == sorted(sent)
+        mark = len(tap.of(ApiKey.FETCH)) - start
+        poll_for(1.5)  # idle again
+    finally:
+        consumer.close()
+        client.close()
+    fetches = tap.of(ApiKey.FETCH)[start:]
+    sessions = [session_of(e) for e in fetches]
+    full = [e for e, s in zip(fetches, sessions, strict=True) if s[1] == 0 and s[3] > 0]
+    assert full, sessions[:5]
+    assert all(s[2] == 0 for s in sessions)
+    idle = [e for e, s in zip(fetches[mark:], sessions[mark:], strict=True) if s[1] > 0]
+    assert len(idle) >= 5
+    request_sizes = sorted(e.request_size for e in idle)
+    response_sizes = sorted(e.response_size for e in idle)
+    print(f"kafka-python, 100 partitions: full request {full[0].request_size} B / response "
+          f"{full[0].response_size} B; idle incremental request {request_sizes[0]}-"
+          f"{request_sizes[-1]} B / response {response_sizes[0]}-{response_sizes[-1]} B "
+          f"({len(idle)} fetches)")
+    assert full[0].request_size > 1500 and full[0].response_size > 2500
+    assert request_sizes[-1] < 100 and response_sizes[-1] < 40
+
+
+def consume_sessionless(tap: WireTap, consume: Any) -> None:
+    """Run ``consume`` (returns the values it read) and check every Fetch it sent was
+    sessionless (id 0, epoch -1) and answered without a session or error."""
+    start = len(tap.of(ApiKey.FETCH))
+    assert sorted(consume()) == [b"v0", b"v1", b"v2"]
+    sessions = {session_of(e) for e in tap.of(ApiKey.FETCH)[start:]}
+    assert sessions == {(0, -1, 0, 0)}
+
+
+def test_confluent_kafka_fetches_without_a_session(
+        tapped: tuple[EmbeddedBroker, WireTap]) -> None:
+    """librdkafka 2.x does not implement KIP-227: it always sends session id 0, epoch -1."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    broker, tap = tapped
+    client = RawClient(broker.bootstrap)
+    create(client, "fs-ck", partitions=2)
+    produce(client, "fs-ck", batch([b"v0", b"v1", b"v2"]), partition=1)
+    client.close()
+
+    def consume() -> list[bytes]:
+        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{tap.port}", "group.id": "fs-ck",
+                             "fetch.wait.max.ms": 50, "enable.auto.commit": False})
+        consumer.assign([TopicPartition("fs-ck", p, 0) for p in range(2)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        for _ in range(5):  # a few idle fetches too
+            consumer.poll(0.1)
+        consumer.close()
+        return got
+
+    consume_sessionless(tap, consume)
+
+
+def test_aiokafka_fetches_without_a_session(tapped: tuple[EmbeddedBroker, WireTap]) -> None:
+    """aiokafka 0.14 sends sessionless fetches (id 0, epoch -1)."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    broker, tap = tapped
+    client = RawClient(broker.bootstrap)
+    create(client, "fs-aio", partitions=2)
+    produce(client, "fs-aio", batch([b"v0", b"v1", b"v2"]), partition=0)
+    client.close()
+
+    async def consume() -> list[bytes]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{tap.port}",
+                                    fetch_max_wait_ms=50, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition("fs-aio", p) for p in range(2)])
+            await consumer.seek_to_beginning()
+            got: list[bytes] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 3 and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    got.extend(r.value for r in records)
+            await consumer.getmany(timeout_ms=300)
+            return got
+        finally:
+            await consumer.stop()
+
+    consume_sessionless(tap, lambda: asyncio.run(consume()))

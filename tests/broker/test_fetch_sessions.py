@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from strom.broker.fetch_sessions import next_epoch
 from strom.common.errors import ErrorCode
 from strom.protocol import fast
 from strom.protocol.records.reader import decode_batches
@@ -414,3 +415,7 @@ def test_aiokafka_fetches_without_a_session(tapped: tuple[EmbeddedBroker, WireTa
             await consumer.stop()
 
     consume_sessionless(tap, lambda: asyncio.run(consume()))
+
+
+def test_epochs_wrap_to_one_and_stay_final() -> None:
+    assert [next_epoch(e) for e in (0, 1, 2**31 - 1, -1)] == [1, 2, 1, -1]

@@ -419,3 +419,51 @@ def test_aiokafka_fetches_without_a_session(tapped: tuple[EmbeddedBroker, WireTa
 
 def test_epochs_wrap_to_one_and_stay_final() -> None:
     assert [next_epoch(e) for e in (0, 1, 2**31 - 1, -1)] == [1, 2, 1, -1]
+
+
+def test_strom_client_consumer_uses_the_session(tapped: tuple[EmbeddedBroker, WireTap]) -> None:
+    """strom's own Consumer opens a session on its leader: records produced while it idles
+    arrive exactly once through incremental fetches, and idle fetches stay small."""
+    import asyncio
+
+    from strom.client.consumer import Consumer
+    from strom.common.types import TopicPartition as TP
+
+    broker, tap = tapped
+    client = RawClient(broker.bootstrap)
+    create(client, "fs-strom", partitions=100)
+    start = len(tap.of(ApiKey.FETCH))
+    sent = [f"{p}".encode() for p in range(0, 100, 9)]
+
+    async def consume() -> list[bytes]:
+        consumer = Consumer(f"127.0.0.1:{tap.port}", max_wait_ms=100)
+        await consumer.start()
+        try:
+            consumer.assign([TP("fs-strom", p) for p in range(100)])
+            await consumer.seek_to_beginning()
+            got: list[bytes] = []
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                got += [r.value for r in await consumer.poll(0.1)]
+            for p in range(0, 100, 9):
+                await asyncio.to_thread(produce, client, "fs-strom", batch([f"{p}".encode()]),
+                                        partition=p)
+            deadline = time.monotonic() + 20
+            while len(got) < len(sent) and time.monotonic() < deadline:
+                got += [r.value for r in await consumer.poll(0.1)]
+            return got
+        finally:
+            await consumer.close()
+
+    try:
+        assert sorted(asyncio.run(consume())) == sorted(sent)
+    finally:
+        client.close()
+    fetches = tap.of(ApiKey.FETCH)[start:]
+    sessions = [session_of(e) for e in fetches]
+    assert all(s[2] == 0 for s in sessions)
+    assert sessions[0][1] == 0 and sessions[0][3] > 0  # full request, session granted
+    incremental = [e for e, s in zip(fetches, sessions, strict=True) if s[1] > 0]
+    assert len(incremental) >= 5
+    assert min(e.request_size for e in incremental) < 100
+    assert min(e.response_size for e in incremental) < 40

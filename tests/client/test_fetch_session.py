@@ -1,5 +1,6 @@
-"""The client side of KIP-227 fetch sessions (sans-io). Neither strom nor Tansu keeps
-sessions (both answer session id 0, measured), so the incremental path is checked here."""
+"""The client side of KIP-227 fetch sessions (sans-io). Tansu keeps no sessions (it answers
+session id 0, measured); strom's broker does, and tests/broker/test_fetch_sessions.py runs the
+Consumer against it."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +60,10 @@ RESET_POLICIES = ("earliest", "latest", "none")
 #: Top-level Fetch errors that end the fetch session (the next request is a full one).
 SESSION_ERRORS = frozenset({error_class("FETCH_SESSION_ID_NOT_FOUND").code,
                             error_class("INVALID_FETCH_SESSION_EPOCH").code})
+
+
+#: Receives one Fetch answer's decoded records per partition (see :meth:`Fetcher.fetch_from`).
+RecordSink = Callable[[dict[TopicPartition, list[ConsumerRecord]]], None]
 
 
 class NoOffsetError(StromError):
@@ -254,10 +258,7 @@ class Fetcher:
         if not self._state:
             raise ClientConfigError("no partitions assigned")
         await self._reset_missing()
-        groups: dict[int, list[TopicPartition]] = defaultdict(list)
-        for tp in self._state:
-            if tp not in self._paused:
-                groups[await self.cluster.leader_for(tp)].append(tp)
+        groups = await self.leaders(tp for tp in self._state if tp not in self._paused)
         for node, session in self._sessions.items():
             if node not in groups and session.holds_partitions:
                 groups[node] = []  # forget the partitions this leader no longer serves
@@ -275,12 +276,36 @@ class Fetcher:
             for record in await self.fetch():
                 yield record
 
-    async def _fetch_from(self, node: int, tps: list[TopicPartition],
-                          max_wait_ms: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+    async def leaders(self, partitions: Iterable[TopicPartition]
+                      ) -> dict[int, list[TopicPartition]]:
+        """``partitions`` grouped by their leader's node id (metadata refreshed for unknown
+        leaders)."""
+        groups: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in partitions:
+            groups[await self.cluster.leader_for(tp)].append(tp)
+        return groups
+
+    async def fetch_from(self, node: int, tps: list[TopicPartition], max_wait_ms: int,
+                         sink: RecordSink | None = None
+                         ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """One Fetch of ``tps`` from broker ``node``; the records past each position.
+
+        The answer for a partition is dropped (records and error alike) when the partition
+        was sought, reset or reassigned while the request was in flight: its position or its
+        state is no longer the one the request was built from. ``sink`` gets the decoded
+        records before any await, i.e. in the same step as the positions move past them —
+        so a caller that buffers records never shows a position beyond its buffer."""
+        return await self._fetch_from(node, tps, max_wait_ms, sink)
+
+    async def _fetch_from(self, node: int, tps: list[TopicPartition], max_wait_ms: int,
+                          sink: RecordSink | None = None
+                          ) -> dict[TopicPartition, list[ConsumerRecord]]:
         session = self._sessions.setdefault(node, FetchSession())
+        sent = {tp: (state, state.position) for tp in tps
+                if (state := self._state.get(tp)) is not None}
         try:
             conn = await self.cluster.connection(node)
-            response = await self._request(conn, session, tps, max_wait_ms)
+            response = await self._request(conn, session, list(sent), max_wait_ms)
         except (NetworkError, asyncio.CancelledError) as exc:
             session.failed()
             if isinstance(exc, asyncio.CancelledError):
@@ -302,14 +327,16 @@ class Fetcher:
         if code:
             raise error_for(code, f"Fetch from broker {node}")
         records: dict[TopicPartition, list[ConsumerRecord]] = {}
+        errors: list[tuple[TopicPartition, KafkaError]] = []
         for topic in response.responses:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition_index)
-                state = self._state.get(tp)
-                if state is None:
-                    continue
+                state, position = sent.get(tp, (None, None))
+                if state is None or self._state.get(tp) is not state \
+                        or state.position != position:
+                    continue  # not asked for, reassigned, or sought since the request
                 if p.error_code:
-                    await self._handle_error(tp, error_for(p.error_code, f"fetching {tp}"))
+                    errors.append((tp, error_for(p.error_code, f"fetching {tp}")))
                     continue
                 state.high_watermark = p.high_watermark
                 state.log_start_offset = getattr(p, "log_start_offset", -1)
@@ -318,6 +345,10 @@ class Fetcher:
                     decoded = self._decode(tp, state, p)
                     if decoded:
                         records[tp] = decoded
+        if sink is not None:
+            sink(records)
+        for tp, error in errors:
+            await self._handle_error(tp, error)
         return records
 
     async def _request(self, conn: Connection, session: FetchSession,

@@ -59,6 +59,7 @@ from strom.client.consumer.member import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from strom.client.consumer.prefetch import Prefetcher
 from strom.client.consumer_protocol import ConsumerSubscription
 from strom.client.coordinators import GROUP_KEY_TYPE, CoordinatorFinder
 from strom.client.fetcher import Fetcher, NoOffsetError
@@ -163,6 +164,7 @@ class Consumer:
         self._metadata_at = 0.0
         self._group_counts: dict[str, int] = {}
         self._async_commits: set[asyncio.Task[None]] = set()
+        self._prefetch = Prefetcher(self.fetcher, self._store)
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -196,6 +198,7 @@ class Consumer:
                 await self._auto_commit_now()
         finally:
             self.interceptors.close()
+            await self._prefetch.close()
             await self.fetcher.close()
 
     # -- subscription ------------------------------------------------------------------------
@@ -270,25 +273,43 @@ class Consumer:
         self._last_poll = time.monotonic()
         deadline = self._last_poll + timeout_s
         while True:
+            self._prefetch.reap()
             await self._maintain()
             records = self._drain()
             if records:
                 self._last_poll = time.monotonic()
+                await self._fetch_ahead()
                 return self._deliver(records)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []
-            fetchable = self._assigned - self.fetcher.paused()
-            if not fetchable or (self.member is not None and self._subscribed
-                                 and self.member.needs_join()):
+            if await self._fetch_ahead():
+                await self._prefetch.wait(remaining)
+            else:
                 await asyncio.sleep(min(remaining, 0.05))
-                continue
-            await self._position_missing()
-            wait_ms = max(0, min(self.fetcher.max_wait_ms, int(remaining * 1000)))
-            fetched = await self.fetcher.fetch_partitions(max_wait_ms=wait_ms)
-            for tp, records in fetched.items():
-                if tp in self._assigned:
-                    self._buffer.setdefault(tp, deque()).extend(records)
+
+    async def _fetch_ahead(self) -> bool:
+        """Start background fetches of the assigned, unpaused partitions without buffered
+        records (one Fetch in flight per broker, :mod:`strom.client.consumer.prefetch`);
+        False when there is nothing to fetch now (all paused or buffered, or a rebalance is
+        due)."""
+        if self.member is not None and self._subscribed and self.member.needs_join():
+            return False
+        paused = self.fetcher.paused()
+        buffer = self._buffer
+        wanted = [tp for tp in self._assigned if tp not in paused and not buffer.get(tp)]
+        if not wanted:
+            return False
+        await self._position_missing(wanted)
+        await self._prefetch.start(wanted)
+        return True
+
+    def _store(self, fetched: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        """A Fetch answer's records into the buffer (the fetcher already dropped those of
+        partitions sought or reassigned since the request)."""
+        for tp, records in fetched.items():
+            if tp in self._assigned:
+                self._buffer.setdefault(tp, deque()).extend(records)
 
     async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         while not self._closed:
@@ -301,12 +322,13 @@ class Consumer:
         out: list[ConsumerRecord] = []
         room = self.max_poll_records
         paused = self.fetcher.paused()
+        emptied: list[TopicPartition] = []
         for tp, queue in self._buffer.items():
             if not queue or tp in paused:
                 continue
             if len(queue) <= room:
                 out.extend(queue)
-                queue.clear()
+                emptied.append(tp)
             else:
                 take = queue.popleft
                 out.extend([take() for _ in range(room)])
@@ -314,6 +336,8 @@ class Consumer:
             self._epochs[tp] = out[-1].leader_epoch
             if not room:
                 break
+        for tp in emptied:  # refilled later at the end: partitions take turns
+            del self._buffer[tp]
         return out
 
     def _deliver(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:

@@ -25,7 +25,10 @@ newly assigned partition starts at the group's committed offset, else by
 ``auto_offset_reset`` (``earliest`` / ``latest`` / ``none`` → :class:`NoOffsetError`).
 Commits without explicit offsets commit the positions, so only records :meth:`poll` has
 returned are ever committed; auto-commit does the same every ``auto_commit_interval_ms``,
-inside poll, before revocations and on close.
+inside poll, before revocations and on close. Fetching runs ahead in the background
+(:mod:`strom.client.consumer.prefetch`): ``seek`` / ``seek_to_*`` drop the partition's
+buffered and in-flight data, ``pause`` keeps buffered records back until ``resume``, a
+revoked partition's data is dropped.
 
 Lifecycle: ``await start()`` (or ``async with``), subscribe/assign, poll, ``await close()``
 (auto-commit, revoke, LeaveGroup for a dynamic member). One task at a time uses it.

@@ -389,7 +389,7 @@ def hand_built() -> list[dict[str, Any]]:
     (KIP-890, a broker verifying a transactional write with the coordinator), and the SASL
     and SCRAM APIs the PLAINTEXT workloads never send, and the client-quota APIs (only
     Kafka's kafka-configs.sh sends them; none of the Python clients has them)."""
-    from strom.protocol import api
+    from strom.protocol import api, controlled_shutdown
     from strom.protocol.versions import ApiKey
 
     verify = {"transactions": [{
@@ -415,9 +415,22 @@ def hand_built() -> list[dict[str, Any]]:
                        {"entity_type": "client-id", "entity_name": None}],
             "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}]}],
             "validate_only": True}))  # a stored quota could throttle the healthy clients
-    return [{"client": "hand-built", "api_key": int(key), "api_version": version,
-             "body": api.request(key, version, fields).hex()}
-            for key, version, fields in requests]
+    # ElectLeaders: only admin tools send it (the Python clients' workloads do not).
+    for version in (0, 1, 2):
+        fields = {"topic_partitions": [{"topic": ADMIN_TOPIC, "partitions": [0]}],
+                  "timeout_ms": 1000}
+        if version >= 1:
+            fields["election_type"] = 0
+        requests.append((ApiKey.ELECT_LEADERS, version, fields))
+    built = [{"client": "hand-built", "api_key": int(key), "api_version": version,
+              "body": api.request(key, version, fields).hex()}
+             for key, version, fields in requests]
+    # ControlledShutdown: only brokers send it, and kafka-python has no schema for it.
+    built += [{"client": "hand-built", "api_key": int(ApiKey.CONTROLLED_SHUTDOWN),
+               "api_version": version, "body": controlled_shutdown.encode_request(
+                   controlled_shutdown.ControlledShutdownRequest(1, 7), version).hex()}
+              for version in (1, 2, 3)]
+    return built
 
 
 WORKLOADS: dict[str, Callable[[str], None]] = {

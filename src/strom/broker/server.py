@@ -104,6 +104,7 @@ class BrokerServer:
         self._stopped = asyncio.Event()
         self._authorizer: Authorizer | None = None
         self._zk_store: ZooKeeperMetadataStore | None = None
+        self._inter_security: ClientSecurity | None = None
 
     async def start(self) -> None:
         """Start, or raise :class:`BrokerStartupError` (or ``OSError``) having released what
@@ -117,7 +118,8 @@ class BrokerServer:
         try:  # before any disk work
             listeners = parse_listeners(self.config)
             runtimes = build_runtimes(self.config, listeners, self._scram_credential)
-            inter_security = inter_broker_security(self.config, listeners)
+            inter_security = self._inter_security = inter_broker_security(self.config,
+                                                                          listeners)
             self._authorizer = Authorizer.from_config(self.config, self._acls)
             if self._authorizer is not None:
                 self._authorizer.warn_about_broker_principal(broker_principal(inter_security))
@@ -218,7 +220,8 @@ class BrokerServer:
         try:
             store.register_broker(self._broker_info(node_id, listeners))
             if isinstance(store, ZooKeeperMetadataStore):
-                zookeeper_metadata.stand_for_controller(store, node_id)
+                _election, state.controller = zookeeper_metadata.stand_for_controller(
+                    store, node_id, lambda: state.config, state.topic_config)
         except (BrokerIdAlreadyRegisteredError, ZooKeeperUnavailableError) as exc:
             raise BrokerStartupError(str(exc)) from None
         loop = asyncio.get_running_loop()
@@ -334,6 +337,7 @@ class BrokerServer:
                 log.exception("background task %s failed", name)
 
     async def stop(self) -> None:
+        await self._controlled_shutdown()
         if self._servers:
             for server in self._servers:
                 server.close()
@@ -366,12 +370,24 @@ class BrokerServer:
             except OSError as exc:  # no clean-shutdown marker: the next start recovers
                 self.health.failure(exc, "shutting down the logs")
             self._logs = None
+        if self.state is not None and self.state.controller is not None:
+            self.state.controller.close()
         if self._zk_store is not None:  # ends the session: registration and controllership
             self._zk_store.close()
             self._zk_store = None
         self._unlock()
         self._stopped.set()
         log.info("strom broker stopped")
+
+    async def _controlled_shutdown(self) -> None:
+        """On ZooKeeper metadata, while still serving: have the controller move this
+        broker's leadership elsewhere first (``controlled.shutdown.enable``)."""
+        store, state = self._zk_store, self.state
+        if store is None or state is None or not self._servers or not self.config.get(
+                "controlled.shutdown.enable"):
+            return
+        await zookeeper_metadata.controlled_shutdown(self.config, store, state.node_id,
+                                                     self._inter_security)
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

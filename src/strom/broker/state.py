@@ -16,6 +16,7 @@ from strom.common.clock import Clock
 from strom.common.config import BrokerConfig, TopicConfig, validate_topic_configs
 from strom.common.errors import error_class
 from strom.controller.broker_configs import BrokerConfigAdmin
+from strom.controller.driver import ControllerDriver
 from strom.controller.producer_ids import ProducerIdManager
 from strom.controller.topics import TopicAdmin
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
@@ -45,6 +46,9 @@ class BrokerState:
     access: Access = field(default_factory=lambda: Access(None))
     #: The client quotas (kept current by the server through a store subscription).
     quotas: ClientQuotas = field(default_factory=ClientQuotas)
+    #: The controller's decision loop on ZooKeeper metadata (None on the file-backed store,
+    #: where this broker alone decides); ``controller.active`` while this broker is it.
+    controller: ControllerDriver | None = None
     topic_admin: TopicAdmin = field(init=False)
     broker_configs: BrokerConfigAdmin = field(init=False)
 

@@ -2,9 +2,10 @@
 :class:`~strom.metadata.zookeeper.ZooKeeperMetadataStore` instead of the metadata file in the
 data directory (the default, which needs no ZooKeeper).
 
-For now this is one broker against ZooKeeper: the store, the broker's ephemeral registration
-and its candidacy for controller (it wins alone). Several brokers on one chroot share the
-metadata but nothing replicates yet (issue 9). The store's watch reactions run on the
+The store, the broker's ephemeral registration, its candidacy for controller and, while it
+is the controller, the :class:`~strom.controller.driver.ControllerDriver` that re-elects
+leaders when brokers come and go. On a clean stop the broker first asks the controller for a
+controlled shutdown (:func:`controlled_shutdown`). The store's watch reactions run on the
 broker's event loop (``run=loop.call_soon_threadsafe``), like everything else that touches
 the image; each ZooKeeper call is bounded by ``zookeeper.connection.timeout.ms``.
 """
@@ -12,11 +13,19 @@ the image; each ZooKeeper call is bounded by ``zookeeper.connection.timeout.ms``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 
-from strom.common.config import BrokerConfig
+from strom.client.conn import Connection
+from strom.client.security import ClientSecurity
+from strom.common.config import BrokerConfig, TopicConfig
+from strom.common.errors import KafkaError
+from strom.controller.driver import ControllerDriver
 from strom.controller.election import ControllerElection
 from strom.metadata.zookeeper import ZooKeeperMetadataStore
+from strom.protocol import controlled_shutdown as codec
+from strom.protocol.versions import ApiKey
 
 log = logging.getLogger("strom.broker")
 
@@ -35,12 +44,65 @@ def open_store(config: BrokerConfig, connect: str) -> ZooKeeperMetadataStore:
         run=asyncio.get_running_loop().call_soon_threadsafe)
 
 
-def stand_for_controller(store: ZooKeeperMetadataStore, node_id: int) -> ControllerElection:
-    """Start this broker's candidacy; once elected its image names it controller at once."""
+def stand_for_controller(store: ZooKeeperMetadataStore, node_id: int,
+                         config: Callable[[], BrokerConfig],
+                         topic_config: Callable[[str], TopicConfig]
+                         ) -> tuple[ControllerElection, ControllerDriver]:
+    """Start this broker's candidacy and the driver that acts while it is controller; once
+    elected its image names it controller at once, and the driver reconciles everything."""
     def elected(epoch: int) -> None:
         log.info("broker %d elected controller (controller epoch %d)", node_id, epoch)
         store.refresh()
+        driver.elected(epoch)
 
-    election = ControllerElection(store, node_id, on_elected=elected)
+    election = ControllerElection(store, node_id, on_elected=elected,
+                                  on_resigned=lambda: driver.resigned())
+    driver = ControllerDriver(store, election, config, topic_config)
     election.start()
-    return election
+    return election, driver
+
+
+#: The ControlledShutdown version strom's brokers send (Kafka 2.4+ brokers take it too).
+CONTROLLED_SHUTDOWN_VERSION = 3
+
+
+async def controlled_shutdown(config: BrokerConfig, store: ZooKeeperMetadataStore,
+                              node_id: int, security: ClientSecurity | None) -> bool:
+    """Ask the controller (found in the image, reached on its inter-broker listener) to move
+    this broker's leadership away, retrying while partitions remain
+    (``controlled.shutdown.max.retries``, ``controlled.shutdown.retry.backoff.ms``); True
+    once none remain. Never raises: the broker stops either way."""
+    retries = int(config.get("controlled.shutdown.max.retries"))
+    backoff = int(config.get("controlled.shutdown.retry.backoff.ms")) / 1000
+    timeout = int(config.get("zookeeper.connection.timeout.ms")) / 1000
+    for attempt in range(1, retries + 1):
+        image = store.image
+        controller = image.brokers.get(image.controller_id)
+        outcome = "no controller"
+        if controller is not None:
+            conn = Connection(controller.host, controller.port, node_id=controller.node_id,
+                              client_id=f"strom-controlled-shutdown-{node_id}",
+                              request_timeout_s=timeout, security=security)
+            try:
+                await conn.open()
+                version = CONTROLLED_SHUTDOWN_VERSION
+                raw = await conn.send(ApiKey.CONTROLLED_SHUTDOWN, version, codec.encode_request(
+                    codec.ControlledShutdownRequest(node_id), version))
+                assert raw is not None
+                answer = codec.decode_response(raw, version)
+            except (KafkaError, OSError) as exc:
+                outcome = f"controller {controller.node_id} unreachable: {exc}"
+            else:
+                if answer.error_code == 0 and not answer.remaining_partitions:
+                    log.info("controlled shutdown of broker %d succeeded", node_id)
+                    return True
+                outcome = (f"error {answer.error_code}, "
+                           f"{len(answer.remaining_partitions)} partitions remaining")
+            finally:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+        log.warning("controlled shutdown of broker %d, attempt %d of %d: %s", node_id,
+                    attempt, retries, outcome)
+        if attempt < retries:
+            await asyncio.sleep(backoff)
+    return False

@@ -337,6 +337,23 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("zookeeper.connection.timeout.ms", ConfigType.INT, 18000,
               "How long a ZooKeeper call (and connecting) may take before it fails.",
               at_least(100), read_only=True),
+    ConfigKey("controlled.shutdown.enable", ConfigType.BOOLEAN, True,
+              "On a clean stop (SIGTERM) in a ZooKeeper cluster, ask the controller to move "
+              "this broker's partition leadership elsewhere first.", read_only=True),
+    ConfigKey("controlled.shutdown.max.retries", ConfigType.INT, 3,
+              "Controlled-shutdown attempts before the broker stops regardless.", at_least(1),
+              read_only=True),
+    ConfigKey("controlled.shutdown.retry.backoff.ms", ConfigType.LONG, 5000,
+              "Wait between controlled-shutdown attempts.", at_least(0), read_only=True),
+    ConfigKey("auto.leader.rebalance.enable", ConfigType.BOOLEAN, True,
+              "The controller moves leadership back to preferred replicas when a broker's "
+              "imbalance exceeds leader.imbalance.per.broker.percentage.", read_only=True),
+    ConfigKey("leader.imbalance.check.interval.seconds", ConfigType.LONG, 300,
+              "How often the controller checks leader imbalance.", at_least(1),
+              read_only=True),
+    ConfigKey("leader.imbalance.per.broker.percentage", ConfigType.INT, 10,
+              "Share (percent) of a broker's preferred partitions led elsewhere that triggers "
+              "a preferred leader election.", at_least(0), read_only=True),
     ConfigKey(
         "listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092",
         "Where the broker listens: comma-separated NAME://HOST:PORT, one per listener name "

@@ -88,6 +88,18 @@ class ControllerElection:
             self._lost(fence)
             raise
 
+    def commit(self, expected_epoch: int, changes: Sequence[MetadataChange]) -> None:
+        """:meth:`write` from a thread other than the store's owner (see
+        :meth:`ZooKeeperMetadataStore.commit`): the new image arrives by the owner's refresh."""
+        fence = self._fence
+        if fence is None:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        try:
+            self._store.commit(expected_epoch, changes, fence=fence)
+        except NotControllerError:
+            self._lost(fence)
+            raise
+
     def resign(self) -> None:
         """Stop standing for election and give up the controllership (a controlled shutdown):
         delete ``/controller`` if it is still ours; the other candidates elect one of them.

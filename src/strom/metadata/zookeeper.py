@@ -172,25 +172,47 @@ class ZooKeeperMetadataStore:
             if not changes:
                 return image
             new = apply_changes(image, changes)
-            tx = self.session.transaction()
-            tx.set_data(zk.METADATA_EPOCH, b"", version=self._data_version)
-            if fence is not None:
-                tx.check(zk.CONTROLLER_EPOCH, fence.zk_version)
-            _diff_ops(tx, image, new, fence.epoch if fence is not None else 0)
             try:
-                self.session.commit(tx, "a metadata write")
-            except TransactionFailedError as e:
-                if e.index == 0 and isinstance(e.error, BadVersionError):
-                    self._refresh_locked()
-                    raise StaleMetadataError(expected_epoch, self._image.epoch) from None
-                if fence is not None and e.index == 1:
-                    raise NotControllerError(
-                        f"controller epoch {fence.epoch} is no longer current: another "
-                        "controller was elected") from None
-                raise MetadataWriteRefusedError(str(e)) from e
+                self._commit(image, new, self._data_version, fence)
+            except StaleMetadataError:
+                self._refresh_locked()
+                raise StaleMetadataError(expected_epoch, self._image.epoch) from None
             self._data_version += 1
             self._set_image(new)
             return new
+
+    def commit(self, expected_epoch: int, changes: Sequence[MetadataChange], *,
+               fence: ControllerFence | None = None) -> None:
+        """:meth:`write` for a thread other than the owner's (the controller's writer, so
+        the event loop never waits on ZooKeeper): the same conditional multi-op, but the new
+        image is installed by the owner's refresh (the epoch znode's watch), not here.
+        :class:`StaleMetadataError` when the image moved on (a refresh is on its way)."""
+        with self._lock:
+            image, version = self._image, self._data_version
+        if expected_epoch != image.epoch:
+            raise StaleMetadataError(expected_epoch, image.epoch)
+        if changes:
+            self._commit(image, apply_changes(image, changes), version, fence)
+
+    def _commit(self, image: MetadataImage, new: MetadataImage, data_version: int,
+                fence: ControllerFence | None) -> None:
+        """One multi-op turning ``image``'s znodes into ``new``'s, conditional on the data
+        version (and the controller epoch's znode version, with ``fence``)."""
+        tx = self.session.transaction()
+        tx.set_data(zk.METADATA_EPOCH, b"", version=data_version)
+        if fence is not None:
+            tx.check(zk.CONTROLLER_EPOCH, fence.zk_version)
+        _diff_ops(tx, image, new, fence.epoch if fence is not None else 0)
+        try:
+            self.session.commit(tx, "a metadata write")
+        except TransactionFailedError as e:
+            if e.index == 0 and isinstance(e.error, BadVersionError):
+                raise StaleMetadataError(image.epoch, image.epoch + 1) from None
+            if fence is not None and e.index == 1:
+                raise NotControllerError(
+                    f"controller epoch {fence.epoch} is no longer current: another "
+                    "controller was elected") from None
+            raise MetadataWriteRefusedError(str(e)) from e
 
     def register_broker(self, broker: BrokerInfo) -> None:
         """Register (or update) ``broker`` as an ephemeral znode of this store's session."""

@@ -20,6 +20,7 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -50,6 +51,7 @@ class ApiKey(enum.IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
@@ -68,6 +70,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.FETCH: (4, 16),
     ApiKey.LIST_OFFSETS: (1, 8),
     ApiKey.METADATA: (0, 12),
+    ApiKey.CONTROLLED_SHUTDOWN: (1, 3),
     ApiKey.OFFSET_COMMIT: (2, 9),
     ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.FIND_COORDINATOR: (0, 5),
@@ -99,6 +102,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
@@ -123,12 +127,18 @@ def _request_schema(api_key: int) -> dict[str, object] | None:
     return None
 
 
+#: APIs kafka-python has no schema for (hand-written codecs): their first flexible version.
+_FLEXIBLE_WITHOUT_SCHEMA: dict[int, int] = {ApiKey.CONTROLLED_SHUTDOWN: 3}
+#: Supported APIs with a hand-written codec instead of kafka-python's adapter.
+HAND_WRITTEN = frozenset(_FLEXIBLE_WITHOUT_SCHEMA)
+
+
 @cache
 def flexible_from(api_key: int) -> int | None:
     """The first flexible version of ``api_key``, or None if it never is (or is unknown)."""
     schema = _request_schema(api_key)
     if schema is None:
-        return None
+        return _FLEXIBLE_WITHOUT_SCHEMA.get(api_key)
     versions = getattr(schema["class"], "_flexible_versions", None)
     # "flexibleVersions": "none" is (-1, -1) in kafka-python (OffsetDelete).
     return None if versions is None or versions[0] < 0 else int(versions[0])

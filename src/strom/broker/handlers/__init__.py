@@ -9,6 +9,7 @@ from strom.broker.handlers.alter_client_quotas import AlterClientQuotasHandler
 from strom.broker.handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from strom.broker.handlers.alter_user_scram_credentials import AlterUserScramCredentialsHandler
 from strom.broker.handlers.api_versions import ApiVersionsHandler
+from strom.broker.handlers.controlled_shutdown import ControlledShutdownHandler
 from strom.broker.handlers.create_acls import CreateAclsHandler
 from strom.broker.handlers.create_partitions import CreatePartitionsHandler
 from strom.broker.handlers.create_topics import CreateTopicsHandler
@@ -27,6 +28,7 @@ from strom.broker.handlers.describe_transactions import DescribeTransactionsHand
 from strom.broker.handlers.describe_user_scram_credentials import (
     DescribeUserScramCredentialsHandler,
 )
+from strom.broker.handlers.elect_leaders import ElectLeadersHandler
 from strom.broker.handlers.end_txn import EndTxnHandler
 from strom.broker.handlers.fetch import FetchHandler
 from strom.broker.handlers.find_coordinator import FindCoordinatorHandler
@@ -58,6 +60,8 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.FETCH: FetchHandler(state),
         ApiKey.LIST_OFFSETS: ListOffsetsHandler(state),
         ApiKey.METADATA: MetadataHandler(state),
+        ApiKey.CONTROLLED_SHUTDOWN: ControlledShutdownHandler(state),
+        ApiKey.ELECT_LEADERS: ElectLeadersHandler(state),
         ApiKey.API_VERSIONS: ApiVersionsHandler(state),
         ApiKey.CREATE_TOPICS: CreateTopicsHandler(state),
         ApiKey.DELETE_TOPICS: DeleteTopicsHandler(state),

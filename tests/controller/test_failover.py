@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import ElectionType, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.metadata.changes import PutTopic, SetPartitions
 from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
@@ -183,3 +183,20 @@ def test_elect_leaders_restores_the_preferred_leader(
     assert errors == {0: None, 1: 84, 7: 3}  # ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION
     after = partition(observer, "preferred")
     assert after is not None and (after.leader, after.leader_epoch) == (preferred, 2)
+
+
+def test_topics_created_and_deleted_through_any_broker_span_the_cluster(
+        cluster: dict[int, EmbeddedBroker], observer: ZooKeeperMetadataStore) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster[IDS[0]].bootstrap})
+    admin.create_topics([NewTopic("spread", 3, 3)])["spread"].result(15)
+    wait_until(lambda: "spread" in observer.image.topics)
+    parts = observer.image.topics["spread"].partitions
+    assert {p.leader for p in parts} == set(IDS)  # leadership spread over the live brokers
+    assert all(p.leader == p.replicas[0] and p.isr == p.replicas and sorted(p.replicas)
+               == list(IDS) and p.leader_epoch == 0 for p in parts)
+    wait_until(lambda: all((b.data_dir / f"spread-{i}").is_dir()
+                           for b in cluster.values() for i in range(3)),
+               what="every replica's log on every broker")
+    admin.delete_topics(["spread"])["spread"].result(15)
+    wait_until(lambda: not any(any(b.data_dir.glob("spread-*")) for b in cluster.values()),
+               what="the logs gone from every broker")

@@ -135,7 +135,7 @@ def test_all_isr_members_dead_leaves_the_partition_offline_until_one_returns(
     assert offline.isr == (a,) and offline.leader_epoch == 1
     admin = AdminClient({"bootstrap.servers": cluster[controller].bootstrap})
     meta = admin.list_topics("offline", timeout=10).topics["offline"].partitions[0]
-    assert meta.leader == -1
+    assert meta.leader == -1 and meta.error is not None and meta.error.code() == 5  # LNA
     cluster[b].start()  # out of sync: no leader (unclean election is off)
     wait_until(lambda: b in observer.image.brokers)
     time.sleep(1.0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from strom.broker.access import TOPIC_DENIED, Access, host_of
@@ -22,11 +23,12 @@ from strom.common.acl import AclOperation, ResourceType
 from strom.common.errors import (
     InvalidRequestError,
     KafkaError,
+    LeaderNotAvailableError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from strom.common.names import validate_topic_name
-from strom.metadata.image import TopicInfo
+from strom.metadata.image import PartitionInfo, TopicInfo
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -54,25 +56,35 @@ class _Caller:
         return authorized(self.access, self.request, TOPIC, name, self.include_ops)
 
 
-def topic_entry(topic: TopicInfo, ops: set[int] | None) -> dict[str, Any]:
+def topic_entry(topic: TopicInfo, ops: set[int] | None,
+                live: Collection[int] | None = None) -> dict[str, Any]:
+    """A described topic. With ``live`` (the registered brokers), replicas on other brokers
+    are ``offline_replicas`` and a partition without a live leader answers
+    LEADER_NOT_AVAILABLE with leader -1, as Kafka does."""
     return {
         "error_code": 0,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
-        "partitions": [
-            {
-                "error_code": 0,
-                "partition_index": p.partition,
-                "leader_id": p.leader,
-                "leader_epoch": p.leader_epoch,
-                "replica_nodes": list(p.replicas),
-                "isr_nodes": list(p.isr),
-                "offline_replicas": [],
-            }
-            for p in topic.partitions
-        ],
+        "partitions": [_partition_entry(p, live) for p in topic.partitions],
         "authorized_operations": ops,
+    }
+
+
+def _partition_entry(p: PartitionInfo, live: Collection[int] | None) -> dict[str, Any]:
+    leader, error, offline = p.leader, 0, []
+    if live is not None:
+        offline = [r for r in p.replicas if r not in live]
+        if leader not in live:
+            leader, error = -1, LeaderNotAvailableError.code
+    return {
+        "error_code": error,
+        "partition_index": p.partition,
+        "leader_id": leader,
+        "leader_epoch": p.leader_epoch,
+        "replica_nodes": list(p.replicas),
+        "isr_nodes": list(p.isr),
+        "offline_replicas": offline,
     }
 
 
@@ -165,7 +177,7 @@ class MetadataHandler:
         entries: list[dict[str, Any]] = []
         if everything:  # only the topics the caller may describe
             entries = [
-                topic_entry(t, caller.ops(t.name))
+                topic_entry(t, caller.ops(t.name), state.store.image.brokers)
                 for t in state.store.image.topics.values() if caller.may_describe(t.name)
             ]
         else:
@@ -199,12 +211,12 @@ class MetadataHandler:
                 return error_entry(None, UnknownTopicIdError(), topic_id)
             if not caller.may_describe(found.name):
                 return error_entry(None, TOPIC_DENIED, topic_id)
-            return topic_entry(found, caller.ops(found.name))
+            return topic_entry(found, caller.ops(found.name), image.brokers)
         if not caller.may_describe(name):
             return error_entry(name, TOPIC_DENIED, ops=caller.ops(name))
         topic = image.topics.get(name)
         if topic is not None:
-            return topic_entry(topic, caller.ops(name))
+            return topic_entry(topic, caller.ops(name), image.brokers)
         try:
             validate_topic_name(name)
         except KafkaError as exc:
@@ -216,7 +228,8 @@ class MetadataHandler:
                 created = state.create_topic(name)
                 log.info("auto-created topic %s with %d partitions", name,
                          len(created.partitions))
-                return topic_entry(created, caller.ops(name))
+                return topic_entry(created, caller.ops(name),
+                                   state.store.image.brokers)
             except KafkaError as exc:
                 return error_entry(name, exc, ops=caller.ops(name))
         return error_entry(name, UnknownTopicOrPartitionError(), ops=caller.ops(name))

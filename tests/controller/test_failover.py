@@ -7,6 +7,7 @@ and produce to the new leader of a fresh topic.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 import uuid
@@ -16,9 +17,13 @@ import pytest
 from confluent_kafka import ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strom.client.conn import Connection
 from strom.metadata.changes import PutTopic, SetPartitions
 from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from strom.metadata.zookeeper import ZooKeeperMetadataStore
+from strom.protocol import api
+from strom.protocol import controlled_shutdown as cs
+from strom.protocol.versions import ApiKey
 from strom.testing.broker import EmbeddedBroker
 from strom.testing.pytest_plugin import BrokerFactory
 from tests.metadata.zk_helpers import wait_until
@@ -200,3 +205,27 @@ def test_topics_created_and_deleted_through_any_broker_span_the_cluster(
     admin.delete_topics(["spread"])["spread"].result(15)
     wait_until(lambda: not any(any(b.data_dir.glob("spread-*")) for b in cluster.values()),
                what="the logs gone from every broker")
+
+
+def test_only_the_controller_answers_controlled_shutdown_and_elect_leaders(
+        cluster: dict[int, EmbeddedBroker], observer: ZooKeeperMetadataStore) -> None:
+    other = next(n for n in IDS if n != observer.image.controller_id)
+
+    async def ask(broker: EmbeddedBroker) -> tuple[int, int]:
+        conn = await Connection(broker.host, broker.port).open()
+        try:
+            raw = await conn.send(ApiKey.CONTROLLED_SHUTDOWN, 3, cs.encode_request(
+                cs.ControlledShutdownRequest(99), 3))
+            assert raw is not None
+            elect = await conn.send(ApiKey.ELECT_LEADERS, 2, api.request(
+                ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": None,
+                                          "timeout_ms": 1000}))
+            assert elect is not None
+            return (cs.decode_response(raw, 3).error_code,
+                    api.decode_response(ApiKey.ELECT_LEADERS, 2, elect).error_code)
+        finally:
+            await conn.close()
+
+    assert asyncio.run(ask(cluster[other])) == (41, 41)  # NOT_CONTROLLER
+    # the controller: broker 99 is not registered (BROKER_NOT_AVAILABLE); nothing to elect
+    assert asyncio.run(ask(cluster[observer.image.controller_id])) == (8, 0)

@@ -131,6 +131,7 @@ def _request_schema(api_key: int) -> dict[str, object] | None:
 _FLEXIBLE_WITHOUT_SCHEMA: dict[int, int] = {ApiKey.CONTROLLED_SHUTDOWN: 3}
 #: Supported APIs with a hand-written codec instead of kafka-python's adapter.
 HAND_WRITTEN = frozenset(_FLEXIBLE_WITHOUT_SCHEMA)
+_NAMES_WITHOUT_SCHEMA: dict[int, str] = {ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown"}
 
 
 @cache
@@ -149,7 +150,7 @@ def api_name(api_key: int) -> str | None:
     it also names APIs strom does not serve; None for a key the schemas do not know."""
     schema = _request_schema(api_key)
     if schema is None:
-        return None
+        return _NAMES_WITHOUT_SCHEMA.get(api_key)
     json = schema["json"]
     assert isinstance(json, dict)
     return str(json["name"]).removesuffix("Request")

@@ -37,6 +37,7 @@ from strom.storage.log_validator import (
     scan_records_python,
     validate_batch,
 )
+from tests.native_twins import choose_implementation
 from tests.storage.conftest import OpenLog
 from tests.storage.helpers import (
     NOW,
@@ -54,12 +55,7 @@ NATIVE = log_validator.native_scan
 
 @pytest.fixture(autouse=True, params=["native", "python"])
 def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "native":
-        if NATIVE is None:
-            pytest.skip("the C record scan is not built (python setup.py build_ext --inplace)")
-    else:
-        monkeypatch.setattr(log_validator, "native_scan", None)
-    return str(request.param)
+    return choose_implementation(request, monkeypatch, log_validator, "native_scan")
 
 
 def check(batch: bytes | bytearray, *, origin: AppendOrigin = AppendOrigin.CLIENT,

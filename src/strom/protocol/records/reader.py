@@ -16,15 +16,22 @@ LogAppendTime batches; offsets are ``base_offset + delta``.
 
 The per-record loop inlines one- and two-byte varints (nearly all lengths and deltas) and
 slices keys and values straight out of one ``bytes`` object. :func:`decode_records_as`
-builds the caller's record type directly (the consumer's), so no intermediate
-:class:`Record` is made and copied per record.
+builds the caller's record type directly, so no intermediate :class:`Record` is made and
+copied per record. :func:`decode_record_tuples` (the client's consume path) builds tuple
+records from a template, in C when the optional extension ``_record_decode`` is built
+(``setup.py``; ~15x faster per record) and in Python otherwise; the Python loop is the
+specification, and the two return equal records and raise the same error type
+(``tests/protocol/test_record_decode.py`` runs both on random and mutated batches).
+
+Varints are read as Kafka's ``ByteUtils`` reads them: at most 5 bytes kept to 32 bits,
+varlongs at most 10 bytes kept to 64 bits.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from strom.common.errors import CorruptMessageError, KafkaError
 from strom.protocol.records.batch import (
@@ -44,6 +51,20 @@ from strom.protocol.records.compression import (
 from strom.protocol.records.record import Header, Record, decode_varlong
 
 Buffer = bytes | bytearray | memoryview
+
+
+class _NativeDecode(Protocol):
+    def __call__(self, data: Buffer, pos: int, end: int, count: int, base_offset: int,
+                 base_timestamp: int, fixed_timestamp: int | None, cls: type[tuple[Any, ...]],
+                 template: tuple[Any, ...], slots: tuple[int, int, int, int, int], /
+                 ) -> list[Any]: ...
+
+
+native_decode: _NativeDecode | None
+try:  # the C twin of the tuple records' loop (setup.py builds it; optional)
+    from strom.protocol.records._record_decode import decode as native_decode
+except ImportError:  # pragma: no cover - built without a C compiler
+    native_decode = None
 
 _INT32 = struct.Struct(">i")
 #: attributes, timestamp delta, offset delta, key length, value length, header count.
@@ -130,6 +151,66 @@ def decode_records_as(
     )
 
 
+class TupleLayout(NamedTuple):
+    """How :func:`decode_record_tuples` builds a record: a copy of ``template`` (of type
+    ``cls``: ``tuple`` or a NamedTuple) with the items at ``slots`` — the indexes of the
+    offset, timestamp, key, value and headers, in that order — set from the record.
+    Headers are a tuple of ``(key, value)`` tuples, ``()`` when there are none."""
+
+    cls: type[tuple[Any, ...]]
+    template: tuple[Any, ...]
+    slots: tuple[int, int, int, int, int]
+
+
+def decode_record_tuples(
+    buf: Buffer,
+    header: BatchHeader,
+    layout: TupleLayout,
+    *,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[Any]:
+    """The records of one batch as tuples of ``layout`` (absolute offsets and timestamps).
+
+    Runs the C twin when it is built (:data:`native_decode`), else the Python loop; both
+    return equal records and raise :class:`CorruptMessageError` for malformed records."""
+    if header.records_count == 0:
+        return []
+    fixed_timestamp = header.max_timestamp if header.is_log_append_time else None
+    if native_decode is None:
+        data, position, end = _records_section(buf, header, max_decompressed_size)
+        return _decode_records(data, position, end, header.records_count, header.base_offset,
+                               header.base_timestamp, fixed_timestamp, _tuple_factory(layout))
+    if header.compression == Compression.NONE:  # the C loop reads any buffer: no copy
+        section: Buffer = buf
+        position, end = header.position + HEADER_SIZE, header.position + header.size
+    else:
+        section, position, end = _records_section(buf, header, max_decompressed_size)
+    try:
+        return native_decode(section, position, end, header.records_count,
+                             header.base_offset, header.base_timestamp, fixed_timestamp,
+                             *layout)
+    except ValueError as exc:
+        raise CorruptMessageError(str(exc)) from None
+
+
+def _tuple_factory(layout: TupleLayout) -> RecordFactory[Any]:
+    """The Python twin's record builder for ``layout`` (one list reused, copied per record)."""
+    cls, template, (at_offset, at_timestamp, at_key, at_value, at_headers) = layout
+    fields = list(template)
+    new = tuple.__new__
+
+    def make(offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+             headers: list[Header]) -> Any:
+        fields[at_offset] = offset
+        fields[at_timestamp] = timestamp
+        fields[at_key] = key
+        fields[at_value] = value
+        fields[at_headers] = tuple(headers) if headers else ()
+        return new(cls, fields)
+
+    return make
+
+
 def iter_offsets_and_timestamps(
     buf: Buffer,
     *,
@@ -193,7 +274,7 @@ def _corrupt(detail: str) -> KafkaError:
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Zigzag varint of up to 5 bytes (the slow path of the inlined one-byte case)."""
+    """Zigzag varint of up to 5 bytes, 32 bits (the slow path of the inlined cases)."""
     result = 0
     shift = 0
     while True:
@@ -201,6 +282,7 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
+            result &= 0xFFFFFFFF  # Kafka keeps 32 bits of the fifth byte's seven
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
         if shift > 28:
@@ -208,7 +290,7 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def _read_varlong(data: bytes, pos: int) -> tuple[int, int]:
-    """Zigzag varlong of up to 10 bytes."""
+    """Zigzag varlong of up to 10 bytes, 64 bits."""
     result = 0
     shift = 0
     while True:
@@ -216,6 +298,7 @@ def _read_varlong(data: bytes, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
+            result &= 0xFFFFFFFFFFFFFFFF  # Kafka keeps 64 bits of the tenth byte's seven
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
         if shift > 63:

@@ -12,11 +12,11 @@ idle consumer of many partitions sends small requests. A broker that keeps no se
 answers session id 0 and every request stays full.
 
 Record batches are decoded with :func:`strom.protocol.records.reader.scan_batches` and
-``decode_records_as`` (straight into :class:`ConsumerRecord`), which decompress and stop at
-a partial trailing batch (the broker cuts responses at
-``max_partition_bytes``); the next fetch starts at the first offset not yet returned. Batches
-that begin before the position (a fetch returns whole batches) have their earlier records
-skipped; control batches (transaction markers) never reach the application. With
+``decode_record_tuples`` (straight into :class:`ConsumerRecord`, in C when the optional
+extension is built), which decompress and stop at a partial trailing batch (the broker cuts
+responses at ``max_partition_bytes``); the next fetch starts at the first offset not yet
+returned. Batches that begin before the position (a fetch returns whole batches) have their
+earlier records skipped; control batches (transaction markers) never reach the application. With
 ``isolation_level="read_committed"`` (or 1) fetches stop at the last stable offset and the
 records of aborted transactions are dropped by Kafka's rule
 (:mod:`strom.client.read_committed`).
@@ -37,7 +37,7 @@ from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.fetch_session import FetchSession, PartitionFetch
 from strom.client.offsets import READ_COMMITTED, READ_UNCOMMITTED, list_offsets
 from strom.client.read_committed import AbortedTransactions, aborted_of
-from strom.client.records import ClientConfigError, ConsumerRecord, Header
+from strom.client.records import ClientConfigError, ConsumerRecord, consumer_record_layout
 from strom.client.security import ClientSecurity
 from strom.common.errors import (
     KafkaError,
@@ -49,8 +49,7 @@ from strom.common.errors import (
     error_for,
 )
 from strom.common.types import TopicPartition
-from strom.protocol.records.batch import BatchHeader
-from strom.protocol.records.reader import RecordFactory, decode_records_as, scan_batches
+from strom.protocol.records.reader import decode_record_tuples, scan_batches
 from strom.protocol.versions import ApiKey
 
 log = logging.getLogger("strom.client.fetcher")
@@ -409,8 +408,11 @@ class Fetcher:
         for header in scan_batches(p.records):
             advanced = True
             next_offset = header.base_offset + header.last_offset_delta + 1
-            batch_records = decode_records_as(p.records, header,
-                                              _record_factory(topic, partition, header))
+            layout = consumer_record_layout(topic, partition,
+                                            1 if header.is_log_append_time else 0,
+                                            header.partition_leader_epoch)
+            batch_records: list[ConsumerRecord] = decode_record_tuples(p.records, header,
+                                                                       layout)
             if aborted.drops(header, batch_records):
                 position = max(position, next_offset)
                 continue
@@ -426,22 +428,6 @@ class Fetcher:
             state.max_bytes = 0
         state.position = position
         return out
-
-
-def _record_factory(topic: str, partition: int, header: BatchHeader
-                    ) -> RecordFactory[ConsumerRecord]:
-    """Builds the batch's :class:`ConsumerRecord` straight from the decoder's fields: the
-    consume hot path (one tuple per record, no intermediate record object)."""
-    timestamp_type = 1 if header.is_log_append_time else 0
-    epoch = header.partition_leader_epoch
-    new = tuple.__new__
-
-    def make(offset: int, timestamp: int, key: bytes | None, value: bytes | None,
-             headers: list[Header]) -> ConsumerRecord:
-        return new(ConsumerRecord, (topic, partition, offset, timestamp, timestamp_type, key,
-                                    value, tuple(headers) if headers else (), epoch))
-
-    return make
 
 
 _ISOLATION_NAMES = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}

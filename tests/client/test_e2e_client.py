@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import confluent_kafka
 import pytest
 
 from strom.client import (
@@ -32,7 +33,9 @@ from strom.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from strom.common.types import TopicPartition
+from strom.protocol.records import reader
 from strom.protocol.versions import SUPPORTED, ApiKey
+from tests.native_twins import choose_implementation
 
 
 def bootstrap_of(broker: Any) -> str:
@@ -252,3 +255,45 @@ def test_admin_partial_results_and_api_versions(strom_broker: Any) -> None:
             await admin.delete_topics([name])
 
     run(test)
+
+
+@pytest.fixture(params=["native", "python"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The fetcher's record decoding in C (when built), then in its Python twin."""
+    return choose_implementation(request, monkeypatch, reader, "native_decode")
+
+
+@pytest.mark.parametrize("timestamps", ["CreateTime", "LogAppendTime"])
+def test_records_from_librdkafka_decode_alike_in_c_and_python(
+        strom_broker: Any, decoder: str, timestamps: str) -> None:
+    """librdkafka's batches (lz4, headers, null keys and values, empty values), read back
+    through the fetcher by either decoder: the same records, field by field."""
+    bootstrap = bootstrap_of(strom_broker)
+    name = unique(f"decode-{decoder}")
+    with SyncAdminClient(bootstrap) as admin:
+        admin.create_topic(name, 1, 1, configs={"message.timestamp.type": timestamps})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                                         "compression.type": "lz4"})
+    start = int(time.time() * 1000) - 10_000
+    sent = []
+    for i in range(300):
+        key = None if i % 3 == 0 else b"key-%d" % i
+        value = None if i % 5 == 0 else b"" if i % 7 == 0 else b"value-%d" % i
+        headers = [("h\u00e9", b"%d" % i), ("nil", None)] if i % 4 == 0 else None
+        producer.produce(name, value, key, partition=0, timestamp=start + i, headers=headers)
+        sent.append((key, value, tuple(headers or ())))
+    assert producer.flush(30) == 0
+    with SyncFetcher(bootstrap, auto_offset_reset="earliest", max_wait_ms=100) as fetcher:
+        fetcher.assign_topic(name)
+        records: list[ConsumerRecord] = []
+        while len(records) < len(sent):
+            records += fetcher.poll()
+    assert [(r.key, r.value, r.headers) for r in records] == sent
+    assert [r.offset for r in records] == list(range(len(sent)))
+    assert all(type(r) is ConsumerRecord and r.partition == 0 for r in records)
+    if timestamps == "CreateTime":
+        assert [(r.timestamp, r.timestamp_type) for r in records] == \
+            [(start + i, 0) for i in range(len(sent))]
+    else:  # the broker's time when it appended the batch, for each record of the batch
+        assert all(r.timestamp > start + 10_000 - 60_000 and r.timestamp_type == 1
+                   for r in records)

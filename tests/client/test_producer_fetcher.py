@@ -14,6 +14,7 @@ from strom.client.fetcher import Fetcher, NoOffsetError
 from strom.client.producer import Producer
 from strom.client.records import ClientConfigError, RecordMetadata
 from strom.common.errors import (
+    CorruptMessageError,
     InvalidRecordError,
     MessageTooLargeError,
     NetworkError,
@@ -23,12 +24,15 @@ from strom.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from strom.common.types import TopicPartition
+from strom.protocol.records import reader
 from strom.protocol.records.batch import iter_batches
 from strom.protocol.records.builder import EncodedRecords
 from strom.protocol.records.reader import decode_batches
-from strom.protocol.records.record import encode_record
+from strom.protocol.records.record import encode_record, encode_varint
 from strom.protocol.versions import ApiKey
 from tests.client.fake_broker import FakeBroker
+from tests.native_twins import choose_implementation
+from tests.storage.helpers import batch_around
 
 
 def with_broker(test: Callable[[FakeBroker], Awaitable[None]]) -> None:
@@ -472,5 +476,41 @@ def test_send_encoded_limits_are_checked_before_anything_is_queued() -> None:
             [one] = await producer.send_encoded("t", [(0, _encoded([b"x" * 150]))])
             await one  # a single record larger than batch_size still goes out alone
         assert _values(broker, "t") == [b"x" * 150]
+
+    with_broker(test)
+
+
+@pytest.fixture(params=["native", "python"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The fetcher's record decoding in C (when built), then in its Python twin."""
+    return choose_implementation(request, monkeypatch, reader, "native_decode")
+
+
+@pytest.mark.parametrize("fault", ["key-past-the-record", "header-key-not-utf8",
+                                   "record-past-the-batch"])
+def test_a_malformed_batch_from_the_broker_is_corrupt_message(decoder: str, fault: str) -> None:
+    """A broker that sends a batch with a sound header and CRC but broken records: the fetch
+    raises CorruptMessageError (whichever decoder runs) and the position stays put."""
+    good = encode_record(0, 0, b"k", b"good", [("h", b"1")])
+    body = {
+        "key-past-the-record": b"\x00\x00\x02\x10ab\x01\x00",  # key length 8, 4 bytes left
+        "header-key-not-utf8": b"\x00\x00\x02\x01\x01\x02\x02\xff\xfe\x01",
+        "record-past-the-batch": b"\x00\x00\x02\x01\x01\x00",
+    }[fault]
+    length = len(body) + (8 if fault == "record-past-the-batch" else 0)
+    bad = encode_varint(length) + body
+    batch = bytes(batch_around(good + bad, 2))
+
+    async def test(broker: FakeBroker) -> None:
+        broker.create("t")
+        partition = broker.topics["t"][0]
+        partition.batches.append((0, batch))
+        partition.next_offset = 2
+        async with Fetcher(broker.bootstrap, max_wait_ms=10,
+                           auto_offset_reset="earliest") as fetcher:
+            await fetcher.assign_topic("t")
+            with pytest.raises(CorruptMessageError):
+                await fetcher.fetch()
+            assert fetcher.position(TopicPartition("t", 0)) == 0
 
     with_broker(test)

@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,64 @@ def test_truncated_metadata_is_recovered_from_the_previous_copy(tmp_path: Path) 
     assert "recovered the metadata from the previous copy" in warnings
     assert "topic kept has logs on disk but not in the recovered metadata" in warnings
     assert "Traceback" not in warnings
+
+
+def _start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "strom", "broker", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("strom broker listening on "):
+        proc.kill()
+        raise AssertionError(proc.communicate(timeout=10))
+    return proc, line.split("listening on ")[1].split()[0]
+
+
+def test_broker_id_and_zookeeper_flags_and_kafka_names_in_the_file(
+        tmp_path: Path, zookeeper_connect: str) -> None:
+    """Two brokers of one cluster: one from flags, one from a file with Kafka's names; both
+    registered in ZooKeeper under their ids, and the flag wins over the file."""
+    conf = tmp_path / "server.properties"
+    conf.write_text(f"broker.id=7\nzookeeper.connect={zookeeper_connect}\n"
+                    "zookeeper.session.timeout.ms=2000\n")
+    first, bootstrap = _start(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "a"),
+                               "--broker-id", "3", "--zookeeper", zookeeper_connect,
+                               "--set", "zookeeper.session.timeout.ms=2000"])
+    procs = [first]
+    try:
+        second, _ = _start(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "b"),
+                            "--config", str(conf), "--set", "node.id=7"])
+        procs.append(second)
+        third, _ = _start(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "c"),
+                           "--config", str(conf), "--broker-id", "9"])
+        procs.append(third)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        deadline = time.monotonic() + 15
+        while sorted(admin.list_topics(timeout=10).brokers) != [3, 7, 9]:
+            assert time.monotonic() < deadline, admin.list_topics(timeout=10).brokers
+            time.sleep(0.2)
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(20) == 0
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "broker.id=1", "--set", "node.id=2"],
+     "broker.id (1) and node.id (2) must be equal when both are set"),
+    (["--zookeeper", "zk1"], "'zk1' is not host:port"),
+    (["--broker-id", "-1"], "node.id"),
+])
+def test_broker_id_and_zookeeper_errors_are_clear(
+        tmp_path: Path, args: list[str], message: str) -> None:
+    result = strom("broker", "--data-dir", str(tmp_path), *args)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_broker_id_flag_must_be_a_number(tmp_path: Path) -> None:
+    result = strom("broker", "--data-dir", str(tmp_path), "--broker-id", "one")
+    assert result.returncode == 2 and "--broker-id: invalid int value: 'one'" in result.stderr

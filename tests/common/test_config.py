@@ -106,3 +106,30 @@ def test_ignored_configs_are_named_in_warnings() -> None:
         "Configuration message.format.version", "Configuration message.downconversion.enable"]
     assert all("accepted but ignored" in n for n in notes)
     assert ignored_config_notes(BROKER_KEYS, ["log.message.timestamp.difference.max.ms"])
+
+
+@pytest.mark.parametrize("values, node_id", [
+    ({}, 0), ({"broker.id": "3"}, 3), ({"node.id": "4"}, 4),
+    ({"broker.id": "2", "node.id": "2"}, 2)])
+def test_broker_id_is_a_synonym_of_node_id(values: dict[str, str], node_id: int) -> None:
+    config = BrokerConfig(values)
+    assert config.get("node.id") == node_id and config.get("broker.id") == node_id
+
+
+def test_broker_id_and_node_id_must_agree() -> None:
+    with pytest.raises(InvalidConfigError,
+                       match=r"broker.id \(1\) and node.id \(2\) must be equal"):
+        BrokerConfig({"broker.id": "1", "node.id": "2"})
+
+
+@pytest.mark.parametrize("connect, problem", [
+    ("zk1:2181", None), ("zk1:2181,zk2:2182/strom/a", None), ("[::1]:2181", None),
+    ("zk1", "'zk1' is not host:port"), ("zk1:2181,:2181", "':2181' is not host:port"),
+    ("zk1:99999", "is not host:port"), ("zk1:2181/", "the chroot '/' is not"),
+    ("zk1:2181/a//b", "is not a ZooKeeper path")])
+def test_zookeeper_connect_is_checked(connect: str, problem: str | None) -> None:
+    if problem is None:
+        assert BrokerConfig({"zookeeper.connect": connect}).get("zookeeper.connect") == connect
+    else:
+        with pytest.raises(InvalidConfigError, match=problem):
+            BrokerConfig({"zookeeper.connect": connect})

@@ -1,8 +1,12 @@
 """``strom broker``: run a broker in the foreground until SIGTERM / Ctrl-C.
 
 Configuration precedence: built-in defaults < ``--config FILE`` (Java properties) <
-``--set key=value`` < ``--listen`` / ``--data-dir``. Every broker key is listed by
-``strom broker --help-config``.
+``--set key=value`` < ``--listen`` / ``--data-dir`` / ``--broker-id`` / ``--zookeeper``.
+Every broker key is listed by ``strom broker --help-config``.
+
+In a cluster each broker runs ``strom broker --broker-id N --zookeeper HOST:PORT[,…][/chroot]``
+(or ``broker.id`` / ``node.id`` and ``zookeeper.connect`` in its config file, Kafka's names).
+``--broker-id`` sets both ``broker.id`` and ``node.id``, whatever the lower layers say.
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--listen", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:9092; port 0 picks one)")
     p.add_argument("--data-dir", metavar="DIR", help="data directory (default ./strom-data)")
+    p.add_argument("--broker-id", metavar="N", type=int,
+                   help="this broker's id (broker.id / node.id; default 0)")
+    p.add_argument("--zookeeper", metavar="HOST:PORT[,...][/CHROOT]",
+                   help="keep the cluster's metadata in ZooKeeper (zookeeper.connect); "
+                        "default: in the data directory, a single broker")
     p.add_argument("--config", metavar="FILE", help="broker config file (key=value lines)")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                    help="set any broker config key; repeatable")
@@ -62,6 +71,10 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         values["listeners"] = f"PLAINTEXT://{args.listen}"
     if args.data_dir:
         values["log.dirs"] = args.data_dir
+    if args.broker_id is not None:  # the flag wins over both names in the layers below
+        values["node.id"] = values["broker.id"] = args.broker_id
+    if args.zookeeper is not None:
+        values["zookeeper.connect"] = args.zookeeper
     return BrokerConfig(values)
 
 

@@ -108,6 +108,20 @@ def _host_counts(v: Any) -> str | None:
     return None
 
 
+def zookeeper_connect_string(v: Any) -> str | None:
+    """``host:port[,host:port…][/chroot]`` (zookeeper.connect); None (unset) is valid."""
+    if v is None:
+        return None
+    hosts, slash, chroot = str(v).partition("/")
+    if slash and (not chroot or chroot.endswith("/") or "//" in chroot):
+        return f"the chroot '/{chroot}' is not a ZooKeeper path such as /kafka"
+    for item in hosts.split(","):
+        host, colon, port = item.strip().rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            return f"{item.strip()!r} is not host:port (expected host:port[,host:port...][/chroot])"
+    return None
+
+
 def kafka_version(v: Any) -> str | None:
     """A Kafka release as ``message.format.version`` takes it: ``2.8``, ``2.8-IV1``,
     ``0.10.2``, ``0.10.2.1`` (``0.x`` releases keep three parts, later ones two)."""
@@ -327,10 +341,13 @@ SECURITY_KEYS: tuple[ConfigKey, ...] = (
 
 BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("node.id", ConfigType.INT, 0, "This broker's id.", at_least(0), read_only=True),
+    ConfigKey("broker.id", ConfigType.INT, 0,
+              "This broker's id under Kafka's ZooKeeper-era name: a synonym of node.id (set "
+              "either; when both are set they must be equal).", at_least(0), read_only=True),
     ConfigKey("zookeeper.connect", ConfigType.STRING, None,
               "ZooKeeper connect string (host:port[,host:port...][/chroot]) of the cluster's "
               "metadata; unset, the broker keeps its metadata in its data directory and needs "
-              "no ZooKeeper.", read_only=True),
+              "no ZooKeeper.", zookeeper_connect_string, read_only=True),
     ConfigKey("zookeeper.session.timeout.ms", ConfigType.INT, 18000,
               "ZooKeeper session timeout: a broker silent this long loses its registration "
               "(and the controllership).", at_least(400), read_only=True),
@@ -693,6 +710,17 @@ def listener_key(name: str) -> ConfigKey:
         "listener.name.<listener>.<ssl.* or sasl.* key, or max.connections>)")
 
 
+def _same_broker_id(static: dict[str, ConfigValue]) -> None:
+    """``broker.id`` and ``node.id`` name one value (Kafka accepts either): copy the one set
+    to the other; InvalidConfigError when both are set to different ids."""
+    node_id, broker_id = static.get("node.id"), static.get("broker.id")
+    if node_id is not None and broker_id is not None and node_id != broker_id:
+        raise InvalidConfigError(
+            f"broker.id ({broker_id}) and node.id ({node_id}) must be equal when both are set")
+    if node_id is not None or broker_id is not None:
+        static["node.id"] = static["broker.id"] = node_id if node_id is not None else broker_id
+
+
 class BrokerConfig:
     """The broker's configuration: defaults, then the static config (a config file, then
     ``--set`` flags), then the dynamic cluster-wide default, then this broker's dynamic config.
@@ -713,6 +741,7 @@ class BrokerConfig:
             if key is None:
                 raise InvalidConfigError(f"Unknown broker configuration key {name!r}")
             static[name] = key.parse(raw)
+        _same_broker_id(static)
         self._layers: dict[ConfigSource, dict[str, ConfigValue]] = {
             source: dict((_dynamic or {}).get(source, {})) for source in BROKER_LAYERS}
         self._layers[ConfigSource.STATIC_BROKER_CONFIG] = static

@@ -51,6 +51,11 @@ class EmbeddedBroker:
         self._reader: threading.Thread | None = None
 
     @property
+    def pid(self) -> int | None:
+        """The broker process's pid while it runs (None when stopped or killed)."""
+        return self.process.pid if self.process is not None else None
+
+    @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
@@ -124,6 +129,7 @@ class EmbeddedBroker:
         if process is None:
             return 0
         if process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # a paused (SIGSTOP) broker must see it
             process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout)

@@ -91,12 +91,12 @@ def _read_znode(connect: str, path: str, timeout: float, *, children: bool = Fal
     from kazoo.exceptions import NoNodeError
     from kazoo.handlers.threading import KazooTimeoutError
 
-    client = KazooClient(hosts=connect, timeout=timeout,
-                         logger=_KAZOO_LOG)
+    hosts, slash, chroot = connect.partition("/")  # the chroot as a prefix: it may not
+    client = KazooClient(hosts=hosts, timeout=timeout, logger=_KAZOO_LOG)  # exist yet
     try:
         client.start(timeout=timeout)
         call = client.get_children_async if children else client.get_async
-        result = call(path).get(timeout=timeout)
+        result = call(f"{slash}{chroot}{path}").get(timeout=timeout)
         return result if children else result[0]
     except NoNodeError:
         return None

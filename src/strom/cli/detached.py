@@ -45,14 +45,21 @@ def alive(pid: int | None, marker: str) -> bool:
     """Whether ``pid`` runs (not a zombie) with ``marker`` in its command line."""
     if pid is None:
         return False
-    proc = Path(f"/proc/{pid}")
     try:
-        stat = (proc / "stat").read_text()
-        cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
         return False
-    state = stat.rpartition(")")[2].split()[0]
-    return state not in ("Z", "X") and marker in cmdline
+    return state(pid) not in (None, "Z", "X") and marker in cmdline.decode(errors="replace")
+
+
+def state(pid: int) -> str | None:
+    """The process state letter from ``/proc/<pid>/stat`` (``R``, ``S``, ``T`` stopped,
+    ``Z`` zombie, …), or None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[0]
 
 
 def stop(pids: dict[int, str], timeout: float) -> list[int]:

@@ -12,6 +12,11 @@ Fixtures:
           -> EmbeddedBroker
 
   ``config`` holds broker keys (``strom broker --help-config``), as ``--set`` would.
+- ``strom_cluster``: a cluster of ZooKeeper and three brokers per test module; yields its
+  :class:`~strom.testing.cluster.EmbeddedCluster` (``.bootstrap``, ``.brokers`` …).
+- ``strom_cluster_factory``: call it with :class:`EmbeddedCluster`'s arguments to start
+  dedicated clusters, closed at the end of the test. Both skip where ZooKeeper (Debian's
+  ``zookeeper`` package and java) is not installed.
 - ``zookeeper_server``: a real ZooKeeper server (:mod:`strom.testing.zookeeper`) per test
   module; ``zookeeper_connect``: its connect string with a fresh chroot per test.
 """
@@ -19,13 +24,14 @@ Fixtures:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 
 from strom.testing.broker import EmbeddedBroker
+from strom.testing.cluster import EmbeddedCluster
 from strom.testing.zookeeper import ZooKeeperServer, zookeeper_available
 
 
@@ -60,12 +66,38 @@ def strom_broker_factory() -> Iterator[BrokerFactory]:
         broker.close()
 
 
+def _need_zookeeper() -> None:
+    if not zookeeper_available():
+        pytest.skip("ZooKeeper is not installed (Debian package 'zookeeper' and java)")
+
+
+@pytest.fixture(scope="module")
+def strom_cluster() -> Iterator[EmbeddedCluster]:
+    _need_zookeeper()
+    with EmbeddedCluster(brokers=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def strom_cluster_factory() -> Iterator[Callable[..., EmbeddedCluster]]:
+    _need_zookeeper()
+    clusters: list[EmbeddedCluster] = []
+
+    def start(brokers: int = 3, **kwargs: Any) -> EmbeddedCluster:
+        cluster = EmbeddedCluster(brokers, **kwargs)
+        clusters.append(cluster)
+        return cluster.start()
+
+    yield start
+    for cluster in clusters:
+        cluster.close()
+
+
 @pytest.fixture(scope="module")
 def zookeeper_server() -> Iterator[ZooKeeperServer]:
     """A real standalone ZooKeeper server shared by the tests of a module (skipped where
     java or Debian's ``zookeeper`` package is missing)."""
-    if not zookeeper_available():
-        pytest.skip("ZooKeeper is not installed (Debian package 'zookeeper' and java)")
+    _need_zookeeper()
     with ZooKeeperServer() as server:
         yield server
 

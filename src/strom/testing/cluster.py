@@ -1,0 +1,189 @@
+"""An embedded cluster for tests: a real ZooKeeper server and N real broker processes.
+
+    with EmbeddedCluster(brokers=3) as cluster:        # start(): ZooKeeper + brokers, all serve
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        cluster.brokers[cluster.controller_id()].kill()  # kill -9 the controller
+        cluster.wait_for_brokers(2)
+
+Brokers have ids 0..n-1 and are :class:`~strom.testing.broker.EmbeddedBroker` processes
+(``kill()`` / ``stop()`` / ``restart()`` / ``start()``), each keeping its port and data
+directory across restarts so the clients' bootstrap stays valid. Their metadata lives under
+the chroot ``/strom`` of the ZooKeeper server (:mod:`strom.cli.zookeeper_server`,
+``tickTime=200``), with a 2 s ZooKeeper session unless ``configs`` says otherwise, so a
+killed broker's registration (and controllership) lapses in about 2 s. A broker started
+while its previous session still holds ``/brokers/ids/<id>`` first waits for it to expire
+(a broker refuses to start on a live registration, as Kafka's does).
+
+Config precedence per broker: the cluster's defaults (node id, ``zookeeper.connect``,
+session, ``broker.rack`` from ``racks``) < ``configs`` < ``broker_configs[node id]``.
+Everything lives under ``data_dir`` (a temporary directory, removed by :meth:`close`, when
+not given): ``zookeeper/`` and ``broker-<id>/``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from strom.cli import detached
+from strom.cli.cluster_probe import read_controller, wait_serving, wait_unregistered
+from strom.cli.zookeeper_server import ZooKeeperServer, free_port
+from strom.testing.broker import EmbeddedBroker
+
+CHROOT = "/strom"
+#: The ZooKeeper session of the cluster's brokers unless ``configs`` sets one.
+SESSION_TIMEOUT_MS = 2000
+
+
+class ClusterBroker(EmbeddedBroker):
+    """One broker of an :class:`EmbeddedCluster`: an :class:`EmbeddedBroker` whose
+    :meth:`start` first waits for a previous registration of its id to expire."""
+
+    def __init__(self, node_id: int, zookeeper_connect: Callable[[], str],
+                 session_timeout_s: float, config: Mapping[str, object], data_dir: Path,
+                 port: int, log_level: str) -> None:
+        super().__init__(config, data_dir=data_dir, port=port, log_level=log_level)
+        self.node_id = node_id
+        self._zookeeper_connect = zookeeper_connect
+        self._session_timeout_s = session_timeout_s
+
+    def start(self) -> ClusterBroker:
+        wait_unregistered(self._zookeeper_connect(), self.node_id,
+                          self._session_timeout_s + 10.0)
+        super().start()
+        return self
+
+
+class EmbeddedCluster:
+    """ZooKeeper and ``brokers`` brokers on loopback; see the module doc.
+
+    Lifecycle: :meth:`start` (returns when every broker serves), then kill / restart / pause
+    brokers at will, :meth:`stop` (brokers with SIGTERM, then ZooKeeper; the data stays, so
+    :meth:`start` again restarts the same cluster), :meth:`close` (stop, and remove a
+    temporary directory). Not thread-safe: drive it from one test thread."""
+
+    def __init__(self, brokers: int = 3, *, data_dir: str | Path | None = None,
+                 configs: Mapping[str, object] | None = None,
+                 broker_configs: Mapping[int, Mapping[str, object]] | None = None,
+                 racks: Sequence[str] | None = None, log_level: str = "WARNING") -> None:
+        if brokers < 1:
+            raise ValueError("an EmbeddedCluster needs at least one broker")
+        if racks is not None and len(racks) != brokers:
+            raise ValueError(f"racks names {len(racks)} racks for {brokers} brokers")
+        self._own_dir = data_dir is None
+        self.root = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="strom-cl-"))
+        self.zookeeper = ZooKeeperServer(self.root / "zookeeper")
+        self.brokers: dict[int, EmbeddedBroker] = {}
+        for node_id in range(brokers):
+            config: dict[str, object] = {
+                "node.id": node_id, "zookeeper.connect": self.zookeeper_connect,
+                "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS}
+            if racks is not None:
+                config["broker.rack"] = racks[node_id]
+            config.update(configs or {})
+            config.update((broker_configs or {}).get(node_id, {}))
+            session_s = int(str(config["zookeeper.session.timeout.ms"])) / 1000
+            self.brokers[node_id] = ClusterBroker(
+                node_id, lambda: self.zookeeper_connect, session_s, config=config,
+                data_dir=self.root / f"broker-{node_id}", port=free_port(),
+                log_level=log_level)
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's address, ``127.0.0.1:p1,127.0.0.1:p2,…`` (ids in order)."""
+        return ",".join(b.bootstrap for _i, b in sorted(self.brokers.items()))
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """The brokers' ``zookeeper.connect``: ``127.0.0.1:<port>/strom``."""
+        return self.zookeeper.connect + CHROOT
+
+    def start(self, timeout: float = 60.0) -> EmbeddedCluster:
+        """Start ZooKeeper (if not running) and every stopped broker, in parallel; return
+        once every broker's Metadata lists them all."""
+        if self.zookeeper.pid is None:
+            self.zookeeper.start(timeout)
+        stopped = [b for b in self.brokers.values() if b.process is None]
+        _in_parallel([b.start for b in stopped])
+        self.wait_for_brokers(len(self.brokers), timeout)
+        return self
+
+    def wait_for_brokers(self, count: int, timeout: float = 30.0) -> None:
+        """Wait until ``count`` brokers are registered and every running, unpaused broker
+        serves Metadata listing exactly them (TimeoutError otherwise)."""
+        wait_serving(lambda: [b.bootstrap for b in self._running()], count, timeout)
+
+    def controller_id(self, timeout: float = 10.0) -> int:
+        """The controller's node id, from ``/controller`` in ZooKeeper (waits for one to be
+        elected; TimeoutError after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            controller = read_controller(self.zookeeper_connect, timeout=max(1.0, timeout))
+            if controller is not None:
+                return controller
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no controller elected in {timeout:g}s")
+            time.sleep(0.1)
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP broker ``node_id`` (a zombie: its sockets and session stay open, silent)."""
+        self._signal(node_id, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT broker ``node_id``."""
+        self._signal(node_id, signal.SIGCONT)
+
+    def _signal(self, node_id: int, sig: signal.Signals) -> None:
+        pid = self.brokers[node_id].pid
+        if pid is None:
+            raise RuntimeError(f"broker {node_id} is not running")
+        os.kill(pid, sig)
+
+    def _running(self) -> list[EmbeddedBroker]:
+        """Brokers whose process runs and is not stopped by SIGSTOP."""
+        return [b for _i, b in sorted(self.brokers.items()) if b.pid is not None
+                and b.process is not None and b.process.poll() is None
+                and detached.state(b.pid) != "T"]
+
+    def stop(self) -> None:
+        """Stop every broker (SIGCONT + SIGTERM, in parallel), then ZooKeeper."""
+        _in_parallel([b.stop for b in self.brokers.values()])
+        self.zookeeper.stop()
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _in_parallel(calls: Sequence[Callable[[], object]]) -> None:
+    """Run ``calls`` in threads and wait for all; re-raise the first failure."""
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the caller below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(call,), daemon=True) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]

@@ -4,7 +4,8 @@ A detached process runs in a session of its own (no terminal signals reach it), 
 from /dev/null and stdout + stderr appended to a log file. Its pid file holds the pid in
 decimal and a newline. A pid counts as alive while ``/proc/<pid>`` exists and is not a
 zombie, and its command line still contains the marker it was started with (so a pid reused
-by an unrelated process is not mistaken for it).
+by an unrelated process is not mistaken for it); the starting process itself asks its
+``Popen`` instead.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def alive(pid: int | None, marker: str) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
         return False
-    return state(pid) not in (None, "Z", "X") and marker in cmdline.decode(errors="replace")
+    # an empty command line: the process is between fork and exec (or exiting); trust state
+    return state(pid) not in (None, "Z", "X") and (
+        not cmdline or marker in cmdline.decode(errors="replace"))
 
 
 def state(pid: int) -> str | None:

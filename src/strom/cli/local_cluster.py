@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,8 @@ class LocalCluster:
     settings: dict[str, str] = field(default_factory=dict)
     broker_log_level: str = "INFO"
     chroot: str = CHROOT
+    #: The broker processes this object started (node id → process), asked before /proc.
+    _started: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
 
     # -- state -------------------------------------------------------------------------------
     @classmethod
@@ -144,11 +147,14 @@ class LocalCluster:
             args += ["--set", f"{key}={value}"]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         process = detached.spawn(args, home / "broker.log", home / "broker.pid", env=env)
+        self._started[node_id] = process
         _progress(f"broker {node_id} (pid {process.pid}) starts on 127.0.0.1:{port}")
 
     def _check_brokers(self) -> None:
         for node_id in self.broker_ports:
-            if not detached.alive(self.broker_pid(node_id), BROKER_MARKER):
+            child = self._started.get(node_id)
+            if (child.poll() is not None if child is not None
+                    else not detached.alive(self.broker_pid(node_id), BROKER_MARKER)):
                 log = self.broker_dir(node_id) / "broker.log"
                 tail = "".join(log.read_text(errors="replace").splitlines(True)[-5:]) \
                     if log.exists() else ""

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, overload
 
-from strom.client import acl_admin, quota_admin, scram_admin
+from strom.client import acl_admin, partition_admin, quota_admin, scram_admin
 from strom.client.admin_types import (
     AbortTransactionSpec,
     AlterConfigOp,
@@ -43,6 +43,7 @@ from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.group_admin import GroupAdmin
 from strom.client.metadata import BrokerNode, uuid_text
 from strom.client.offsets import READ_UNCOMMITTED, list_offsets
+from strom.client.partition_admin import ElectionType, PartitionReassignment
 from strom.client.quota_admin import Component, QuotaAlteration
 from strom.client.scram_admin import ScramDelete, ScramUpsert, UserScramCredentials
 from strom.client.security import ClientSecurity
@@ -104,14 +105,16 @@ class AdminClient:
     def _timeout_ms(self) -> int:
         return int(self.request_timeout_s * 1000)
 
-    async def _to_controller(self, api_key: int, build: Any, results: str) -> Any:
+    async def _to_controller(self, api_key: int, build: Any, results: str | None = None) -> Any:
         """Send ``build(conn)`` to the controller; when a result (in the response's ``results``
-        list) says NOT_CONTROLLER, refresh metadata and send again to the new controller."""
+        list, or the response's own error code when ``results`` is None) says NOT_CONTROLLER,
+        refresh metadata and send again to the new controller."""
 
         async def attempt() -> Any:
             conn = await self.cluster.controller()
             response = await conn.request(api_key, build(conn))
-            if any(r.error_code == NotControllerError.code for r in getattr(response, results)):
+            outcomes = [response] if results is None else getattr(response, results)
+            if any(getattr(r, "error_code", 0) == NotControllerError.code for r in outcomes):
                 raise NotControllerError(f"broker {conn.node_id} is not the controller")
             return response
 
@@ -230,6 +233,32 @@ class AdminClient:
             _raise_for(result.error_code, result.error_message, f"topic {result.name!r}")
         if not validate_only:
             await self.cluster.refresh(list(new_counts))
+
+    # -- partitions: leader elections and reassignments (strom.client.partition_admin) -------
+    async def elect_leaders(
+        self, election_type: ElectionType = ElectionType.PREFERRED,
+        partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Elect leaders (preferred replica, or unclean: any live replica when none in sync)
+        for ``partitions`` (None: every partition); each partition's outcome, None for done
+        (ELECTION_NOT_NEEDED when the leader already is the one to elect)."""
+        return await partition_admin.elect_leaders(
+            self._to_controller, election_type, partitions, self._timeout_ms)
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Sequence[int] | None],
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Move partitions to new replica lists (None cancels a partition's ongoing
+        reassignment); each partition's outcome, None when accepted."""
+        return await partition_admin.alter_partition_reassignments(
+            self._to_controller, reassignments, self._timeout_ms)
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The ongoing reassignments of ``partitions`` (None: of every partition)."""
+        return await partition_admin.list_partition_reassignments(
+            self._to_controller, partitions, self._timeout_ms)
 
     # -- configs -----------------------------------------------------------------------------
     async def _for_resource(self, resource: ConfigResource) -> Connection:

@@ -42,6 +42,7 @@ from strom.client.admin_types import (
 from strom.client.consumer.consumer import CommitCallback, Consumer
 from strom.client.fetcher import Fetcher
 from strom.client.metadata import BrokerNode
+from strom.client.partition_admin import ElectionType, PartitionReassignment
 from strom.client.producer import BulkRecord, DeliveryCallback, PreparedRecord, Producer
 from strom.client.quota_admin import Component, QuotaAlteration
 from strom.client.records import ConsumerRecord, Header, RecordMetadata
@@ -212,6 +213,20 @@ class SyncAdminClient(_Facade):
 
     def describe_cluster(self) -> ClusterDescription:
         return self._run(self.admin.describe_cluster())
+
+    def elect_leaders(self, election_type: ElectionType = ElectionType.PREFERRED,
+                      partitions: Iterable[TopicPartition] | None = None
+                      ) -> dict[TopicPartition, KafkaError | None]:
+        return self._run(self.admin.elect_leaders(election_type, partitions))
+
+    def alter_partition_reassignments(
+            self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        return self._run(self.admin.alter_partition_reassignments(reassignments))
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                     ) -> dict[TopicPartition, PartitionReassignment]:
+        return self._run(self.admin.list_partition_reassignments(partitions))
 
     def describe_log_dirs(self, broker_ids: Iterable[int] | None = None,
                           partitions: Iterable[TopicPartition] | None = None

@@ -30,7 +30,14 @@ _INT16 = struct.Struct(">h")
 # yet); plain numbers here so the client does not depend on that enum growing.
 DELETE_GROUPS = 42
 OFFSET_DELETE = 47
-_EXTRA_NAMES = {DELETE_GROUPS: "DeleteGroups", OFFSET_DELETE: "OffsetDelete"}
+# Partition administration (controller APIs: ElectLeaders, reassignments), likewise.
+ELECT_LEADERS = 43
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
+_EXTRA_NAMES = {DELETE_GROUPS: "DeleteGroups", OFFSET_DELETE: "OffsetDelete",
+                ELECT_LEADERS: "ElectLeaders",
+                ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
+                LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments"}
 
 # api key -> (min, max) versions this client can build and parse. Produce v13 / Fetch v13+
 # address topics by id (KIP-516), which this client does not do, so they stop at 12.
@@ -84,6 +91,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
+    # Partition administration (strom.client.partition_admin), sent to the controller.
+    ELECT_LEADERS: (0, 2),
+    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 

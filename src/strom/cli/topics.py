@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from strom.cli import topics_describe
 from strom.cli.client_props import add_client_config, admin_options
 from strom.cli.common import (
     UsageError,
@@ -16,11 +17,16 @@ from strom.client.admin_types import (
     AlterConfigOp,
     AlterConfigOpType,
     ConfigResource,
-    TopicDescription,
 )
 from strom.client.sync import SyncAdminClient
-from strom.common.config import TOPIC_KEYS, ConfigSource
-from strom.common.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from strom.common.config import TOPIC_KEYS
+from strom.common.errors import (
+    ClusterAuthorizationFailedError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+)
+from strom.common.types import TopicPartition
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("names", nargs="*", metavar="NAME", help="topics (default: all)")
     d.add_argument("--include-internal", action="store_true",
                    help="with no NAME, include internal topics")
+    topics_describe.add_filters(d)
     add_client_config(d, "admin")
     d.set_defaults(run=run_describe)
 
@@ -120,36 +127,21 @@ def run_describe(args: argparse.Namespace) -> int:
         else:
             topics = [t for t in admin.describe_topics(None)
                       if args.include_internal or not t.is_internal]
-        overrides = admin.describe_configs([ConfigResource.topic(t.name) for t in topics])
-    for topic in topics:
-        entries = overrides.get(ConfigResource.topic(topic.name), [])
-        custom = [e for e in entries if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG]
-        print(format_topic(topic, {e.name: e.value for e in custom}))
+        entries = admin.describe_configs([ConfigResource.topic(t.name) for t in topics])
+        filters = topics_describe.Filters.from_args(args)
+        live = {b.node_id for b in admin.describe_cluster().brokers} \
+            if filters.unavailable else set()
+        partitions = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions]
+        try:  # as kafka-topics.sh: without the API (or the right), no reassignment columns
+            reassignments = admin.list_partition_reassignments(partitions) if partitions else {}
+        except (UnsupportedVersionError, ClusterAuthorizationFailedError):
+            reassignments = {}
+    configs = {t.name: entries.get(ConfigResource.topic(t.name), []) for t in topics}
+    for line in topics_describe.describe_lines(
+            topics, configs, filters, live=live,
+            reassignments=reassignments):
+        print(line)
     return 0
-
-
-def format_topic(topic: TopicDescription, overrides: dict[str, str | None]) -> str:
-    """kafka-topics style: one summary line, then one line per partition."""
-    rf = max((len(p.replicas) for p in topic.partitions), default=0)
-    configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-    head = [f"Topic: {topic.name}"]
-    if topic.topic_id:
-        head.append(f"TopicId: {topic.topic_id}")
-    head += [f"PartitionCount: {len(topic.partitions)}", f"ReplicationFactor: {rf}",
-             f"Configs: {configs}"]
-    lines = ["\t".join(head)]
-    for p in topic.partitions:
-        leader = str(p.leader) if p.leader >= 0 else "none"
-        line = (f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}\t"
-                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
-        if p.offline_replicas:
-            line += f"\tOffline: {_ids(p.offline_replicas)}"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def _ids(ids: tuple[int, ...]) -> str:
-    return ",".join(map(str, ids))
 
 
 def run_alter(args: argparse.Namespace) -> int:

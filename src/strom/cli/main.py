@@ -23,7 +23,7 @@ def _optional_commands() -> list[object]:
     for name in ("topics", "produce", "consume", "configs", "dump_log", "perf", "groups",
                  "pipeline", "delete_records", "get_offsets", "log_dirs", "api_versions",
                  "cluster", "transactions", "producers", "users", "acls",
-                 "quotas"):
+                 "quotas", "leader_election", "reassign"):
         try:
             modules.append(__import__(f"strom.cli.{name}", fromlist=["register"]))
         except ImportError as exc:  # pragma: no cover - only while a module is missing

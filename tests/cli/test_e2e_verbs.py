@@ -18,6 +18,7 @@ from strom.cli.api_versions import versions_text
 from strom.client.admin_types import BrokerApiVersions
 from strom.client.metadata import BrokerNode
 from strom.client.sync import SyncAdminClient, SyncProducer
+from strom.client.wire import CLIENT_VERSIONS
 from strom.common.types import TopicPartition
 from strom.protocol.versions import SUPPORTED, ApiKey, api_name
 from tests.cli.conftest import Result
@@ -191,13 +192,16 @@ def test_api_versions(cli: Callable[..., Result], b: list[str], strom_broker: An
     assert lines[0] == f"{host}:{port} (id: 0 rack: null) -> ("
     assert lines[-1] == ")"
     body = [line.strip().rstrip(",") for line in lines[1:-1]]
-    assert len(body) == len(SUPPORTED)  # everything the broker advertises, nothing else
+    # everything the broker advertises, and (as Kafka's tool) the APIs only the client speaks
+    client_only = [key for key in CLIENT_VERSIONS if key not in SUPPORTED]
+    assert len(body) == len(SUPPORTED) + len(client_only)
     for key, (low, high) in SUPPORTED.items():
         text = f"{low}" if low == high else f"{low} to {high}"
         assert any(line.startswith(f"{api_name(key)}({key}): {text}") for line in body), key
     assert f"Fetch(1): {SUPPORTED[1][0]} to {SUPPORTED[1][1]} [usable: 12]" in body
     assert "ApiVersions(18): 0 to 4 [usable: 4]" in body
-    assert not any("UNSUPPORTED" in line for line in body)
+    assert [line for line in body if "UNSUPPORTED" in line] == [
+        f"{api_name(key)}({key}): UNSUPPORTED" for key in sorted(client_only)]
 
 
 def test_api_versions_text_for_other_brokers() -> None:

@@ -1,0 +1,253 @@
+"""The checker: a pure function over a run's history, the final reads and the replicas' logs,
+in the spirit of Jepsen's queue workload (one topic, values unique per send).
+
+Anomaly classes (each a key of :attr:`CheckResult.anomalies`, with examples):
+
+==========================  =================================================================
+``lost``                    an acknowledged send (``ok``) whose value the final read lacks
+``ack-offset-mismatch``     an acknowledged value read back elsewhere than its ack said
+``duplicated``              a value present more than once in the final read
+``unexpected``              a value read (finally or by a reader) that no send invoked
+``failed-but-read``         a value whose send certainly failed (``fail``) yet was read back
+``offset-gap``              consecutive offsets in a partition's final read differ by > 1
+``offset-reuse``            one offset twice in a partition's final read, or offsets going back
+``divergent-replicas``      two replicas, or a replica and the final read, disagree on the
+                            record at one offset
+``replica-missing``         a committed offset (in the final read, at or past the replica's
+                            log start) that a replica's log lacks
+``read-then-vanished``      a record a reader saw during the run (so below the high
+                            watermark) that the final read has not at that offset
+``acked-below-min-isr``     a send acknowledged while every observed ISR of its partition,
+                            from its invoke to its ack, was smaller than min.insync.replicas
+``unclean-election``        a new leader outside the ISR of the state just before (judged only
+                            where no state change was missed), unless unclean election is on
+==========================  =================================================================
+
+Unknown outcomes (``info``, or invokes never completed) may be present or absent: neither
+counts. The counts in :attr:`CheckResult.stats` say how much was checked.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from strom.testing.chaos.history import Op, completions
+from strom.testing.chaos.model import PartitionState, ReadRecord, ReplicaLog
+
+LOST = "lost"
+ACK_MISMATCH = "ack-offset-mismatch"
+DUPLICATED = "duplicated"
+UNEXPECTED = "unexpected"
+FAILED_BUT_READ = "failed-but-read"
+OFFSET_GAP = "offset-gap"
+OFFSET_REUSE = "offset-reuse"
+DIVERGENT = "divergent-replicas"
+REPLICA_MISSING = "replica-missing"
+READ_VANISHED = "read-then-vanished"
+BELOW_MIN_ISR = "acked-below-min-isr"
+UNCLEAN = "unclean-election"
+ANOMALIES = (LOST, ACK_MISMATCH, DUPLICATED, UNEXPECTED, FAILED_BUT_READ, OFFSET_GAP,
+             OFFSET_REUSE, DIVERGENT, REPLICA_MISSING, READ_VANISHED, BELOW_MIN_ISR, UNCLEAN)
+
+#: ``f`` of the history's operations the checker reads.
+SEND = "send"
+POLL = "poll"
+PARTITION_STATE = "partition-state"
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    min_insync_replicas: int = 1
+    unclean_leader_election: bool = False
+    #: examples kept per anomaly class (the counts are always complete).
+    max_examples: int = 20
+
+
+@dataclass
+class CheckResult:
+    """``valid`` is True when no anomaly class has an instance."""
+
+    anomalies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return not any(self.counts.values())
+
+    def summary(self) -> str:
+        found = ", ".join(f"{name}={n}" for name, n in self.counts.items() if n) or "none"
+        stats = ", ".join(f"{name}={n}" for name, n in self.stats.items())
+        return f"valid={self.valid} anomalies: {found}; {stats}"
+
+
+class _Collector:
+    def __init__(self, config: CheckConfig) -> None:
+        self.result = CheckResult(anomalies={name: [] for name in ANOMALIES},
+                                  counts=dict.fromkeys(ANOMALIES, 0))
+        self.limit = config.max_examples
+
+    def add(self, kind: str, **example: Any) -> None:
+        self.result.counts[kind] += 1
+        if len(self.result.anomalies[kind]) < self.limit:
+            self.result.anomalies[kind].append(example)
+
+
+def partition_states(ops: Iterable[Op]) -> list[PartitionState]:
+    """The ``partition-state`` observations of a history, in order."""
+    return [PartitionState(op.time, int(op.value["partition"]), int(op.value["leader"]),
+                           int(op.value["leader_epoch"]), tuple(op.value["isr"]),
+                           int(op.value["version"]))
+            for op in ops if op.f == PARTITION_STATE and op.type == "ok"]
+
+
+def check(ops: Sequence[Op], final_reads: Mapping[int, Sequence[ReadRecord]],
+          replica_logs: Mapping[int, Mapping[int, ReplicaLog]] | None = None,
+          config: CheckConfig | None = None) -> CheckResult:
+    """Check one run. ``final_reads``: partition → the records read from the beginning to the
+    end after the run; ``replica_logs``: partition → broker → that broker's copy."""
+    config = config or CheckConfig()
+    out = _Collector(config)
+    done = completions(list(ops))
+    sends = [op for op in ops if op.f == SEND and op.type == "invoke"]
+    invoked = {str(op.value["value"]) for op in sends}
+    outcome = {str(op.value["value"]): done.get(op.index) for op in sends}
+    read_at = _read_index(final_reads)
+    places: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for partition, records in final_reads.items():
+        for record in records:
+            places[record.value].append((partition, record.offset))
+
+    stats = Counter(sends=len(sends), read=sum(len(r) for r in final_reads.values()))
+    for value, completion in outcome.items():
+        kind = completion.type if completion else "info"
+        stats[f"send-{kind}"] += 1
+        if kind == "ok" and completion is not None:
+            _check_acknowledged(out, value, completion, places.get(value, []))
+        elif kind == "fail" and value in places:
+            out.add(FAILED_BUT_READ, value=value, at=places[value],
+                    error=completion.value.get("error") if completion else None)
+        elif kind == "info" and value in places:
+            stats["send-info-present"] += 1
+    for value, where in places.items():
+        if len(where) > 1:
+            out.add(DUPLICATED, value=value, at=sorted(where))
+        if value not in invoked:
+            out.add(UNEXPECTED, value=value, at=where, source="final read")
+    for partition, records in final_reads.items():
+        _check_offsets(out, partition, records)
+    polls = [op for op in ops if op.f == POLL and op.type == "ok"]
+    stats["polled"] = len(polls)
+    for op in polls:
+        _check_poll(out, op, invoked, read_at)
+    if replica_logs:
+        for partition, replicas in replica_logs.items():
+            stats["replicas"] += len(replicas)
+            _check_replicas(out, partition, replicas, read_at.get(partition, {}))
+    states = partition_states(ops)
+    stats["partition-states"] = len(states)
+    _check_min_isr(out, ops, done, states, config.min_insync_replicas)
+    if not config.unclean_leader_election:
+        _check_elections(out, states)
+    out.result.stats = dict(stats)
+    return out.result
+
+
+def _read_index(final_reads: Mapping[int, Sequence[ReadRecord]]) -> dict[int, dict[int, str]]:
+    return {partition: {r.offset: r.value for r in records}
+            for partition, records in final_reads.items()}
+
+
+def _check_acknowledged(out: _Collector, value: str, ack: Op,
+                        where: list[tuple[int, int]]) -> None:
+    acked_at = (int(ack.value.get("partition", -1)), int(ack.value.get("offset", -1)))
+    if not where:
+        out.add(LOST, value=value, acked_at=acked_at)
+    elif acked_at not in where:
+        out.add(ACK_MISMATCH, value=value, acked_at=acked_at, read_at=where)
+
+
+def _check_offsets(out: _Collector, partition: int, records: Sequence[ReadRecord]) -> None:
+    for before, after in pairwise(records):
+        if after.offset <= before.offset:
+            out.add(OFFSET_REUSE, partition=partition, offset=after.offset,
+                    values=[before.value, after.value])
+        elif after.offset != before.offset + 1:
+            out.add(OFFSET_GAP, partition=partition, after=before.offset, next=after.offset)
+
+
+def _check_poll(out: _Collector, op: Op, invoked: set[str],
+                read_at: Mapping[int, Mapping[int, str]]) -> None:
+    value, partition, offset = str(op.value["value"]), int(op.value["partition"]), \
+        int(op.value["offset"])
+    if value not in invoked:
+        out.add(UNEXPECTED, value=value, at=[(partition, offset)], source=op.process)
+    final = read_at.get(partition, {}).get(offset)
+    if final != value:
+        out.add(READ_VANISHED, value=value, partition=partition, offset=offset,
+                reader=op.process, final=final, time=round(op.time, 3))
+
+
+def _check_replicas(out: _Collector, partition: int, replicas: Mapping[int, ReplicaLog],
+                    final: Mapping[int, str]) -> None:
+    logs = {broker: {r.offset: r.value for r in log.records}
+            for broker, log in replicas.items()}
+    for broker, log in sorted(replicas.items()):
+        own = logs[broker]
+        for offset, value in own.items():
+            if offset in final and final[offset] != value:
+                out.add(DIVERGENT, partition=partition, offset=offset,
+                        replicas={broker: value, "final-read": final[offset]})
+        missing = [o for o in sorted(final) if o >= log.log_start and o not in own]
+        if missing:
+            out.add(REPLICA_MISSING, partition=partition, broker=broker,
+                    first=missing[0], count=len(missing))
+    brokers = sorted(logs)
+    for i, a in enumerate(brokers):
+        for b in brokers[i + 1:]:
+            for offset in sorted(set(logs[a]) & set(logs[b]) - set(final)):
+                if logs[a][offset] != logs[b][offset]:
+                    out.add(DIVERGENT, partition=partition, offset=offset,
+                            replicas={a: logs[a][offset], b: logs[b][offset]})
+
+
+def _check_min_isr(out: _Collector, ops: Sequence[Op], done: Mapping[int, Op],
+                   states: Sequence[PartitionState], min_isr: int) -> None:
+    if min_isr <= 1 or not states:
+        return
+    by_partition: dict[int, list[PartitionState]] = defaultdict(list)
+    for state in states:
+        by_partition[state.partition].append(state)
+    for op in ops:
+        ack = done.get(op.index) if op.f == SEND and op.type == "invoke" else None
+        if ack is None or ack.type != "ok":
+            continue
+        history = by_partition.get(int(ack.value.get("partition", -1)))
+        if not history:
+            continue
+        # the state in effect at the invoke, and every state that took over before the ack
+        during = [s for s in history if op.time < s.time <= ack.time]
+        before = [s for s in history if s.time <= op.time]
+        in_effect = ([before[-1]] if before else []) + during
+        if in_effect and before and all(len(s.isr) < min_isr for s in in_effect):
+            out.add(BELOW_MIN_ISR, value=ack.value.get("value"),
+                    partition=ack.value.get("partition"), offset=ack.value.get("offset"),
+                    isr=[list(s.isr) for s in in_effect])
+
+
+def _check_elections(out: _Collector, states: Sequence[PartitionState]) -> None:
+    last: dict[int, PartitionState] = {}
+    for state in states:
+        previous = last.get(state.partition)
+        last[state.partition] = state
+        if previous is None or state.version != previous.version + 1:
+            continue  # first sight, or changes were missed: nothing to judge
+        if state.leader >= 0 and state.leader != previous.leader \
+                and state.leader not in previous.isr:
+            out.add(UNCLEAN, partition=state.partition, leader=state.leader,
+                    leader_epoch=state.leader_epoch, previous_isr=list(previous.isr),
+                    time=round(state.time, 3))

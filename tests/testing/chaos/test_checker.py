@@ -137,7 +137,7 @@ def test_offset_gaps_and_reuse() -> None:
 
 def test_a_replica_that_disagrees_with_the_final_read() -> None:
     values = [f"v{i}" for i in range(5)]
-    logs = {0: {1: replica(1, values), 2: replica(2, values[:3] + ["other", "v4"])}}
+    logs = {0: {1: replica(1, values), 2: replica(2, [*values[:3], "other", "v4"])}}
     result = check(clean_run().ops, {0: reads(values)}, logs)
     assert found(result) == {checker.DIVERGENT}
     assert result.anomalies[checker.DIVERGENT][0]["offset"] == 3

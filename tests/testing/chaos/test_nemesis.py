@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from tests.testing.chaos._standin_cluster import StandinCluster
 
 from strom.testing.chaos.history import NEMESIS, History
 from strom.testing.chaos.nemesis import Nemesis
 from strom.testing.zookeeper import zookeeper_available
-from tests.testing.chaos._standin_cluster import StandinCluster
 
 pytestmark = [
     pytest.mark.faults,

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
+from tests.testing.chaos._standin_cluster import StandinCluster
 
 from strom.testing.chaos import netns
 from strom.testing.chaos.history import History
 from strom.testing.chaos.nemesis import Nemesis
 from strom.testing.zookeeper import zookeeper_available
-from tests.testing.chaos._standin_cluster import StandinCluster
 
 pytestmark = [
     pytest.mark.faults,

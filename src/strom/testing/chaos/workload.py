@@ -17,6 +17,7 @@ Threads: each worker owns one client and one thread; the history is the only sha
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -41,7 +42,9 @@ DEFINITE_FAILURES = frozenset({"_PURGE_QUEUE", "_MSG_SIZE_TOO_LARGE", "_UNKNOWN_
                                "_UNKNOWN_PARTITION", "_INVALID_ARG"})
 #: client settings that make librdkafka notice restarted brokers quickly.
 FAST_RECONNECT = {"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
-                  "topic.metadata.refresh.interval.ms": 1000, "socket.timeout.ms": 10000}
+                  "topic.metadata.refresh.interval.ms": 1000, "socket.timeout.ms": 10000,
+                  # librdkafka's log (a line per refused reconnect) goes to logging, not stderr
+                  "logger": logging.getLogger("strom.testing.chaos.librdkafka")}
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int,
@@ -67,6 +70,8 @@ class ProducerWorker:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"chaos-{name}", daemon=True)
         self.sent = 0
+        #: the fatal error that stopped this producer, if one did.
+        self.fatal: str | None = None
 
     def start(self) -> ProducerWorker:
         self._thread.start()
@@ -98,14 +103,23 @@ class ProducerWorker:
             with self._lock:
                 self._pending.pop(op.index, None)
             self.history.complete(op, "fail", {"error": type(exc).__name__})
+            if isinstance(exc, KafkaException) and exc.args and exc.args[0].fatal():
+                raise
             self.producer.poll(0.05)
 
     def _run(self) -> None:
         interval = 1.0 / self.rate
         next_send = time.monotonic()
         while not self._stop.is_set():
-            self._send_one()
-            self.producer.poll(0)
+            try:
+                self._send_one()
+                self.producer.poll(0)
+            except KafkaException as exc:
+                # a fatal error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER after a lost tail): this
+                # producer can send no more; its outstanding sends are reported at stop()
+                self.fatal = exc.args[0].name() if exc.args else repr(exc)
+                self.history.event(self.name, "info", "producer-fatal", {"error": self.fatal})
+                return
             next_send += interval
             delay = next_send - time.monotonic()
             if delay > 0:
@@ -119,9 +133,12 @@ class ProducerWorker:
         completed as ``info``."""
         self._stop.set()
         self._thread.join()
-        self.producer.flush(flush_timeout)
-        self.producer.purge()
-        self.producer.flush(5)
+        try:
+            self.producer.flush(flush_timeout)
+            self.producer.purge()
+            self.producer.flush(5)
+        except KafkaException:
+            pass  # a fatal producer: what it did not report stays unknown below
         with self._lock:
             left = list(self._pending.values())
             self._pending.clear()

@@ -91,6 +91,7 @@ def test_rf3_schedule(name: str, tmp_path: Path) -> None:
         run = run_schedule(cluster, RF3_SCHEDULES[name], RF3)
     run.history.write_jsonl(tmp_path / f"{name}.jsonl")
     assert run.check.valid, run.check.summary()
+    assert run.check.stats.get("send-ok", 0) > 500, run.check.summary()  # not vacuous
     assert run.check.stats["replicas"] == 3 * RF3.partitions
 
 
@@ -100,6 +101,7 @@ def test_rf3_isolated_leader(zookeeper: bool) -> None:
     with StandinCluster(3, network=True) as cluster:
         run = run_schedule(cluster, [schedule.isolate_leader(zookeeper=zookeeper)], RF3)
     assert run.check.valid, run.check.summary()
+    assert run.check.stats.get("send-ok", 0) > 500, run.check.summary()
 
 
 @WAITS_FOR_REPLICATION

@@ -40,11 +40,15 @@ from strom.testing.chaos.model import ReadRecord
 #: librdkafka errors that mean the record was never sent to a broker.
 DEFINITE_FAILURES = frozenset({"_PURGE_QUEUE", "_MSG_SIZE_TOO_LARGE", "_UNKNOWN_TOPIC",
                                "_UNKNOWN_PARTITION", "_INVALID_ARG"})
+#: librdkafka's own log lines (a line per refused reconnect during a fault): kept out of
+#: stderr unless the application configures logging for them.
+LIBRDKAFKA_LOG = logging.getLogger("strom.testing.chaos.librdkafka")
+LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 #: client settings that make librdkafka notice restarted brokers quickly.
 FAST_RECONNECT = {"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
                   "topic.metadata.refresh.interval.ms": 1000, "socket.timeout.ms": 10000,
                   # librdkafka's log (a line per refused reconnect) goes to logging, not stderr
-                  "logger": logging.getLogger("strom.testing.chaos.librdkafka")}
+                  "logger": LIBRDKAFKA_LOG}
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int,

@@ -150,6 +150,25 @@ class ProducerWorker:
             self.history.complete(op, "info", {"error": "unreported"})
 
 
+def probe_send(bootstrap: str, topic: str, partition: int, timeout: float = 15.0) -> str | None:
+    """One ``acks=all`` send with no retries (and no idempotence, whose retries would hide
+    the broker's answer): the error name the broker answered (e.g. ``NOT_ENOUGH_REPLICAS``),
+    None when it was acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0,
+                         "enable.idempotence": False, "message.timeout.ms": int(timeout * 1000),
+                         **FAST_RECONNECT})
+    outcome: list[str | None] = []
+
+    def report(err: KafkaError | None, _msg: Any) -> None:
+        outcome.append(None if err is None else err.name())
+
+    producer.produce(topic, b"probe", partition=partition, on_delivery=report)
+    producer.flush(timeout + 5)
+    if not outcome:
+        raise TimeoutError("the probe send got no delivery report")
+    return outcome[0]
+
+
 def _consumer(bootstrap: str, name: str, config: Mapping[str, Any] | None = None) -> Consumer:
     return Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-{name}-{uuid.uuid4()}",
                      "enable.auto.commit": False, "auto.offset.reset": "earliest",

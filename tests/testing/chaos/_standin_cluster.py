@@ -1,15 +1,15 @@
-"""STAND-IN — replace with ``strom.testing.cluster.EmbeddedCluster`` when the ``ops`` branch
-lands (same interface; the chaos harness only uses :class:`strom.testing.chaos.cluster.Cluster`).
+"""STAND-IN for the network-partition tests only — every other chaos test runs on
+``strom.testing.cluster.EmbeddedCluster``; replace this one once EmbeddedCluster can put its
+brokers in network namespaces.
 
 A ZooKeeper server and ``brokers`` :class:`EmbeddedBroker` processes on one chroot
 (``zookeeper.connect`` + ``node.id``). With ``network=True`` every broker runs in a network
 namespace of a :class:`NetworkFabric` (bound and advertised on the fabric's address for it,
-ZooKeeper reached through the fabric's forwarder), so the nemesis can partition it. What the
-real fixture needs to offer for that: a host per broker, a hook to start the broker process
-inside a namespace (``preexec_fn``), ZooKeeper reachable from the namespaces, and the fabric
-as ``cluster.network``.
+ZooKeeper reached through the fabric's forwarder), so the nemesis can partition it. What
+EmbeddedCluster needs to offer for that: a host per broker (bind + advertised address), a
+hook to start the broker process inside a namespace (``preexec_fn``), ``zookeeper.connect``
+pointing at the fabric's forwarder, and the fabric as ``cluster.network``.
 """
-
 from __future__ import annotations
 
 import os

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
-from tests.testing.chaos._standin_cluster import StandinCluster
 
 from strom.testing.chaos.history import NEMESIS, History
 from strom.testing.chaos.nemesis import Nemesis
+from strom.testing.cluster import EmbeddedCluster
 from strom.testing.zookeeper import zookeeper_available
 
 pytestmark = [
@@ -25,13 +25,13 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[StandinCluster]:
-    with StandinCluster(3) as cluster:
+def cluster() -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster(3) as cluster:
         yield cluster
 
 
 @pytest.fixture
-def nemesis(cluster: StandinCluster) -> Iterator[Nemesis]:
+def nemesis(cluster: EmbeddedCluster) -> Iterator[Nemesis]:
     """A nemesis per test; whatever a test leaves broken is healed for the next one."""
     nemesis = Nemesis(cluster, History(), seed=1)
     yield nemesis
@@ -70,7 +70,7 @@ def nemesis_ops(nemesis: Nemesis) -> list[str]:
     return [op.f for op in nemesis.history.ops if op.process == NEMESIS]
 
 
-def test_kill_and_start(cluster: StandinCluster, nemesis: Nemesis) -> None:
+def test_kill_and_start(cluster: EmbeddedCluster, nemesis: Nemesis) -> None:
     broker = cluster.brokers[1]
     pid = broker.pid
     assert pid is not None and answers(broker.bootstrap)
@@ -78,11 +78,11 @@ def test_kill_and_start(cluster: StandinCluster, nemesis: Nemesis) -> None:
     assert not pid_alive(pid) and not accepts(broker.bootstrap)
     nemesis.start(1)   # waits for the old registration to expire first
     assert broker.pid != pid and answers(broker.bootstrap)
-    assert cluster.view.brokers() == {0, 1, 2}
+    assert nemesis.view.brokers() == {0, 1, 2}
     assert nemesis_ops(nemesis) == ["kill", "killed", "start", "started"]
 
 
-def test_a_paused_broker_answers_nothing_until_resumed(cluster: StandinCluster,
+def test_a_paused_broker_answers_nothing_until_resumed(cluster: EmbeddedCluster,
                                                         nemesis: Nemesis) -> None:
     broker = cluster.brokers[2]
     nemesis.pause(2)
@@ -97,34 +97,34 @@ def test_a_paused_broker_answers_nothing_until_resumed(cluster: StandinCluster,
 
 
 def test_an_expired_session_loses_the_registration_and_the_broker_registers_again(
-        cluster: StandinCluster, nemesis: Nemesis) -> None:
+        cluster: EmbeddedCluster, nemesis: Nemesis) -> None:
     pid = cluster.brokers[0].pid
     nemesis.expire_session(0)
     assert nemesis_ops(nemesis) == ["pause", "session-expired", "resume", "re-registered"]
-    assert cluster.brokers[0].pid == pid and cluster.view.brokers() == {0, 1, 2}
+    assert cluster.brokers[0].pid == pid and nemesis.view.brokers() == {0, 1, 2}
     assert answers(cluster.brokers[0].bootstrap, timeout=10)
 
 
-def test_killing_the_controller_moves_it(cluster: StandinCluster, nemesis: Nemesis) -> None:
+def test_killing_the_controller_moves_it(cluster: EmbeddedCluster, nemesis: Nemesis) -> None:
     old = cluster.controller_id()
     assert nemesis.kill_controller() == old
-    cluster.view.wait_for("a new controller",
-                          lambda: cluster.view.controller() not in (-1, old), timeout=30)
+    nemesis.view.wait_for("a new controller",
+                          lambda: nemesis.view.controller() not in (-1, old), timeout=30)
     nemesis.heal_all()
-    assert cluster.view.brokers() == {0, 1, 2} and not nemesis.killed
+    assert nemesis.view.brokers() == {0, 1, 2} and not nemesis.killed
 
 
-def test_a_rolling_restart_replaces_every_process(cluster: StandinCluster,
+def test_a_rolling_restart_replaces_every_process(cluster: EmbeddedCluster,
                                                   nemesis: Nemesis) -> None:
     before = {node: broker.pid for node, broker in cluster.brokers.items()}
     nemesis.rolling_restart()
     after = {node: broker.pid for node, broker in cluster.brokers.items()}
     assert all(after[node] not in (None, before[node]) for node in before)
-    assert cluster.view.brokers() == {0, 1, 2}
+    assert nemesis.view.brokers() == {0, 1, 2}
     assert all(answers(b.bootstrap, timeout=10) for b in cluster.brokers.values())
 
 
-def test_a_log_is_cut_only_on_a_stopped_broker(cluster: StandinCluster,
+def test_a_log_is_cut_only_on_a_stopped_broker(cluster: EmbeddedCluster,
                                                nemesis: Nemesis) -> None:
     with pytest.raises(RuntimeError, match="must be stopped"):
         nemesis.truncate(0, "t", 0, 0)

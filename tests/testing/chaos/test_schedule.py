@@ -18,6 +18,7 @@ from strom.testing.chaos.history import NEMESIS, History
 from strom.testing.chaos.nemesis import Nemesis
 from strom.testing.chaos.schedule import Fault, ScheduleConfig, run_schedule
 from strom.testing.chaos.workload import probe_send
+from strom.testing.cluster import EmbeddedCluster
 from strom.testing.zookeeper import zookeeper_available
 
 pytestmark = [
@@ -30,8 +31,8 @@ SINGLE = ScheduleConfig(partitions=2, replication_factor=1, min_insync_replicas=
 
 
 @pytest.fixture
-def single() -> Iterator[StandinCluster]:
-    with StandinCluster(1) as cluster:
+def single() -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster(1) as cluster:
         yield cluster
 
 
@@ -40,7 +41,7 @@ def nemesis_log(history: History) -> list[str]:
 
 
 def test_a_broker_killed_and_restarted_repeatedly_loses_nothing(
-        single: StandinCluster, tmp_path: Path) -> None:
+        single: EmbeddedCluster, tmp_path: Path) -> None:
     faults = [schedule.kill_restart(0, down=0.3) for _ in range(4)]
     run = run_schedule(single, faults, ScheduleConfig(
         **{**SINGLE.__dict__, "history_path": tmp_path / "history.jsonl"}))
@@ -57,7 +58,7 @@ def test_a_broker_killed_and_restarted_repeatedly_loses_nothing(
 
 
 def test_an_acknowledged_tail_cut_off_while_the_broker_is_down_is_caught(
-        single: StandinCluster) -> None:
+        single: EmbeddedCluster) -> None:
     faults = [schedule.cut_log_tail(0, SINGLE.topic, 0, records=25)]
     run = run_schedule(single, faults, SINGLE)
     result = run.check
@@ -71,8 +72,8 @@ def test_an_acknowledged_tail_cut_off_while_the_broker_is_down_is_caught(
 # -- RF=3 schedules (issue 9) ------------------------------------------------------------------
 
 WAITS_FOR_REPLICATION = pytest.mark.skip(
-    reason="waits for replication and failover (branches repl / ctrl) and EmbeddedCluster "
-           "(ops): switch on after merging them")
+    reason="waits for replication and failover (branches repl / ctrl): switch on after "
+           "merging them")
 RF3 = ScheduleConfig(partitions=3, replication_factor=3, min_insync_replicas=2,
                      warmup=2.0, interval=4.0, settle=6.0, seed=9)
 
@@ -89,7 +90,7 @@ RF3_SCHEDULES: dict[str, list[Fault]] = {
 @WAITS_FOR_REPLICATION
 @pytest.mark.parametrize("name", sorted(RF3_SCHEDULES))
 def test_rf3_schedule(name: str, tmp_path: Path) -> None:
-    with StandinCluster(3) as cluster:
+    with EmbeddedCluster(3) as cluster:
         run = run_schedule(cluster, RF3_SCHEDULES[name], RF3)
     run.history.write_jsonl(tmp_path / f"{name}.jsonl")
     assert run.check.valid, run.check.summary()
@@ -120,7 +121,7 @@ def test_rf3_too_small_an_isr_refuses_acks_all() -> None:
             nemesis.view.partition_state(RF3.topic, 0) or {}).get("isr") == [leader], 30)
         answers.append(probe_send(nemesis.cluster.bootstrap, RF3.topic, 0))
 
-    with StandinCluster(3) as cluster:
+    with EmbeddedCluster(3) as cluster:
         run = run_schedule(cluster, [Fault("two-followers-down", two_down)], RF3)
     assert answers == ["NOT_ENOUGH_REPLICAS"]
     assert run.check.valid, run.check.summary()

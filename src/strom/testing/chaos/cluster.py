@@ -58,6 +58,13 @@ class Cluster(Protocol):
     def stop(self) -> None: ...
 
 
+if TYPE_CHECKING:
+    from strom.testing.cluster import EmbeddedCluster
+
+    def _embedded_cluster_is_a_cluster(cluster: EmbeddedCluster) -> Cluster:
+        return cluster  # mypy checks that the fixture satisfies the protocol
+
+
 def network_of(cluster: Cluster) -> NetworkFabric | None:
     """The cluster's network fabric, if its brokers run in namespaces."""
     network: NetworkFabric | None = getattr(cluster, "network", None)

@@ -29,9 +29,11 @@ from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.dispatch import Dispatcher
 from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
 from strom.broker.handlers import build_handlers
+from strom.broker.image_relay import ImageRelay
 from strom.broker.metadata_recovery import keep_topics_on_disk
 from strom.broker.network import Connections, KafkaConnection
 from strom.broker.quotas.manager import ClientQuotas
+from strom.broker.replica_fetch import Replication
 from strom.broker.request_memory import RequestMemoryPool
 from strom.broker.security.authorizer import AclMap, Authorizer
 from strom.broker.security.inter_broker import broker_principal, inter_broker_security
@@ -105,6 +107,7 @@ class BrokerServer:
         self._authorizer: Authorizer | None = None
         self._zk_store: ZooKeeperMetadataStore | None = None
         self._inter_security: ClientSecurity | None = None
+        self._replication: Replication | None = None
 
     async def start(self) -> None:
         """Start, or raise :class:`BrokerStartupError` (or ``OSError``) having released what
@@ -195,11 +198,15 @@ class BrokerServer:
             keep_topics_on_disk(state, logs)
         if config.get("log.cleaner.enable"):
             logs.start_cleaner(*cleaner_settings(config))
+        self._replication = replication = Replication(
+            config, node_id, replicas, store, self._address_of, self.clock, inter_security)
         replicas.apply_image(store.image)
-        store.subscribe(replicas.apply_image)  # every metadata change: role transitions
-        store.subscribe(DynamicConfigApplier(self.config, state))  # dynamic broker configs
+        relay = ImageRelay(asyncio.get_running_loop(), store.image.epoch)
+        store.subscribe(relay)  # images made off the loop (ISR writes) are applied on it
+        relay.subscribe(replicas.apply_image)  # every metadata change: role transitions
+        relay.subscribe(DynamicConfigApplier(self.config, state))  # dynamic broker configs
         state.quotas.configure(store.image)
-        store.subscribe(state.quotas.configure)  # client quotas
+        relay.subscribe(state.quotas.configure)  # client quotas
         coordinator = GroupCoordinator(ReplicaPartitionWriter(replicas), LoopScheduler(),
                                        self.clock, state.group_settings())
         state.group_coordinator = coordinator
@@ -238,6 +245,8 @@ class BrokerServer:
             asyncio.create_task(self._every(self._offsets_expiry_interval(),
                                             coordinator.expire_offsets),
                                 name="offsets-expiry"),
+            asyncio.create_task(self._every(replication.shrink_interval_s,
+                                            replication.shrink_isrs), name="isr-shrink"),
         ]
         if connections.idle_timeout_s is not None:
             self._tasks.append(asyncio.create_task(
@@ -298,6 +307,12 @@ class BrokerServer:
         broker = image.brokers.get(topic.partitions[tp.partition].leader)
         return None if broker is None else Leader(broker.node_id, broker.host, broker.port)
 
+    def _address_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where a broker's inter-broker listener is (followers fetch from there)."""
+        assert self.state is not None
+        broker = self.state.store.image.brokers.get(node_id)
+        return None if broker is None else (broker.host, broker.port)
+
     def _partition_exists(self, tp: TopicPartition) -> bool:
         assert self.state is not None
         topic = self.state.store.image.topics.get(tp.topic)
@@ -356,6 +371,8 @@ class BrokerServer:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self._replication is not None:
+            await self._replication.close()
         if self.state is not None and self.state.group_coordinator is not None:
             self.state.group_coordinator.shutdown()
         if self.state is not None and self.state.txn_coordinator is not None:

@@ -18,9 +18,26 @@ Rules (leader):
   ``min.insync.replicas`` in the meantime.
 
 The ISR is an immutable :class:`IsrState` value, replaced whole (Kafka's sealed
-``PartitionState``; the pending-expand / pending-shrink states arrive with the controller that
-applies ISR changes). Followers' log ends are reported by their fetches
-(:meth:`Partition.update_follower_fetch_state`).
+``PartitionState``). Followers' log ends are reported by their fetches
+(:meth:`Partition.update_follower_fetch_state`); the leader changes the ISR itself:
+
+* **expand**: a follower outside the ISR whose log end reached the high watermark and the
+  start offset of the current leader epoch is proposed for the ISR;
+* **shrink** (:meth:`Partition.maybe_shrink_isr`, periodic): ISR followers whose log end is
+  not the leader's and that have not been caught up for ``replica.lag.time.max.ms`` are
+  proposed for removal. A follower counts as caught up at a fetch that reached the leader's
+  log end, or that reached the log end the leader had at the follower's previous fetch (as
+  Kafka's ``lastCaughtUpTimeMs``: otherwise steady produce traffic would keep every follower
+  "behind").
+
+A proposal (:class:`IsrChange`) goes to ``on_isr_change`` (the replica manager writes it
+through the metadata store) and the partition stays *pending* until an image with the same
+leader epoch brings an ISR: while pending, no other change is proposed and the high watermark
+waits for the *maximal* ISR (the committed ISR plus a replica being added: Kafka's
+``PendingExpandIsr`` / ``PendingShrinkIsr``). An image whose ISR is still the committed one
+leaves the proposal pending; any other ISR for the same epoch (the proposal, or one the
+controller wrote) is adopted. A failed write (:meth:`Partition.isr_change_failed`) drops the
+proposal so a later check proposes again. A new leader epoch always starts committed.
 
 Consumers read up to the high watermark (or, with read_committed, the last stable offset,
 with the aborted transactions overlapping the data read); followers read up to the leader's
@@ -86,16 +103,27 @@ class ProducerView:
 
 
 @dataclass(frozen=True, slots=True)
+class IsrChange:
+    """An ISR the leader of ``tp`` proposed at ``leader_epoch`` (not yet in metadata)."""
+
+    tp: TopicPartition
+    leader_epoch: int
+    isr: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
 class IsrState:
-    """The committed in-sync replica set (replaced whole, never mutated)."""
+    """The committed in-sync replica set and the change proposed for it, if any (replaced
+    whole, never mutated)."""
 
     isr: frozenset[int]
+    pending: IsrChange | None = None
 
     @property
     def maximal(self) -> frozenset[int]:
-        """The replicas the high watermark must wait for (the ISR; with pending expansions,
-        the ISR plus the replica being added)."""
-        return self.isr
+        """The replicas the high watermark must wait for: the committed ISR, plus a replica
+        being added while an expansion is pending (a pending shrink still waits for all)."""
+        return self.isr if self.pending is None else self.isr | self.pending.isr
 
 
 @dataclass(slots=True)
@@ -106,9 +134,11 @@ class ReplicaState:
     log_end_offset: int = -1
     last_caught_up_ms: int = -1
     last_fetch_ms: int = -1
+    last_fetch_leader_log_end: int = -1  # the leader's log end at the previous fetch
 
 
 HighWatermarkListener = Callable[[TopicPartition], None]
+IsrChangeListener = Callable[[IsrChange], None]
 
 
 class Partition:
@@ -125,6 +155,7 @@ class Partition:
         internal: bool = False,
         min_insync_replicas: int = 1,
         on_high_watermark: HighWatermarkListener | None = None,
+        on_isr_change: IsrChangeListener | None = None,
     ) -> None:
         self.tp = tp
         self.topic_id = topic_id
@@ -141,6 +172,7 @@ class Partition:
         self.remote: dict[int, ReplicaState] = {}
         self._high_watermark = log.log_start_offset
         self._on_high_watermark = on_high_watermark
+        self._on_isr_change = on_isr_change
         self._publish_stable()
 
     # ------------------------------------------------------------------------------------
@@ -219,7 +251,8 @@ class Partition:
                             "written before the next append", self.tp, exc)
         if changed:
             now = self.clock.now_ms()
-            self.remote = {r: ReplicaState(r, last_caught_up_ms=now)
+            # In-sync followers count as caught up now; the others must catch up first.
+            self.remote = {r: ReplicaState(r, last_caught_up_ms=now if r in isr else 0)
                            for r in replicas if r != self.local_id}
         else:
             for r in replicas:
@@ -231,7 +264,9 @@ class Partition:
         self.leader_id = self.local_id
         self.leader_epoch = leader_epoch
         self.replicas = replicas
-        self.isr_state = IsrState(frozenset(isr))
+        pending = self.isr_state.pending
+        if changed or pending is None or frozenset(isr) != self.isr_state.isr:
+            self.isr_state = IsrState(frozenset(isr))  # committed (or the controller's)
         self.maybe_increment_high_watermark()
         return changed
 
@@ -246,6 +281,28 @@ class Partition:
         self.isr_state = IsrState(frozenset())
         self.remote = {}
         return changed
+
+    # ------------------------------------------------------------------------------------
+    # follower log changes (the fetcher's truncation and log start)
+    # ------------------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Follower: make ``offset`` the log end (the high watermark never exceeds it)."""
+        self.log.truncate_to(offset)
+        if self._high_watermark > self.log.log_end_offset:
+            self._set_high_watermark(self.log.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower: drop the whole log and continue at ``offset`` (the leader's log start
+        is past this log's end)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self._set_high_watermark(offset)
+
+    def update_follower_log_start(self, leader_log_start: int) -> None:
+        """Follower: the leader's log start moved up (retention, DeleteRecords); follow it
+        as far as this replica's high watermark."""
+        target = min(leader_log_start, self._high_watermark)
+        if target > self.log.log_start_offset:
+            self.log.delete_records_before(target)
 
     # ------------------------------------------------------------------------------------
     # appends
@@ -299,12 +356,72 @@ class Partition:
         if state is None or self.role is not Role.LEADER:
             raise NotLeaderOrFollowerError(
                 f"{replica_id} is not a follower of {self.tp} led by this broker")
+        leader_end = self.log.log_end_offset
+        if not self.log.log_start_offset <= fetch_offset <= leader_end:
+            raise OffsetOutOfRangeError(
+                f"fetch offset {fetch_offset} of follower {replica_id} is outside "
+                f"[{self.log.log_start_offset}, {leader_end}] of {self.tp}")
         now = self.clock.now_ms()
+        if fetch_offset >= leader_end:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, now)
+        elif fetch_offset >= state.last_fetch_leader_log_end:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.last_fetch_leader_log_end = leader_end
         state.last_fetch_ms = now
         state.log_end_offset = fetch_offset
-        if fetch_offset >= self.log.log_end_offset:
-            state.last_caught_up_ms = now
+        self._maybe_expand_isr(state)
         self.maybe_increment_high_watermark()
+
+    # ------------------------------------------------------------------------------------
+    # ISR changes (see the module docstring)
+    # ------------------------------------------------------------------------------------
+    def _leader_epoch_start_offset(self) -> int:
+        for epoch, start in reversed(self.log.leader_epochs.entries()):
+            if epoch <= self.leader_epoch:
+                return start
+        return self.log.log_start_offset
+
+    def _maybe_expand_isr(self, state: ReplicaState) -> None:
+        current = self.isr_state
+        if current.pending is not None or state.broker_id in current.isr:
+            return
+        if (state.log_end_offset >= self._high_watermark
+                and state.log_end_offset >= self._leader_epoch_start_offset()):
+            self._propose(current.isr | {state.broker_id})
+
+    def maybe_shrink_isr(self, max_lag_ms: int) -> bool:
+        """Propose removing the ISR followers that lag more than ``max_lag_ms``; True if a
+        change was proposed."""
+        current = self.isr_state
+        if self.role is not Role.LEADER or current.pending is not None:
+            return False
+        now = self.clock.now_ms()
+        leader_end = self.log.log_end_offset
+        lagging = set()
+        for replica_id in current.isr:
+            state = self.remote.get(replica_id)
+            if state is not None and state.log_end_offset != leader_end and (
+                    now - state.last_caught_up_ms > max_lag_ms):
+                lagging.add(replica_id)
+        if not lagging:
+            return False
+        log.info("%s: shrinking the ISR from %s: %s lag more than %d ms", self.tp,
+                 sorted(current.isr), sorted(lagging), max_lag_ms)
+        self._propose(current.isr - lagging)
+        return True
+
+    def _propose(self, isr: frozenset[int]) -> None:
+        change = IsrChange(self.tp, self.leader_epoch, isr)
+        self.isr_state = IsrState(self.isr_state.isr, change)
+        if self._on_isr_change is not None:
+            self._on_isr_change(change)
+
+    def isr_change_failed(self, change: IsrChange) -> None:
+        """The metadata write of ``change`` did not happen: drop it (a later check may
+        propose again)."""
+        if self.isr_state.pending == change:
+            self.isr_state = IsrState(self.isr_state.isr)
+            self.maybe_increment_high_watermark()
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark to the smallest log end in the ISR if that is higher."""

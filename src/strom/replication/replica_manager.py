@@ -19,6 +19,15 @@
   purgatory, woken by high-watermark moves and fsync rounds);
 * owns the fetch purgatory: parked fetches are woken by appends (log end) and high-watermark
   moves;
+* tells the follower fetchers (``fetching``, a :class:`FollowerFetching`: the broker's
+  transport around :class:`~strom.replication.fetcher.ReplicaFetcher`) which partitions
+  this broker follows from which leader at which epoch after every image, and is their
+  :class:`~strom.replication.fetcher.FollowerLogs` (fetched batches go through
+  :meth:`ReplicaManager.append` like every other write);
+* hands the leaders' ISR proposals to ``isr_writer`` (an :class:`IsrWriter`, which writes
+  them through the metadata store and reports failures back through
+  :meth:`ReplicaManager.isr_change_failed`) and runs the periodic ISR shrink check
+  (:meth:`ReplicaManager.shrink_isrs`);
 * checkpoints every hosted partition's high watermark in Kafka's
   ``replication-offset-checkpoint`` (periodically and on clean shutdown) and restores it when
   a partition is created (never above the log end);
@@ -65,7 +74,7 @@ from strom.replication.delayed import (
     settle,
 )
 from strom.replication.flusher import Flushable, GroupCommitFlusher
-from strom.replication.partition import Partition
+from strom.replication.partition import IsrChange, Partition
 from strom.replication.purgatory import Purgatory
 from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from strom.storage.files import CorruptFileError
@@ -109,6 +118,20 @@ def as_kafka_error(exc: BaseException) -> KafkaError:
     raise exc
 
 
+class FollowerFetching(Protocol):
+    """The follower fetchers, told after every image what this broker follows."""
+
+    def set_followed(self, followed: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        """Follow exactly these partitions: tp → (leader id, leader epoch)."""
+        ...
+
+
+class IsrWriter(Protocol):
+    """Writes a leader's ISR proposal through the metadata store (asynchronously)."""
+
+    def submit(self, change: IsrChange) -> None: ...
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -134,6 +157,9 @@ class ReplicaManager:
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._checkpoint_path = Path(logs.data_dir) / REPLICATION_OFFSET_CHECKPOINT
         self._restored_hw = self._read_hw_checkpoint()
+        #: Set by the broker when it runs in a cluster; None: nothing is followed.
+        self.fetching: FollowerFetching | None = None
+        self.isr_writer: IsrWriter | None = None
 
     # ------------------------------------------------------------------------------------
     # hosted partitions
@@ -159,6 +185,7 @@ class ReplicaManager:
         wanted: set[TopicPartition] = set()
         became_leader: list[tuple[TopicPartition, int]] = []
         resigned: list[tuple[TopicPartition, int | None]] = []
+        followed: dict[TopicPartition, tuple[int, int]] = {}
         for topic in image.topics.values():
             config: TopicConfig | None = None
             known = self._topic_configs.get(topic.name)
@@ -192,10 +219,15 @@ class ReplicaManager:
                 if info.leader == self.node_id:
                     if partition.make_leader(info.leader_epoch, info.isr, info.replicas):
                         became_leader.append((tp, info.leader_epoch))
-                elif partition.make_follower(info.leader, info.leader_epoch, info.replicas) and (
-                        was_leader):
-                    resigned.append((tp, info.leader_epoch))
+                else:
+                    if partition.make_follower(info.leader, info.leader_epoch,
+                                               info.replicas) and was_leader:
+                        resigned.append((tp, info.leader_epoch))
+                    if info.leader >= 0:
+                        followed[tp] = (info.leader, info.leader_epoch)
         self._offline &= wanted
+        if self.fetching is not None:
+            self.fetching.set_followed(followed)
         for tp in [tp for tp in self._partitions if tp not in wanted]:
             partition = self._partitions.pop(tp)
             if partition.is_leader:
@@ -217,7 +249,8 @@ class ReplicaManager:
         plog = self.logs.get(tp.topic, tp.partition) or self.logs.create(
             tp.topic, tp.partition, config)
         partition = Partition(tp, topic_id, plog, self.node_id, self.clock,
-                              on_high_watermark=self._on_high_watermark)
+                              on_high_watermark=self._on_high_watermark,
+                              on_isr_change=self._on_isr_change)
         partition.initialize_high_watermark(self._restored_hw.get(tp, 0))
         self._partitions[tp] = partition
         return partition
@@ -358,6 +391,43 @@ class ReplicaManager:
 
     def _on_high_watermark(self, tp: TopicPartition) -> None:
         self._wake(tp)
+
+    # ------------------------------------------------------------------------------------
+    # replication: the followers' side and the leaders' ISR changes
+    # ------------------------------------------------------------------------------------
+    def follower(self, tp: TopicPartition) -> Partition | None:
+        """The hosted partition ``tp`` if this broker follows it (FollowerLogs)."""
+        partition = self._partitions.get(tp)
+        return None if partition is None or partition.is_leader else partition
+
+    def append_fetched(self, partition: Partition, records: memoryview) -> None:
+        """Append what a follower fetched (FollowerLogs); raises the append's error."""
+        # acks=0: nothing waits (a flush.messages round still runs, unawaited).
+        outcome = self.append({partition.tp: records}, required_acks=0,
+                              origin=AppendOrigin.REPLICATION, timeout_ms=0)
+        error = outcome.results[partition.tp].error
+        if error is not None:
+            raise error
+
+    def _on_isr_change(self, change: IsrChange) -> None:
+        if self.isr_writer is None:
+            log.debug("%s: no ISR writer; dropping the proposed ISR %s", change.tp,
+                      sorted(change.isr))
+            self.isr_change_failed(change)
+            return
+        self.isr_writer.submit(change)
+
+    def isr_change_failed(self, change: IsrChange) -> None:
+        """The write of ``change`` did not happen (the partition may propose again)."""
+        partition = self._partitions.get(change.tp)
+        if partition is not None:
+            partition.isr_change_failed(change)
+
+    def shrink_isrs(self, max_lag_ms: int) -> int:
+        """Every led partition drops the followers lagging more than ``max_lag_ms`` from its
+        ISR (Kafka's periodic ``maybeShrinkIsr``); returns how many proposed a change."""
+        return sum(1 for p in list(self._partitions.values())
+                   if p.is_leader and p.maybe_shrink_isr(max_lag_ms))
 
     def _wake(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)

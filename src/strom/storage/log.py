@@ -663,6 +663,17 @@ class Log:
             else:
                 self._truncate_segments(offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every record and continue empty at ``offset`` (log start = log end =
+        ``offset``): a follower whose log ends below the leader's log start."""
+        if offset < 0:
+            raise ValueError(f"cannot start the log at negative offset {offset}")
+        with self._lock:
+            self._generation += 1
+            if self._truncated_to is None or offset < self._truncated_to:
+                self._truncated_to = offset
+            self._truncate_fully(offset)
+
     def _truncate_segments(self, offset: int) -> None:
         keep = bisect_right(self._bases, offset)  # segments with base <= offset stay
         doomed = self._segments[keep:]

@@ -14,6 +14,14 @@ cannot reach ``min_bytes`` parks in the replica manager's fetch purgatory
 partitions moves far enough or ``max_wait_ms`` passes, and is answered as soon as it does;
 a session's cache is updated from the read that is finally sent.
 
+Followers (``replica_id`` >= 0, CLUSTER_ACTION) read from the leader only
+(NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when their
+``current_leader_epoch`` is older / newer) and up to the leader's log end; each read records
+the follower's fetch offset as its log end
+(:meth:`~strom.replication.partition.Partition.update_follower_fetch_state`), which may move
+the high watermark and the ISR; the answer carries the high watermark after that. Consumers
+read from the leader only (NOT_LEADER_OR_FOLLOWER on a follower).
+
 Consumer fetches of a connection are paced by its :class:`~strom.broker.fetch_pacing.FetchPacer`
 once the client has shown that it stalls on its own queue (librdkafka's queue backoff): the
 request may be held briefly and the response capped, never for replicas' fetches. A response
@@ -42,7 +50,11 @@ from strom.broker.fetch_sessions import (
 from strom.broker.handlers.common import check_leader_epoch, topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
-from strom.common.errors import UnknownTopicIdError, UnknownTopicOrPartitionError
+from strom.common.errors import (
+    NotLeaderOrFollowerError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
 from strom.common.types import TopicPartition
 from strom.protocol import fast
 from strom.protocol.versions import ApiKey
@@ -195,8 +207,13 @@ class FetchHandler:
         cap: int | None = None,
     ) -> tuple[list[fast.FetchTopicResult], int, bool, bool]:
         """Read every target; returns (topics, record bytes, any error, backlogged)."""
-        isolation = (FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED
-                     else FetchIsolation.HIGH_WATERMARK)
+        replica_id = req.replica_id
+        if replica_id >= 0:
+            isolation = FetchIsolation.LOG_END  # a follower reads to the leader's log end
+        elif req.isolation_level == READ_COMMITTED:
+            isolation = FetchIsolation.TXN_COMMITTED
+        else:
+            isolation = FetchIsolation.HIGH_WATERMARK
         read_committed = isolation is FetchIsolation.TXN_COMMITTED
         budget = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, self._max_bytes)
         if cap is not None:
@@ -231,11 +248,16 @@ class FetchHandler:
             try:
                 check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
                 max_bytes = min(p.partition_max_bytes, budget - total)
+                if replica_id >= 0 and not partition.is_leader:
+                    raise NotLeaderOrFollowerError(
+                        f"this broker is not the leader of {target.name}-{p.partition}")
                 if max_bytes <= 0 and not min_one:
                     data = None
                 else:
                     data = partition.read(p.fetch_offset, max(max_bytes, 0), isolation,
                                           min_one=min_one)
+                if replica_id >= 0:  # the follower has everything below its fetch offset
+                    partition.update_follower_fetch_state(replica_id, p.fetch_offset)
             except Exception as exc:
                 err = as_kafka_error(exc)
                 out.error_code = err.code

@@ -1,0 +1,368 @@
+"""Follower fetching as a sans-IO state machine: Kafka's ``AbstractFetcherThread`` /
+``ReplicaFetcherThread`` without threads or sockets.
+
+A :class:`ReplicaFetcher` holds the partitions this broker follows from one source broker
+(the leader; ``num.replica.fetchers`` of them per leader, a partition always in the same
+one). Each partition is in one of two phases:
+
+* **truncating** — entered whenever the partition is (re)added for a leader epoch, and when
+  the follower's log turns out to end past the leader's. An OffsetForLeaderEpoch query
+  (KIP-101 / KIP-279) asks the leader where the follower's latest epoch ends; the follower
+  truncates to the smaller of that and its own log end. When the leader answers with an
+  *older* epoch than the one asked for, the follower truncates to where that older epoch
+  ends in its own log and asks again (walking back epoch by epoch, as Kafka does). A log
+  without leader epochs (empty) starts fetching at its log end at once. Nothing is ever
+  truncated to the high watermark: a follower keeps every record the leader may still have.
+* **fetching** — a Fetch from the follower's log end (``replica_id`` = this broker,
+  ``current_leader_epoch`` per partition, the follower's log start,
+  ``replica.fetch.max.bytes`` per partition, ``replica.fetch.response.max.bytes``,
+  ``replica.fetch.wait.max.ms``, ``replica.fetch.min.bytes``). Fetched batches are appended
+  with the leader's offsets and epochs (``FollowerLogs.append_fetched``, which fills the
+  leader-epoch cache from the batches), the follower's high watermark follows the leader's
+  (bounded by its own log end) and its log start follows the leader's (up to its high
+  watermark).
+
+Errors per partition: OFFSET_OUT_OF_RANGE below the leader's log start → the follower drops
+its log and continues at the leader's log start; otherwise the follower is ahead of the
+leader's log end → back to truncating (by epoch). FENCED_LEADER_EPOCH (the follower's
+metadata is older), UNKNOWN_LEADER_EPOCH (the leader's is older), NOT_LEADER_OR_FOLLOWER and
+any other error pause the partition for ``replica.fetch.backoff.ms``; newer metadata re-adds it
+with its new leader epoch (and a fresh truncation). A request that failed as a whole (no
+connection, timeout) pauses all its partitions.
+
+How to drive it (the asyncio transport :mod:`strom.broker.replica_fetch` does exactly this; a
+deterministic simulation does the same with a scripted network and a manual clock)::
+
+    while running:
+        now = clock.now_ms()
+        query = fetcher.epoch_request(now)      # None: nobody is truncating
+        if query is not None:
+            answers = send OffsetForLeaderEpoch(query) to fetcher.source_id
+            fetcher.on_epoch_response(query, answers, clock.now_ms())
+            # or, when no answer came: fetcher.on_request_failed(query.partitions, now)
+        request = fetcher.fetch_request(clock.now_ms())  # None: nothing ready to fetch
+        if request is not None:
+            answers = send Fetch(request) to fetcher.source_id
+            fetcher.on_fetch_response(request, answers, clock.now_ms())
+        else:
+            sleep until fetcher.next_wakeup_ms(now) (None: until partitions are added)
+
+Answers are matched to the request they answer: a partition removed, re-added at another
+epoch or moved on in between ignores a late answer. All times are milliseconds of the
+caller's clock. Owned by one task (the broker's event loop); not thread-safe.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from strom.common.errors import KafkaError, error_class, error_name
+from strom.common.types import TopicPartition
+from strom.replication.partition import Partition
+
+log = logging.getLogger("strom.replication.fetcher")
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+NONE = 0
+OFFSET_OUT_OF_RANGE = error_class("OFFSET_OUT_OF_RANGE").code
+
+
+class FollowerLogs(Protocol):
+    """The follower side the fetcher works on (the replica manager)."""
+
+    def follower(self, tp: TopicPartition) -> Partition | None:
+        """The hosted partition if this broker follows it now, else None."""
+        ...
+
+    def append_fetched(self, partition: Partition, records: memoryview) -> None:
+        """Append batches fetched from the leader (raises what the log refuses)."""
+        ...
+
+
+class Phase(enum.Enum):
+    TRUNCATING = "truncating"
+    FETCHING = "fetching"
+
+
+@dataclass(slots=True)
+class FollowedPartition:
+    """One partition of a fetcher: its leader epoch, phase, next offset and pause."""
+
+    tp: TopicPartition
+    leader_epoch: int
+    phase: Phase = Phase.TRUNCATING
+    fetch_offset: int = -1
+    delayed_until_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    """The ``replica.fetch.*`` settings of one broker."""
+
+    replica_id: int
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    response_max_bytes: int = 10 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    backoff_ms: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class EpochQuery:
+    """Where does ``leader_epoch`` (the follower's latest) end at the leader?"""
+
+    tp: TopicPartition
+    current_leader_epoch: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochRequest:
+    """One OffsetForLeaderEpoch request (``replica_id`` = the follower)."""
+
+    replica_id: int
+    partitions: tuple[EpochQuery, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EpochAnswer:
+    error_code: int
+    leader_epoch: int = UNDEFINED_EPOCH
+    end_offset: int = UNDEFINED_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class FetchQuery:
+    tp: TopicPartition
+    current_leader_epoch: int
+    fetch_offset: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """One Fetch request of a follower (sessionless, read_uncommitted)."""
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partitions: tuple[FetchQuery, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAnswer:
+    error_code: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes | memoryview = b""
+
+
+class ReplicaFetcher:
+    """Follows the partitions led by ``source_id``; see the module docstring."""
+
+    def __init__(self, source_id: int, fetcher_id: int, settings: FetcherSettings,
+                 logs: FollowerLogs) -> None:
+        self.source_id = source_id
+        self.fetcher_id = fetcher_id
+        self.settings = settings
+        self._logs = logs
+        self._partitions: dict[TopicPartition, FollowedPartition] = {}
+
+    # -- membership -------------------------------------------------------------------------
+    def add_partitions(self, epochs: Mapping[TopicPartition, int]) -> None:
+        """Follow each partition at its leader epoch; a partition already followed at that
+        epoch keeps its state, any other starts truncating."""
+        for tp, epoch in epochs.items():
+            current = self._partitions.get(tp)
+            if current is None or current.leader_epoch != epoch:
+                self._partitions[tp] = FollowedPartition(tp, epoch)
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._partitions.pop(tp, None)
+
+    def state(self, tp: TopicPartition) -> FollowedPartition | None:
+        return self._partitions.get(tp)
+
+    @property
+    def partitions(self) -> list[TopicPartition]:
+        return sorted(self._partitions)
+
+    def __len__(self) -> int:
+        return len(self._partitions)
+
+    def next_wakeup_ms(self, now_ms: int) -> int | None:
+        """When a paused partition becomes ready (``now_ms`` if one is ready now; None
+        without partitions)."""
+        if not self._partitions:
+            return None
+        return max(now_ms, min(p.delayed_until_ms for p in self._partitions.values()))
+
+    def _ready(self, phase: Phase, now_ms: int) -> list[FollowedPartition]:
+        return [p for _, p in sorted(self._partitions.items())
+                if p.phase is phase and p.delayed_until_ms <= now_ms]
+
+    def _pause(self, state: FollowedPartition, now_ms: int) -> None:
+        state.delayed_until_ms = now_ms + self.settings.backoff_ms
+
+    # -- truncation -------------------------------------------------------------------------
+    def epoch_request(self, now_ms: int) -> EpochRequest | None:
+        """The OffsetForLeaderEpoch request for the partitions that must truncate first."""
+        queries = []
+        for state in self._ready(Phase.TRUNCATING, now_ms):
+            partition = self._logs.follower(state.tp)
+            if partition is None:
+                continue
+            latest = partition.log.latest_epoch
+            if latest == UNDEFINED_EPOCH:  # nothing with an epoch: fetch from the log end
+                self._start_fetching(state, partition)
+                continue
+            queries.append(EpochQuery(state.tp, state.leader_epoch, latest))
+        if not queries:
+            return None
+        return EpochRequest(self.settings.replica_id, tuple(queries))
+
+    def on_epoch_response(self, request: EpochRequest,
+                          answers: Mapping[TopicPartition, EpochAnswer], now_ms: int) -> None:
+        for query in request.partitions:
+            state = self._partitions.get(query.tp)
+            if state is None or state.phase is not Phase.TRUNCATING or (
+                    state.leader_epoch != query.current_leader_epoch):
+                continue  # removed or re-added since the request was built
+            partition = self._logs.follower(query.tp)
+            if partition is None:
+                continue
+            answer = answers.get(query.tp)
+            if answer is None or answer.error_code != NONE:
+                self._on_error(state, answer.error_code if answer else -1, "OffsetForLeaderEpoch",
+                               now_ms)
+                continue
+            try:
+                self._truncate(state, partition, query, answer)
+            except (KafkaError, OSError) as exc:
+                log.warning("%s: truncation failed (%s); retrying", query.tp, exc)
+                self._pause(state, now_ms)
+
+    def _truncate(self, state: FollowedPartition, partition: Partition, query: EpochQuery,
+                  answer: EpochAnswer) -> None:
+        """Kafka's truncation rules for one answer (see the module docstring)."""
+        log_end = partition.log_end_offset
+        done = True
+        if answer.end_offset == UNDEFINED_OFFSET:
+            # The leader knows no epoch up to ours: keep the log; a follower ahead of the
+            # leader's log end is corrected by the fetch's OFFSET_OUT_OF_RANGE.
+            target = log_end
+        elif answer.leader_epoch == UNDEFINED_EPOCH:
+            target = min(answer.end_offset, log_end)
+        else:
+            epoch, end = partition.end_offset_for_epoch(answer.leader_epoch)
+            if end == UNDEFINED_OFFSET:
+                target = min(answer.end_offset, log_end)
+            elif epoch != answer.leader_epoch:
+                # The leader answered with an epoch this log does not have: cut to the end
+                # of the largest epoch below it and ask again.
+                target = min(end, log_end)
+                done = False
+            else:
+                target = min(end, answer.end_offset, log_end)
+        if target < log_end:
+            log.info("%s: truncating from %d to %d (leader %d answered epoch %d ends at %d "
+                     "for our epoch %d)", state.tp, log_end, target, self.source_id,
+                     answer.leader_epoch, answer.end_offset, query.leader_epoch)
+            partition.truncate_to(target)
+        if done or partition.log.latest_epoch == UNDEFINED_EPOCH:
+            self._start_fetching(state, partition)
+
+    def _start_fetching(self, state: FollowedPartition, partition: Partition) -> None:
+        state.phase = Phase.FETCHING
+        state.fetch_offset = partition.log_end_offset
+
+    # -- fetching ---------------------------------------------------------------------------
+    def fetch_request(self, now_ms: int) -> FetchRequest | None:
+        """The next Fetch for the partitions ready to fetch (None: none is)."""
+        settings = self.settings
+        queries = []
+        for state in self._ready(Phase.FETCHING, now_ms):
+            partition = self._logs.follower(state.tp)
+            if partition is None:
+                continue
+            queries.append(FetchQuery(state.tp, state.leader_epoch, state.fetch_offset,
+                                      partition.log_start_offset, settings.partition_max_bytes))
+        if not queries:
+            return None
+        return FetchRequest(settings.replica_id, settings.max_wait_ms, settings.min_bytes,
+                            settings.response_max_bytes, tuple(queries))
+
+    def on_fetch_response(self, request: FetchRequest,
+                          answers: Mapping[TopicPartition, FetchAnswer], now_ms: int) -> None:
+        for query in request.partitions:
+            state = self._partitions.get(query.tp)
+            if state is None or state.phase is not Phase.FETCHING or (
+                    state.leader_epoch != query.current_leader_epoch
+                    or state.fetch_offset != query.fetch_offset):
+                continue  # changed since the request was built
+            partition = self._logs.follower(query.tp)
+            if partition is None:
+                continue
+            answer = answers.get(query.tp)
+            if answer is None:
+                self._on_error(state, -1, "Fetch", now_ms)
+            elif answer.error_code == NONE:
+                self._on_data(state, partition, answer, now_ms)
+            elif answer.error_code == OFFSET_OUT_OF_RANGE:
+                self._on_out_of_range(state, partition, answer)
+            else:
+                self._on_error(state, answer.error_code, "Fetch", now_ms)
+
+    def _on_data(self, state: FollowedPartition, partition: Partition, answer: FetchAnswer,
+                 now_ms: int) -> None:
+        try:
+            if len(answer.records):
+                self._logs.append_fetched(partition, memoryview(answer.records))
+            partition.update_follower_high_watermark(answer.high_watermark)
+            if answer.log_start_offset >= 0:
+                partition.update_follower_log_start(answer.log_start_offset)
+        except (KafkaError, OSError) as exc:
+            log.warning("%s: cannot append what leader %d sent at offset %d: %s", state.tp,
+                        self.source_id, state.fetch_offset, exc)
+            self._pause(state, now_ms)
+        state.fetch_offset = partition.log_end_offset
+
+    def _on_out_of_range(self, state: FollowedPartition, partition: Partition,
+                         answer: FetchAnswer) -> None:
+        leader_start = answer.log_start_offset
+        if leader_start > state.fetch_offset:
+            log.info("%s: log end %d is below leader %d's log start %d; starting over there",
+                     state.tp, state.fetch_offset, self.source_id, leader_start)
+            partition.truncate_fully_and_start_at(leader_start)
+            state.fetch_offset = partition.log_end_offset
+            return
+        if partition.log.latest_epoch == UNDEFINED_EPOCH and answer.high_watermark >= 0:
+            # No epochs to compare: the leader's high watermark is all it tells us.
+            partition.truncate_to(min(answer.high_watermark, state.fetch_offset))
+            state.fetch_offset = partition.log_end_offset
+            return
+        log.info("%s: log end %d is past leader %d's log end; truncating by leader epoch",
+                 state.tp, state.fetch_offset, self.source_id)
+        state.phase = Phase.TRUNCATING
+
+    def _on_error(self, state: FollowedPartition, code: int, api: str, now_ms: int) -> None:
+        what = error_name(code) if code > 0 else "no answer"
+        log.debug("%s: %s from leader %d failed (%s); retrying in %d ms", state.tp, api,
+                  self.source_id, what, self.settings.backoff_ms)
+        self._pause(state, now_ms)
+
+    def on_request_failed(self, queries: Iterable[EpochQuery | FetchQuery], now_ms: int
+                          ) -> None:
+        """A request got no answer at all: pause its partitions."""
+        for query in queries:
+            state = self._partitions.get(query.tp)
+            if state is not None and state.leader_epoch == query.current_leader_epoch:
+                self._pause(state, now_ms)

@@ -1,0 +1,113 @@
+"""A leader's ISR changes, written through the metadata store (Kafka's ZooKeeper-mode leader
+writing ``/brokers/topics/<t>/partitions/<p>/state`` conditionally).
+
+:class:`StoreIsrWriter` queues the proposals of the partitions this broker leads and writes
+them in batches — all queued proposals in one conditional ``SetPartitions`` write — in a
+worker thread, so the event loop never waits for ZooKeeper. Each proposal keeps the leader and
+leader epoch it was made at and only replaces the ISR. Before each attempt the current image is
+read: a proposal whose partition no longer has this broker as leader at that epoch is dropped
+(reported as failed); one whose ISR is already in the image is done. A write that loses a
+race (``StaleMetadataError``: any other metadata change came first) is retried against the
+new image, up to ``attempts`` times. Failures are reported on the event loop through
+``on_failed`` (the partition leaves its pending state and may propose again); a success needs
+no report: the new image reaches every broker, this one included, through the store's
+listeners.
+
+Lifecycle: created by the broker server, :meth:`StoreIsrWriter.submit` from the event loop,
+:meth:`StoreIsrWriter.close` at shutdown. The queue and the task belong to the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+
+from strom.metadata.changes import SetPartitions
+from strom.metadata.image import MetadataImage, PartitionInfo
+from strom.metadata.store import MetadataStore, StaleMetadataError
+from strom.replication.partition import IsrChange
+
+log = logging.getLogger("strom.replication.isr_writer")
+
+
+class StoreIsrWriter:
+    """See the module docstring."""
+
+    def __init__(self, store: MetadataStore, node_id: int,
+                 on_failed: Callable[[IsrChange], None], *, attempts: int = 10) -> None:
+        self._store = store
+        self._node_id = node_id
+        self._on_failed = on_failed
+        self._attempts = attempts
+        self._queue: list[IsrChange] = []
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, change: IsrChange) -> None:
+        self._queue.append(change)
+        self._wakeup.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="isr-writer")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            batch, self._queue = self._queue, []
+            try:
+                failed = await asyncio.to_thread(self._write, batch)
+            except Exception:  # ZooKeeper unavailable, refused: the partitions retry later
+                log.warning("cannot write the ISR changes of %s", [c.tp for c in batch],
+                            exc_info=True)
+                failed = batch
+            for change in failed:
+                self._on_failed(change)
+
+    def _write(self, changes: Sequence[IsrChange]) -> list[IsrChange]:
+        """Runs in a worker thread; returns the changes that were not written."""
+        for _ in range(self._attempts):
+            image = self._store.image
+            failed, by_topic = self._plan(image, changes)
+            if not by_topic:
+                return failed
+            try:
+                self._store.write(image.epoch, [SetPartitions(topic, tuple(parts))
+                                                for topic, parts in by_topic.items()])
+            except StaleMetadataError:
+                continue
+            for topic, parts in by_topic.items():
+                log.info("%s: ISR now %s", [f"{topic}-{p.partition}" for p in parts],
+                         [list(p.isr) for p in parts])
+            return failed
+        log.warning("ISR changes of %s lost %d write races; dropped for now",
+                    [c.tp for c in changes], self._attempts)
+        return list(changes)
+
+    def _plan(self, image: MetadataImage, changes: Sequence[IsrChange]
+              ) -> tuple[list[IsrChange], dict[str, list[PartitionInfo]]]:
+        failed: list[IsrChange] = []
+        by_topic: dict[str, list[PartitionInfo]] = {}
+        for change in changes:
+            topic = image.topics.get(change.tp.topic)
+            partitions = topic.partitions if topic is not None else ()
+            current = next((p for p in partitions if p.partition == change.tp.partition), None)
+            if current is None or current.leader != self._node_id or (
+                    current.leader_epoch != change.leader_epoch):
+                failed.append(change)  # no longer ours at that epoch
+                continue
+            if frozenset(current.isr) == change.isr:
+                continue
+            isr = tuple(r for r in current.replicas if r in change.isr)
+            by_topic.setdefault(change.tp.topic, []).append(
+                dataclasses.replace(current, isr=isr))
+        return failed, by_topic

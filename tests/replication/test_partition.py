@@ -10,12 +10,15 @@ from strom.common.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
 )
 from strom.common.types import LATEST_TIMESTAMP, TopicPartition
-from strom.replication.partition import FetchIsolation, IsrState, Partition
+from strom.replication.partition import FetchIsolation, IsrChange, IsrState, Partition
 from tests.replication.harness import Harness, partition_info
 from tests.replication.harness import image as make_image
 from tests.storage.helpers import make_batch, payload
+
+TP = TopicPartition("t", 0)
 
 
 def leader(tmp_path: Path, replicas: tuple[int, ...] = (1, 2, 3), **configs: str
@@ -121,4 +124,58 @@ def test_last_stable_offset_stops_at_an_open_transaction(tmp_path: Path) -> None
     assert p.log.stable_end == 2  # the cleaner stays below the open transaction
     assert p.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED).size < (
         p.read(0, 1 << 20, FetchIsolation.HIGH_WATERMARK).size)
+    h.close()
+
+
+class Proposals:
+    """Collects ISR proposals (the metadata write is the broker's, tested end to end)."""
+
+    def __init__(self) -> None:
+        self.changes: list[IsrChange] = []
+
+    def submit(self, change: IsrChange) -> None:
+        self.changes.append(change)
+
+
+def test_isr_shrinks_after_the_lag_time_and_expands_when_caught_up(tmp_path: Path) -> None:
+    h, p = leader(tmp_path)
+    proposals = Proposals()
+    h.replicas.isr_writer = proposals
+    append(p, 5)
+    h.clock.advance(29_000)
+    p.update_follower_fetch_state(2, 5)
+    assert h.replicas.shrink_isrs(30_000) == 0  # 3 is not lagging long enough yet
+    append(p, 1)
+    h.clock.advance(2_000)
+    # behind the log end, but at the one the leader had at its previous fetch: caught up
+    # as of that fetch (under steady traffic no follower is ever at the log end)
+    p.update_follower_fetch_state(2, 5)
+    assert h.replicas.shrink_isrs(30_000) == 1
+    assert proposals.changes == [IsrChange(TP, 0, frozenset({1, 2}))]  # 3 never fetched
+    # pending: the high watermark still waits for the maximal ISR, nothing else is proposed
+    assert p.isr_state.maximal == {1, 2, 3} and p.high_watermark == 0
+    assert h.replicas.shrink_isrs(30_000) == 0
+    h.apply(make_image(partition_info(replicas=(1, 2, 3)), epoch=2))  # not written yet
+    assert p.isr_state.pending is not None
+    h.apply(make_image(partition_info(replicas=(1, 2, 3), isr=(1, 2)), epoch=3))
+    assert p.isr_state == IsrState(frozenset({1, 2}))
+    p.update_follower_fetch_state(2, 6)
+    assert p.high_watermark == 6
+    # replica 3 catches up to the high watermark: proposed back, counted at once
+    p.update_follower_fetch_state(3, 6)
+    assert proposals.changes[-1] == IsrChange(TP, 0, frozenset({1, 2, 3}))
+    assert p.isr_state.maximal == {1, 2, 3}
+    h.replicas.isr_change_failed(proposals.changes[-1])  # the write did not happen
+    assert p.isr_state == IsrState(frozenset({1, 2}))
+    p.update_follower_fetch_state(3, 6)  # proposed again
+    assert len(proposals.changes) == 3
+    h.close()
+
+
+def test_a_follower_fetch_outside_the_log_is_out_of_range(tmp_path: Path) -> None:
+    h, p = leader(tmp_path)
+    append(p, 2)
+    with pytest.raises(OffsetOutOfRangeError):
+        p.update_follower_fetch_state(2, 3)
+    assert p.remote[2].log_end_offset == -1
     h.close()

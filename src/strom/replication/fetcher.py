@@ -10,7 +10,9 @@ one). Each partition is in one of two phases:
   (KIP-101 / KIP-279) asks the leader where the follower's latest epoch ends; the follower
   truncates to the smaller of that and its own log end. When the leader answers with an
   *older* epoch than the one asked for, the follower truncates to where that older epoch
-  ends in its own log and asks again (walking back epoch by epoch, as Kafka does). A log
+  ends in its own log and asks again (walking back epoch by epoch, as Kafka does); when the
+  leader has no epoch up to the one asked for, the follower drops its latest epoch (truncates
+  to where it starts) and asks about the one before. A log
   without leader epochs (empty) starts fetching at its log end at once. Nothing is ever
   truncated to the high watermark: a follower keeps every record the leader may still have.
 * **fetching** — a Fetch from the follower's log end (``replica_id`` = this broker,
@@ -256,9 +258,10 @@ class ReplicaFetcher:
         log_end = partition.log_end_offset
         done = True
         if answer.end_offset == UNDEFINED_OFFSET:
-            # The leader knows no epoch up to ours: keep the log; a follower ahead of the
-            # leader's log end is corrected by the fetch's OFFSET_OUT_OF_RANGE.
-            target = log_end
+            # The leader has no epoch up to ours: what we hold of our latest epoch is not on
+            # the leader. Cut it off and ask again about the epoch before.
+            target = min(self._epoch_start(partition, query.leader_epoch), log_end)
+            done = False
         elif answer.leader_epoch == UNDEFINED_EPOCH:
             target = min(answer.end_offset, log_end)
         else:
@@ -279,6 +282,13 @@ class ReplicaFetcher:
             partition.truncate_to(target)
         if done or partition.log.latest_epoch == UNDEFINED_EPOCH:
             self._start_fetching(state, partition)
+
+    @staticmethod
+    def _epoch_start(partition: Partition, epoch: int) -> int:
+        for known, start in reversed(partition.log.leader_epochs.entries()):
+            if known <= epoch:
+                return start
+        return partition.log_start_offset
 
     def _start_fetching(self, state: FollowedPartition, partition: Partition) -> None:
         state.phase = Phase.FETCHING

@@ -286,8 +286,10 @@ class Partition:
     # follower log changes (the fetcher's truncation and log start)
     # ------------------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
-        """Follower: make ``offset`` the log end (the high watermark never exceeds it)."""
+        """Follower: make ``offset`` the log end (the high watermark never exceeds it); leader
+        epochs starting at or after it go too, even those without records."""
         self.log.truncate_to(offset)
+        self.log.leader_epochs.truncate_from_end(offset)
         if self._high_watermark > self.log.log_end_offset:
             self._set_high_watermark(self.log.log_end_offset)
 

@@ -151,7 +151,7 @@ def test_isr_shrinks_after_the_lag_time_and_expands_when_caught_up(tmp_path: Pat
     # as of that fetch (under steady traffic no follower is ever at the log end)
     p.update_follower_fetch_state(2, 5)
     assert h.replicas.shrink_isrs(30_000) == 1
-    assert proposals.changes == [IsrChange(TP, 0, frozenset({1, 2}))]  # 3 never fetched
+    assert proposals.changes == [IsrChange(TP, 0, frozenset({1, 2}), frozenset({1, 2, 3}))]
     # pending: the high watermark still waits for the maximal ISR, nothing else is proposed
     assert p.isr_state.maximal == {1, 2, 3} and p.high_watermark == 0
     assert h.replicas.shrink_isrs(30_000) == 0
@@ -163,7 +163,7 @@ def test_isr_shrinks_after_the_lag_time_and_expands_when_caught_up(tmp_path: Pat
     assert p.high_watermark == 6
     # replica 3 catches up to the high watermark: proposed back, counted at once
     p.update_follower_fetch_state(3, 6)
-    assert proposals.changes[-1] == IsrChange(TP, 0, frozenset({1, 2, 3}))
+    assert proposals.changes[-1] == IsrChange(TP, 0, frozenset({1, 2, 3}), frozenset({1, 2}))
     assert p.isr_state.maximal == {1, 2, 3}
     h.replicas.isr_change_failed(proposals.changes[-1])  # the write did not happen
     assert p.isr_state == IsrState(frozenset({1, 2}))

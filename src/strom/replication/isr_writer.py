@@ -5,7 +5,8 @@ writing ``/brokers/topics/<t>/partitions/<p>/state`` conditionally).
 them in batches — all queued proposals in one conditional ``SetPartitions`` write — in a
 worker thread, so the event loop never waits for ZooKeeper. Each proposal keeps the leader and
 leader epoch it was made at and only replaces the ISR. Before each attempt the current image is
-read: a proposal whose partition no longer has this broker as leader at that epoch is dropped
+read: a proposal whose partition no longer has this broker as leader at that epoch, or whose
+ISR is no longer the one the proposal replaces (the controller changed it), is dropped
 (reported as failed); one whose ISR is already in the image is done. A write that loses a
 race (``StaleMetadataError``: any other metadata change came first) is retried against the
 new image, up to ``attempts`` times. Failures are reported on the event loop through
@@ -106,6 +107,9 @@ class StoreIsrWriter:
                 failed.append(change)  # no longer ours at that epoch
                 continue
             if frozenset(current.isr) == change.isr:
+                continue
+            if frozenset(current.isr) != change.from_isr:
+                failed.append(change)  # the controller changed the ISR meanwhile
                 continue
             isr = tuple(r for r in current.replicas if r in change.isr)
             by_topic.setdefault(change.tp.topic, []).append(

@@ -104,11 +104,13 @@ class ProducerView:
 
 @dataclass(frozen=True, slots=True)
 class IsrChange:
-    """An ISR the leader of ``tp`` proposed at ``leader_epoch`` (not yet in metadata)."""
+    """An ISR the leader of ``tp`` proposed at ``leader_epoch`` in place of ``from_isr`` (not
+    yet in metadata; a write finding another ISR than ``from_isr`` must not happen)."""
 
     tp: TopicPartition
     leader_epoch: int
     isr: frozenset[int]
+    from_isr: frozenset[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,7 +415,7 @@ class Partition:
         return True
 
     def _propose(self, isr: frozenset[int]) -> None:
-        change = IsrChange(self.tp, self.leader_epoch, isr)
+        change = IsrChange(self.tp, self.leader_epoch, isr, self.isr_state.isr)
         self.isr_state = IsrState(self.isr_state.isr, change)
         if self._on_isr_change is not None:
             self._on_isr_change(change)

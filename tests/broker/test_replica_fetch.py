@@ -24,7 +24,9 @@ from strom.protocol.versions import ApiKey
 from strom.testing.broker import EmbeddedBroker
 from strom.testing.pytest_plugin import BrokerFactory
 from tests.broker.raw import RawClient
+from tests.broker.test_data_path import produce as produce_raw
 from tests.metadata.zk_helpers import wait_until
+from tests.storage.helpers import make_batch
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
@@ -176,6 +178,9 @@ def test_acks_all_replicates_the_same_bytes_and_consumers_stop_at_the_high_water
     on_follower, on_leader = RawClient(followers[0].bootstrap), RawClient(leader.bootstrap)
     try:
         assert fetch_error(on_follower, -1, epoch) == NOT_LEADER_OR_FOLLOWER
+        batch = bytes(make_batch([b"to-a-follower"]))
+        assert produce_raw(on_follower, "rf3", batch, acks=1) == (NOT_LEADER_OR_FOLLOWER, -1)
+        assert produce_raw(on_follower, "rf3", batch, acks=-1)[0] == NOT_LEADER_OR_FOLLOWER
         assert fetch_error(on_follower, state.leader, epoch) == NOT_LEADER_OR_FOLLOWER
         assert fetch_error(on_leader, follower_id, epoch + 1) == UNKNOWN_LEADER_EPOCH
         assert fetch_error(on_leader, -1, epoch) == 0

@@ -29,7 +29,6 @@ from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.dispatch import Dispatcher
 from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
 from strom.broker.handlers import build_handlers
-from strom.broker.image_relay import ImageRelay
 from strom.broker.metadata_recovery import keep_topics_on_disk
 from strom.broker.network import Connections, KafkaConnection
 from strom.broker.quotas.manager import ClientQuotas
@@ -201,12 +200,10 @@ class BrokerServer:
         self._replication = replication = Replication(
             config, node_id, replicas, store, self._address_of, self.clock, inter_security)
         replicas.apply_image(store.image)
-        relay = ImageRelay(asyncio.get_running_loop(), store.image.epoch)
-        store.subscribe(relay)  # images made off the loop (ISR writes) are applied on it
-        relay.subscribe(replicas.apply_image)  # every metadata change: role transitions
-        relay.subscribe(DynamicConfigApplier(self.config, state))  # dynamic broker configs
+        store.subscribe(replicas.apply_image)  # every metadata change: role transitions
+        store.subscribe(DynamicConfigApplier(self.config, state))  # dynamic broker configs
         state.quotas.configure(store.image)
-        relay.subscribe(state.quotas.configure)  # client quotas
+        store.subscribe(state.quotas.configure)  # client quotas
         coordinator = GroupCoordinator(ReplicaPartitionWriter(replicas), LoopScheduler(),
                                        self.clock, state.group_settings())
         state.group_coordinator = coordinator

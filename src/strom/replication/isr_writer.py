@@ -9,10 +9,12 @@ read: a proposal whose partition no longer has this broker as leader at that epo
 ISR is no longer the one the proposal replaces (the controller changed it), is dropped
 (reported as failed); one whose ISR is already in the image is done. A write that loses a
 race (``StaleMetadataError``: any other metadata change came first) is retried against the
-new image, up to ``attempts`` times. Failures are reported on the event loop through
-``on_failed`` (the partition leaves its pending state and may propose again); a success needs
-no report: the new image reaches every broker, this one included, through the store's
-listeners.
+new image, up to ``attempts`` times, ``retry_backoff_s`` apart. A store with ``commit`` (the
+ZooKeeper store: a write from a thread other than its owner's, whose image is installed by
+the owner's refresh on the event loop) is written with it, any other with ``write``. Failures
+are reported on the event loop through ``on_failed`` (the partition leaves its pending state
+and may propose again); a success needs no report: the new image reaches every broker, this
+one included, through the store's listeners.
 
 Lifecycle: created by the broker server, :meth:`StoreIsrWriter.submit` from the event loop,
 :meth:`StoreIsrWriter.close` at shutdown. The queue and the task belong to the event loop.
@@ -24,9 +26,10 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Sequence
 
-from strom.metadata.changes import SetPartitions
+from strom.metadata.changes import MetadataChange, SetPartitions
 from strom.metadata.image import MetadataImage, PartitionInfo
 from strom.metadata.store import MetadataStore, StaleMetadataError
 from strom.replication.partition import IsrChange
@@ -38,8 +41,13 @@ class StoreIsrWriter:
     """See the module docstring."""
 
     def __init__(self, store: MetadataStore, node_id: int,
-                 on_failed: Callable[[IsrChange], None], *, attempts: int = 10) -> None:
+                 on_failed: Callable[[IsrChange], None], *, attempts: int = 10,
+                 retry_backoff_s: float = 0.05) -> None:
         self._store = store
+        commit = getattr(store, "commit", None)
+        self._commit: Callable[[int, Sequence[MetadataChange]], object] = (
+            commit if commit is not None else store.write)
+        self._backoff_s = retry_backoff_s
         self._node_id = node_id
         self._on_failed = on_failed
         self._attempts = attempts
@@ -76,14 +84,16 @@ class StoreIsrWriter:
 
     def _write(self, changes: Sequence[IsrChange]) -> list[IsrChange]:
         """Runs in a worker thread; returns the changes that were not written."""
-        for _ in range(self._attempts):
+        for attempt in range(self._attempts):
+            if attempt:
+                time.sleep(self._backoff_s)  # the owner's refresh brings the newer image
             image = self._store.image
             failed, by_topic = self._plan(image, changes)
             if not by_topic:
                 return failed
             try:
-                self._store.write(image.epoch, [SetPartitions(topic, tuple(parts))
-                                                for topic, parts in by_topic.items()])
+                self._commit(image.epoch, [SetPartitions(topic, tuple(parts))
+                                           for topic, parts in by_topic.items()])
             except StaleMetadataError:
                 continue
             for topic, parts in by_topic.items():

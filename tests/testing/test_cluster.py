@@ -3,6 +3,8 @@ clients (confluent-kafka)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +15,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from strom.cli.cluster_probe import brokers_listed, registered_brokers
 from strom.client.sync import SyncAdminClient
 from strom.testing import EmbeddedCluster
+from strom.testing.chaos import netns
+from strom.testing.cluster import NetworkUnavailable
+
+#: why brokers cannot run in network namespaces here (None: they can)
+NO_NETNS = netns.unavailable_reason()
 
 
 def _brokers(bootstrap: str) -> list[int]:
@@ -101,3 +108,43 @@ def test_controller_id_times_out_without_a_controller(
     with pytest.raises(TimeoutError, match="no controller elected"):
         cluster.controller_id(timeout=1.0)
     assert time.monotonic() - started < 5
+
+
+def test_network_where_namespaces_cannot_be_made_is_refused_with_the_reason(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        strom_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `ip` (nor root, for a non-root run)
+    reason = "needs? (root|`ip` from iproute2)"
+    with pytest.raises(NetworkUnavailable, match=reason):
+        EmbeddedCluster(1, network=True)
+    with pytest.raises(pytest.skip.Exception, match=reason):  # the fixture skips the test
+        strom_cluster_factory(1, network=True)
+
+
+@pytest.mark.skipif(NO_NETNS is not None, reason=str(NO_NETNS))
+def test_a_network_cluster_runs_each_broker_in_a_namespace_and_removes_them_on_close(
+        ) -> None:
+    cluster = EmbeddedCluster(1, network=True)
+    try:
+        assert cluster.network is not None
+        namespace, bridge = cluster.network.namespace(0), cluster.network.bridge
+        cluster.start()
+        broker = cluster.brokers[0]
+        assert broker.host == cluster.network.host(0)
+        assert cluster.bootstrap == f"{cluster.network.host(0)}:{broker.port}"
+        in_namespace = os.stat(f"/run/netns/{namespace}").st_ino
+        assert os.stat(f"/proc/{broker.pid}/ns/net").st_ino == in_namespace
+        assert os.stat("/proc/self/ns/net").st_ino != in_namespace
+        assert str(broker.config["zookeeper.connect"]) == (
+            f"{cluster.network.services_address}:{cluster.zookeeper.port}/strom")
+        assert _brokers(cluster.bootstrap) == [0]  # served from the host namespace
+        bootstrap = cluster.bootstrap
+        cluster.stop()
+        cluster.start()  # stop / start keep the fabric and the addresses
+        assert cluster.bootstrap == bootstrap and _brokers(bootstrap) == [0]
+    finally:
+        cluster.close()
+    assert namespace not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                           text=True).stdout
+    assert f"{bridge}:" not in subprocess.run(["ip", "-o", "link"], capture_output=True,
+                                              text=True).stdout

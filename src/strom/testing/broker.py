@@ -4,6 +4,8 @@ The broker runs in a child process (so a test can kill -9 it, and the test's own
 and GIL stay free), with a temporary data directory unless one is given. ``bootstrap`` is the
 address clients connect to. ``restart()`` keeps the data directory and the port.
 ``open_file_limit`` runs the broker as under ``ulimit -n N`` (soft and hard RLIMIT_NOFILE).
+``preexec`` runs in the child between fork and exec, before that limit (e.g. entering a
+network namespace: :meth:`strom.testing.chaos.netns.NetworkFabric.preexec`), on every start.
 With ``listeners`` in ``config`` (several listeners, TLS, SASL) the broker binds those
 instead of ``host:port``; ``bootstrap`` is then the inter-broker listener and
 ``bootstrap_of(name)`` any listener.
@@ -36,9 +38,11 @@ class EmbeddedBroker:
         host: str = "127.0.0.1",
         log_level: str = "WARNING",
         open_file_limit: int | None = None,
+        preexec: Callable[[], None] | None = None,
     ) -> None:
         self.config = dict(config or {})
         self.open_file_limit = open_file_limit
+        self.preexec = preexec
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="strom-"))
         self.host = host
@@ -78,7 +82,7 @@ class EmbeddedBroker:
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.process = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-            preexec_fn=self._limit_open_files(),
+            preexec_fn=self._preexec_fn(),
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         assert self.process.stdout is not None
@@ -106,13 +110,17 @@ class EmbeddedBroker:
         self._reader.start()
         return self
 
-    def _limit_open_files(self) -> Callable[[], None] | None:
-        limit = self.open_file_limit
-        if limit is None:
+    def _preexec_fn(self) -> Callable[[], None] | None:
+        """What the child runs before exec: ``preexec``, then ``ulimit -n open_file_limit``."""
+        hook, limit = self.preexec, self.open_file_limit
+        if hook is None and limit is None:
             return None
 
-        def apply() -> None:  # in the child, before exec: as `ulimit -n limit`
-            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+        def apply() -> None:  # in the child, before exec
+            if hook is not None:
+                hook()
+            if limit is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
         return apply
 

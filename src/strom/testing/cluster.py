@@ -18,6 +18,15 @@ Config precedence per broker: the cluster's defaults (node id, ``zookeeper.conne
 session, ``broker.rack`` from ``racks``) < ``configs`` < ``broker_configs[node id]``.
 Everything lives under ``data_dir`` (a temporary directory, removed by :meth:`close`, when
 not given): ``zookeeper/`` and ``broker-<id>/``.
+
+``network=True`` (root and iproute2 only, else :class:`NetworkUnavailable` with the reason)
+puts each broker in a network namespace of its own, so the network can be cut
+(:class:`~strom.testing.chaos.netns.NetworkFabric`, exposed as ``cluster.network``): broker
+``n`` binds and advertises ``network.host(n)`` (``10.231.k.(10+n)``), is started inside its
+namespace, and reaches ZooKeeper (which stays on 127.0.0.1) through the fabric's forwarder
+on ``network.services_address``. The test's clients stay in the host namespace and reach
+every broker, whatever is cut. The fabric lives from the constructor to :meth:`close`
+(``stop`` / ``start`` keep it). The default (``network=False``) is loopback, no root.
 """
 
 from __future__ import annotations
@@ -36,10 +45,16 @@ from strom.cli import detached
 from strom.cli.cluster_probe import read_controller, wait_serving, wait_unregistered
 from strom.cli.zookeeper_server import ZooKeeperServer, free_port
 from strom.testing.broker import EmbeddedBroker
+from strom.testing.chaos.netns import NetworkFabric, unavailable_reason
 
 CHROOT = "/strom"
 #: The ZooKeeper session of the cluster's brokers unless ``configs`` sets one.
 SESSION_TIMEOUT_MS = 2000
+
+
+class NetworkUnavailable(RuntimeError):
+    """``network=True`` where namespaces cannot be made (not root, no iproute2); the message
+    says why (tests skip with it)."""
 
 
 class ClusterBroker(EmbeddedBroker):
@@ -48,8 +63,10 @@ class ClusterBroker(EmbeddedBroker):
 
     def __init__(self, node_id: int, zookeeper_connect: Callable[[], str],
                  session_timeout_s: float, config: Mapping[str, object], data_dir: Path,
-                 port: int, log_level: str) -> None:
-        super().__init__(config, data_dir=data_dir, port=port, log_level=log_level)
+                 port: int, log_level: str, host: str = "127.0.0.1",
+                 preexec: Callable[[], None] | None = None) -> None:
+        super().__init__(config, data_dir=data_dir, port=port, host=host, log_level=log_level,
+                         preexec=preexec)
         self.node_id = node_id
         self._zookeeper_connect = zookeeper_connect
         self._session_timeout_s = session_timeout_s
@@ -62,7 +79,8 @@ class ClusterBroker(EmbeddedBroker):
 
 
 class EmbeddedCluster:
-    """ZooKeeper and ``brokers`` brokers on loopback; see the module doc.
+    """ZooKeeper and ``brokers`` brokers on loopback (or each in a network namespace with
+    ``network=True``); see the module doc.
 
     Lifecycle: :meth:`start` (returns when every broker serves), then kill / restart / pause
     brokers at will, :meth:`stop` (brokers with SIGTERM, then ZooKeeper; the data stays, so
@@ -72,18 +90,38 @@ class EmbeddedCluster:
     def __init__(self, brokers: int = 3, *, data_dir: str | Path | None = None,
                  configs: Mapping[str, object] | None = None,
                  broker_configs: Mapping[int, Mapping[str, object]] | None = None,
-                 racks: Sequence[str] | None = None, log_level: str = "WARNING") -> None:
+                 racks: Sequence[str] | None = None, log_level: str = "WARNING",
+                 network: bool = False) -> None:
         if brokers < 1:
             raise ValueError("an EmbeddedCluster needs at least one broker")
         if racks is not None and len(racks) != brokers:
             raise ValueError(f"racks names {len(racks)} racks for {brokers} brokers")
+        if network and (reason := unavailable_reason()) is not None:
+            raise NetworkUnavailable(f"EmbeddedCluster(network=True): {reason}")
         self._own_dir = data_dir is None
         self.root = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="strom-cl-"))
         self.zookeeper = ZooKeeperServer(self.root / "zookeeper")
+        #: the brokers' network namespaces (None: every broker on the host's loopback).
+        self.network: NetworkFabric | None = NetworkFabric() if network else None
         self.brokers: dict[int, EmbeddedBroker] = {}
+        try:
+            self._add_brokers(brokers, configs, broker_configs, racks, log_level)
+        except BaseException:
+            self.close()
+            raise
+
+    def _add_brokers(self, brokers: int, configs: Mapping[str, object] | None,
+                     broker_configs: Mapping[int, Mapping[str, object]] | None,
+                     racks: Sequence[str] | None, log_level: str) -> None:
+        broker_zookeeper = self.zookeeper_connect
+        if self.network is not None:
+            broker_zookeeper = self.network.forward(self.zookeeper.port) + CHROOT
         for node_id in range(brokers):
+            host, preexec = "127.0.0.1", None
+            if self.network is not None:
+                host, preexec = self.network.add_node(node_id), self.network.preexec(node_id)
             config: dict[str, object] = {
-                "node.id": node_id, "zookeeper.connect": self.zookeeper_connect,
+                "node.id": node_id, "zookeeper.connect": broker_zookeeper,
                 "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS}
             if racks is not None:
                 config["broker.rack"] = racks[node_id]
@@ -93,16 +131,18 @@ class EmbeddedCluster:
             self.brokers[node_id] = ClusterBroker(
                 node_id, lambda: self.zookeeper_connect, session_s, config=config,
                 data_dir=self.root / f"broker-{node_id}", port=free_port(),
-                log_level=log_level)
+                log_level=log_level, host=host, preexec=preexec)
 
     @property
     def bootstrap(self) -> str:
-        """Every broker's address, ``127.0.0.1:p1,127.0.0.1:p2,…`` (ids in order)."""
+        """Every broker's address, ``127.0.0.1:p1,127.0.0.1:p2,…`` (ids in order; with
+        ``network``, each broker's ``network.host(id)`` instead of 127.0.0.1)."""
         return ",".join(b.bootstrap for _i, b in sorted(self.brokers.items()))
 
     @property
     def zookeeper_connect(self) -> str:
-        """The brokers' ``zookeeper.connect``: ``127.0.0.1:<port>/strom``."""
+        """``127.0.0.1:<port>/strom``: ZooKeeper as the test (host namespace) reaches it;
+        with ``network`` the brokers' own ``zookeeper.connect`` is the fabric's forwarder."""
         return self.zookeeper.connect + CHROOT
 
     def start(self, timeout: float = 60.0) -> EmbeddedCluster:
@@ -158,12 +198,21 @@ class EmbeddedCluster:
         self.zookeeper.stop()
 
     def close(self) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.root, ignore_errors=True)
+        """Stop, delete the network namespaces (``network``), remove a temporary directory."""
+        try:
+            self.stop()
+        finally:
+            if self.network is not None:
+                self.network.close()
+            if self._own_dir:
+                shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedCluster:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

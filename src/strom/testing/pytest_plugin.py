@@ -16,7 +16,9 @@ Fixtures:
   :class:`~strom.testing.cluster.EmbeddedCluster` (``.bootstrap``, ``.brokers`` …).
 - ``strom_cluster_factory``: call it with :class:`EmbeddedCluster`'s arguments to start
   dedicated clusters, closed at the end of the test. Both skip where ZooKeeper (Debian's
-  ``zookeeper`` package and java) is not installed.
+  ``zookeeper`` package and java) is not installed; ``network=True`` (brokers in network
+  namespaces) also skips, with the reason, where namespaces cannot be made (not root, no
+  iproute2).
 - ``zookeeper_server``: a real ZooKeeper server (:mod:`strom.testing.zookeeper`) per test
   module; ``zookeeper_connect``: its connect string with a fresh chroot per test.
 """
@@ -31,7 +33,7 @@ from typing import Any, Protocol
 import pytest
 
 from strom.testing.broker import EmbeddedBroker
-from strom.testing.cluster import EmbeddedCluster
+from strom.testing.cluster import EmbeddedCluster, NetworkUnavailable
 from strom.testing.zookeeper import ZooKeeperServer, zookeeper_available
 
 
@@ -84,7 +86,10 @@ def strom_cluster_factory() -> Iterator[Callable[..., EmbeddedCluster]]:
     clusters: list[EmbeddedCluster] = []
 
     def start(brokers: int = 3, **kwargs: Any) -> EmbeddedCluster:
-        cluster = EmbeddedCluster(brokers, **kwargs)
+        try:
+            cluster = EmbeddedCluster(brokers, **kwargs)
+        except NetworkUnavailable as exc:
+            pytest.skip(str(exc))
         clusters.append(cluster)
         return cluster.start()
 

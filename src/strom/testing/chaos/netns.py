@@ -25,7 +25,8 @@ broker inside its namespace with :meth:`NetworkFabric.preexec` (``preexec_fn`` o
 
 :meth:`NetworkFabric.close` deletes everything (also run at interpreter exit);
 :func:`remove_stale` deletes what crashed runs left behind (namespaces whose pid is gone).
-Requires root (CAP_NET_ADMIN) and ``ip`` from iproute2; :func:`available` says whether.
+Requires root (CAP_NET_ADMIN) and ``ip`` from iproute2; :func:`available` says whether,
+:func:`unavailable_reason` why not.
 """
 
 from __future__ import annotations
@@ -53,18 +54,26 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
 
 
+def unavailable_reason() -> str | None:
+    """Why namespaces and veth pairs cannot be made here (None when they can): not root, no
+    ``ip`` from iproute2, or ``ip netns add`` refused (e.g. in a container without
+    CAP_SYS_ADMIN)."""
+    if os.geteuid() != 0:
+        return "network namespaces need root (CAP_NET_ADMIN)"
+    name = f"{PREFIX}-probe-{os.getpid()}"
+    try:
+        added = _ip("netns", "add", name, check=False)
+    except FileNotFoundError:
+        return "network namespaces need `ip` from iproute2"
+    if added.returncode != 0:
+        return f"`ip netns add` failed: {added.stderr.strip()}"
+    _ip("netns", "del", name, check=False)
+    return None
+
+
 def available() -> bool:
     """Whether namespaces and veth pairs can be made here (root and iproute2)."""
-    if os.geteuid() != 0:
-        return False
-    try:
-        name = f"{PREFIX}-probe-{os.getpid()}"
-        if _ip("netns", "add", name, check=False).returncode != 0:
-            return False
-        _ip("netns", "del", name, check=False)
-        return True
-    except FileNotFoundError:
-        return False
+    return unavailable_reason() is None
 
 
 def _pid_alive(pid: int) -> bool:

@@ -133,6 +133,9 @@ class IsrWriter(Protocol):
 
 
 class ReplicaManager:
+    #: The class of hosted partitions (a seam: a simulation plants a faulty subclass here).
+    partition_type: type[Partition] = Partition
+
     def __init__(
         self,
         logs: LogManager,
@@ -248,9 +251,9 @@ class ReplicaManager:
                           ) -> Partition:
         plog = self.logs.get(tp.topic, tp.partition) or self.logs.create(
             tp.topic, tp.partition, config)
-        partition = Partition(tp, topic_id, plog, self.node_id, self.clock,
-                              on_high_watermark=self._on_high_watermark,
-                              on_isr_change=self._on_isr_change)
+        partition = self.partition_type(tp, topic_id, plog, self.node_id, self.clock,
+                                        on_high_watermark=self._on_high_watermark,
+                                        on_isr_change=self._on_isr_change)
         partition.initialize_high_watermark(self._restored_hw.get(tp, 0))
         self._partitions[tp] = partition
         return partition

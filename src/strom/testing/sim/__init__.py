@@ -1,0 +1,1 @@
+"""A deterministic in-process cluster simulation checked by the chaos checker (README.md)."""

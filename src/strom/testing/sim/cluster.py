@@ -222,7 +222,9 @@ class Simulation:
 def run_simulation(seed: int, *, partition_type: type[Partition] = Partition,
                    **options: Any) -> SimResult:
     """Run one seeded schedule in a temporary directory (removed afterwards)."""
-    directory = Path(tempfile.mkdtemp(prefix=f"strom-sim-{seed}-"))
+    shm = Path("/dev/shm")  # the logs fsync: memory-backed files keep a run CPU-bound
+    directory = Path(tempfile.mkdtemp(prefix=f"strom-sim-{seed}-",
+                                      dir=shm if shm.is_dir() else None))
     try:
         sim = Simulation(seed, directory, partition_type=partition_type, **options)
 

@@ -5,7 +5,10 @@ value is one batch stamped with the producer id, epoch 0 and the next sequence. 
 the leader named by the store's current image (its metadata), retries the *same* batch
 (same sequence: the leader's producer state turns a duplicate into the first append's
 offset) after ``backoff_ms`` on an error or no answer within ``request_timeout_ms``, and
-gives up after ``delivery_timeout_ms``. History: ``invoke`` when a value is first sent,
+gives up after ``delivery_timeout_ms``. Every send has a request id unique within the
+producer, and an answer counts only for the latest request (a real client matches answers by
+correlation id: a late answer to an earlier value's request is never taken for this one's).
+History: ``invoke`` when a value is first sent,
 ``ok`` with partition and offset on success, ``info`` when it gave up (the value may or may
 not be in the log). A producer that gave up, or got OUT_OF_ORDER_SEQUENCE_NUMBER /
 UNKNOWN_PRODUCER_ID, continues with a fresh producer id (as a producer bumping its epoch).
@@ -36,7 +39,7 @@ class Attempt:
     batch: bytes
     invoke: Op
     deadline_ms: int
-    attempt: int = 0
+    attempt: int = 0  # the producer's request id of the latest send of this value
 
 
 class SimProducer:
@@ -50,6 +53,7 @@ class SimProducer:
         self.producer_id = sim.next_producer_id()
         self.sequence = 0
         self.sent = 0
+        self.requests = 0  # request ids, unique per producer (a connection's correlation ids)
         self.current: Attempt | None = None
 
     def start(self) -> None:
@@ -81,8 +85,8 @@ class SimProducer:
         if self.sim.clock.now_ms() >= current.deadline_ms:
             self._finish(None)
             return
-        current.attempt += 1
-        attempt = current.attempt
+        self.requests += 1
+        current.attempt = attempt = self.requests
         image = self.sim.store_node.store.image
         topic = image.topics.get(current.tp.topic)
         leader = topic.partitions[current.tp.partition].leader if topic else -1
@@ -109,7 +113,7 @@ class SimProducer:
     def _answered(self, attempt: int, result: PartitionAppendResult) -> None:
         current = self.current
         if current is None or current.attempt != attempt:
-            return  # a late answer to an attempt already retried
+            return  # a late answer to a request already retried (maybe for an earlier value)
         if result.error is None:
             self._finish(result.base_offset)
         elif result.error.code in FATAL:

@@ -77,3 +77,33 @@ def test_a_lost_race_is_retried_against_the_new_image() -> None:
     assert run(store, IsrChange(TP, 4, frozenset({1, 2}), ALL)) == []
     assert store.raced and store.image.topics["t"].partitions[0].isr == (1, 2)
     assert store.image.topics["t"].configs == {"retention.ms": "1"}
+
+
+class FlakyStore(MemoryMetadataStore):
+    """The first ISR write raises, having been applied (``applied``) or not: a connection
+    lost mid-write, whose outcome the writer cannot know."""
+
+    def __init__(self, applied: bool) -> None:
+        super().__init__()
+        self.applied = applied
+        self.raised = False
+
+    def write(self, expected_epoch, changes):  # type: ignore[no-untyped-def]
+        if not self.raised and any(type(c).__name__ == "SetPartitions" for c in changes):
+            self.raised = True
+            if self.applied:
+                super().write(expected_epoch, changes)
+            raise ConnectionError("connection lost")
+        return super().write(expected_epoch, changes)
+
+
+def test_a_write_with_an_unknown_outcome_is_retried_not_reported_failed() -> None:
+    # Reported failed, the leader would drop its pending expansion and advance the high
+    # watermark without replica 2, which the store may already have in the ISR.
+    expand = IsrChange(TP, 4, ALL, frozenset({1, 3}))
+    for applied in (True, False):
+        store = FlakyStore(applied)
+        topic = TopicInfo("t", uuid.UUID(int=1), (PartitionInfo(0, 1, 4, (3, 1, 2), (3, 1)),))
+        store.write(store.image.epoch, [PutTopic(topic)])
+        assert run(store, expand) == []
+        assert store.raised and store.image.topics["t"].partitions[0].isr == (3, 1, 2)

@@ -9,7 +9,14 @@ read: a proposal whose partition no longer has this broker as leader at that epo
 ISR is no longer the one the proposal replaces (the controller changed it), is dropped
 (reported as failed); one whose ISR is already in the image is done. A write that loses a
 race (``StaleMetadataError``: any other metadata change came first) is retried against the
-new image, up to ``attempts`` times, ``retry_backoff_s`` apart. A store with ``commit`` (the
+new image, up to ``attempts`` times, ``retry_backoff_s`` apart. A write that raises anything
+else (ZooKeeper unreachable, a connection lost mid-write) has an unknown outcome — it may have
+been applied — so it is never reported as failed: it is attempted again (``retry_backoff_s``
+later, doubling up to ``MAX_RETRY_BACKOFF_S`` while the store stays unreachable), planned
+against the image then (already written: done; refused: failed). Reporting it would let the
+leader drop a pending expansion the store may already hold, and then advance the high
+watermark without a replica in the store's ISR (Kafka likewise rolls a pending ISR back only
+on a definite refusal). A store with ``commit`` (the
 ZooKeeper store: a write from a thread other than its owner's, whose image is installed by
 the owner's refresh on the event loop) is written with it, any other with ``write``. Failures
 are reported on the event loop through ``on_failed`` (the partition leaves its pending state
@@ -35,6 +42,9 @@ from strom.metadata.store import MetadataStore, StaleMetadataError
 from strom.replication.partition import IsrChange
 
 log = logging.getLogger("strom.replication.isr_writer")
+
+#: The longest wait between attempts of a write whose outcome is unknown (seconds).
+MAX_RETRY_BACKOFF_S = 1.0
 
 
 class StoreIsrWriter:
@@ -69,16 +79,22 @@ class StoreIsrWriter:
                 await task
 
     async def _run(self) -> None:
+        delay = self._backoff_s
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             batch, self._queue = self._queue, []
             try:
                 failed = await asyncio.to_thread(self._write, batch)
-            except Exception:  # ZooKeeper unavailable, refused: the partitions retry later
-                log.warning("cannot write the ISR changes of %s", [c.tp for c in batch],
-                            exc_info=True)
-                failed = batch
+            except Exception:  # outcome unknown: the write may have been applied
+                log.warning("cannot write the ISR changes of %s; retrying",
+                            [c.tp for c in batch], exc_info=True)
+                self._queue[:0] = batch  # re-planned against the image of the next attempt
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY_BACKOFF_S)
+                self._wakeup.set()
+                continue
+            delay = self._backoff_s
             for change in failed:
                 self._on_failed(change)
 

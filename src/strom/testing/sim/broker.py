@@ -183,9 +183,16 @@ class SimBroker:
         incarnation = self.incarnation
         self.sim.net.send(self.node_id, STORE,
                           lambda: self.sim.store_node.write_isr(self.node_id, incarnation, change))
-        # No answer (a cut link, a dropped message): the proposal is dropped after a while.
+        # No answer (a cut link, a dropped message): the outcome is unknown (the write may have
+        # happened), so it is sent again while still pending, as the real StoreIsrWriter retries.
         self.sim.scheduler.call_later(self.sim.request_timeout_ms,
-                                      lambda: self.isr_change_failed(incarnation, change))
+                                      lambda: self._submit_again(incarnation, change))
+
+    def _submit_again(self, incarnation: int, change: IsrChange) -> None:
+        if self.alive and incarnation == self.incarnation and self.replicas is not None:
+            partition = self.replicas.partition(change.tp)
+            if partition is not None and partition.isr_state.pending == change:
+                self.submit(change)
 
     def isr_change_failed(self, incarnation: int, change: IsrChange) -> None:
         if self.alive and incarnation == self.incarnation and self.replicas is not None:

@@ -9,7 +9,10 @@
   are written; the controller lives with the store, so it never fails over.
 * **ISR writes**: a leader's proposal is written by the real
   :class:`~strom.replication.isr_writer.StoreIsrWriter` planning (leader and epoch still
-  current, ISR still the one replaced); a refused one is reported back to the broker.
+  current, ISR still the one replaced); a refused one is reported back to the broker, a
+  written one is not answered (the image tells). A leader that hears nothing within
+  ``request_timeout_ms`` sends the still-pending proposal again (an unknown outcome is never
+  taken for a refusal, as in the real writer).
 * **Notifications**: every new image is sent to every broker (and again in answer to a
   heartbeat from a broker whose image is older), over the scripted network.
 * **Observation**: every change of a partition's (leader, epoch, ISR) is recorded in the

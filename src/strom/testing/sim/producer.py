@@ -1,14 +1,14 @@
 """Simulated idempotent producers (acks=all, one request in flight) recording a history.
 
 Each producer sends unique values ``p<i>-<n>``, one at a time, to a seeded partition: every
-value is one batch stamped with the producer id, epoch 0 and the next sequence. It sends to
-the leader named by the store's current image (its metadata), retries the *same* batch
-(same sequence: the leader's producer state turns a duplicate into the first append's
-offset) after ``backoff_ms`` on an error or no answer within ``request_timeout_ms``, and
-gives up after ``delivery_timeout_ms``. Every send has a request id unique within the
-producer, and an answer counts only for the latest request (a real client matches answers by
-correlation id: a late answer to an earlier value's request is never taken for this one's).
-History: ``invoke`` when a value is first sent,
+value is one batch stamped with the producer id, epoch 0 and that partition's next sequence
+(sequences are per partition, as in Kafka). It sends to the leader named by the store's
+current image (its metadata), retries the *same* batch (same sequence: the leader's producer
+state turns a duplicate into the first append's offset) after ``backoff_ms`` on an error or no
+answer within ``request_timeout_ms``, and gives up after ``delivery_timeout_ms``. Every send
+has a request id unique within the producer, and an answer counts only for the latest request
+(a real client matches answers by correlation id: a late answer to an earlier value's request
+is never taken for this one's). History: ``invoke`` when a value is first sent,
 ``ok`` with partition and offset on success, ``info`` when it gave up (the value may or may
 not be in the log). A producer that gave up, or got OUT_OF_ORDER_SEQUENCE_NUMBER /
 UNKNOWN_PRODUCER_ID, continues with a fresh producer id (as a producer bumping its epoch).
@@ -51,7 +51,7 @@ class SimProducer:
         self.node = -1 - index
         self.name = f"producer-{index}"
         self.producer_id = sim.next_producer_id()
-        self.sequence = 0
+        self.sequences: dict[int, int] = {}  # partition → next sequence
         self.sent = 0
         self.requests = 0  # request ids, unique per producer (a connection's correlation ids)
         self.current: Attempt | None = None
@@ -72,8 +72,9 @@ class SimProducer:
         tp = TopicPartition(self.sim.topic, self.sim.rng.randrange(self.sim.partitions))
         builder = BatchBuilder()
         builder.append(self.sim.clock.now_ms(), None, value.encode())
-        builder.set_producer_state(self.producer_id, 0, self.sequence, False)
-        self.sequence += 1
+        sequence = self.sequences.get(tp.partition, 0)
+        builder.set_producer_state(self.producer_id, 0, sequence, False)
+        self.sequences[tp.partition] = sequence + 1
         invoke = self.sim.history.invoke(self.name, "send", {"value": value})
         self.current = Attempt(value, tp, builder.build(), invoke,
                                self.sim.clock.now_ms() + self.sim.delivery_timeout_ms)
@@ -128,7 +129,7 @@ class SimProducer:
         if offset is None:
             self.sim.history.complete(current.invoke, "info", {"error": "gave up"})
             self.producer_id = self.sim.next_producer_id()
-            self.sequence = 0
+            self.sequences = {}
         else:
             self.sim.history.complete(current.invoke, "ok", {
                 "partition": current.tp.partition, "offset": offset})

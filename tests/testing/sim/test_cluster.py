@@ -10,12 +10,18 @@ from strom.testing.sim.faults import PLANTED
 from strom.testing.sim.replay import replay_command
 
 SEEDS = range(200)
-#: Seeds whose schedules the checker currently rejects without any planted bug (under
-#: investigation: ack-offset-mismatch / lost after leader changes with idempotent retries,
-#: acked-below-min-isr while the leader's ISR view lags the store's). Not hidden: the test
-#: below asserts they still fail, so a fix shows up as a test to update.
-KNOWN_FAILING = frozenset({24, 36, 41, 48, 66, 69, 73, 101, 103, 107, 117, 125, 136, 158, 163, 184,
-                           194})
+#: Seeds whose schedules the checker rejects without any planted bug, each for a reason known
+#: not to be a strom bug. Not hidden: the test below asserts they still fail, so a change that
+#: fixes one shows up as a test to update.
+KNOWN_FAILING = frozenset({
+    # acked-below-min-isr, a checker false positive: a follower's store session expired and the
+    # controller shrank the store's ISR to the leader alone, while the leader, cut from the
+    # store, still had that follower in its ISR and acked only once the follower had fetched
+    # the record (on 2 replicas, as Kafka acks; nothing lost). The checker sees only the
+    # store's ISR, not the leader's.
+    60,
+    153,
+})
 
 
 def test_hundreds_of_schedules_pass_the_checker() -> None:

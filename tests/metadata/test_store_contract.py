@@ -238,6 +238,10 @@ def test_stale_write_changes_nothing(open_store: Factory) -> None:
     [PutTopic(TopicInfo("x", uuid.uuid4(), (PartitionInfo(0, 0, 0, (0, 0), (0,)),), {}))],
     [PutTopic(TopicInfo("x", uuid.uuid4(), (PartitionInfo(0, 0, 0, (0,), (0, 1)),), {}))],
     [PutTopic(TopicInfo("x", uuid.uuid4(), (PartitionInfo(0, 0, -1, (0,), (0,)),), {}))],
+    # adding / removing replicas: subsets of the replicas, disjoint
+    [PutTopic(TopicInfo("x", uuid.uuid4(), (PartitionInfo(0, 0, 0, (0,), (0,), (1,)),), {}))],
+    [PutTopic(TopicInfo("x", uuid.uuid4(), (PartitionInfo(0, 0, 0, (0, 1), (0,), (1,), (1,)),),
+                        {}))],
 ])
 def test_invalid_changes_are_all_or_nothing(open_store: Factory, changes: list) -> None:
     store = open_store()
@@ -351,7 +355,7 @@ def test_restart_keeps_everything_but_unused_producer_ids(open_store: Factory) -
     a = topic("a", 2)
     store.write(store.image.epoch, [
         PutTopic(a),
-        SetPartitions("a", (PartitionInfo(1, 0, 4, (0, 1), (0,)),)),
+        SetPartitions("a", (PartitionInfo(1, 0, 4, (0, 2, 1), (0,), (2,), (1,)),)),
     ])
     store.write(store.image.epoch, [SetBrokerConfigs("", {"log.retention.ms": "1"})])
     store.allocate_producer_id_block(1000)
@@ -359,6 +363,7 @@ def test_restart_keeps_everything_but_unused_producer_ids(open_store: Factory) -
     assert reopened.image.epoch == store.image.epoch
     assert reopened.cluster_id == store.cluster_id
     assert reopened.image.topics == store.image.topics
+    assert reopened.image.topics["a"].partitions[1].adding_replicas == (2,)
     assert reopened.image.broker_configs == store.image.broker_configs
     assert reopened.allocate_producer_id_block(10) == ProducerIdBlock(1000, 10)
     assert open_store().allocate_producer_id_block(1) == ProducerIdBlock(1010, 1)

@@ -139,6 +139,13 @@ def test_znodes_are_kafkas(open_store: Opener) -> None:
         "adding_replicas": {}, "removing_replicas": {}}
     assert raw(store, "/brokers/topics/events/partitions/1/state") == {
         "version": 1, "leader": 3, "leader_epoch": 0, "isr": [3], "controller_epoch": 0}
+    # a reassignment in progress: only the partitions being reassigned are listed
+    store.write(store.image.epoch, [SetPartitions("events", (
+        PartitionInfo(1, 3, 1, (4, 3), (3,), adding_replicas=(4,), removing_replicas=(3,)),))])
+    assert raw(store, "/brokers/topics/events") == {
+        "version": 3, "topic_id": kafka_uuid(t.topic_id), "partitions": {"0": [3], "1": [4, 3]},
+        "adding_replicas": {"1": [4]}, "removing_replicas": {"1": [3]}}
+    assert open_store().image.topics["events"].partitions[1].removing_replicas == (3,)
     assert raw(store, "/config/topics/events") == {"version": 1,
                                                    "config": {"retention.ms": "60000"}}
     assert raw(store, "/config/brokers/3") == {"version": 1,

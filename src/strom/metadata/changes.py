@@ -32,7 +32,8 @@ module only keeps the image well-formed:
 * a topic has partitions ``0..N-1`` (N >= 1) and never loses one (Kafka cannot shrink a topic);
 * each partition has a non-empty replica list without duplicates, an ISR that is a subset of
   its replicas, a leader that is in the ISR (or -1: no leader), and a leader epoch >= 0 that
-  never goes down.
+  never goes down; adding / removing replicas (a reassignment) are disjoint subsets of its
+  replicas.
 """
 
 from __future__ import annotations
@@ -259,6 +260,11 @@ def _check_partition(topic: str, p: PartitionInfo, old: PartitionInfo | None) ->
     if not set(p.isr) <= set(p.replicas) or len(set(p.isr)) != len(p.isr):
         raise InvalidMetadataChangeError(
             f"{where}: ISR {list(p.isr)} must be distinct replicas of {list(p.replicas)}")
+    if (not set(p.adding_replicas) | set(p.removing_replicas) <= set(p.replicas)
+            or set(p.adding_replicas) & set(p.removing_replicas)):
+        raise InvalidMetadataChangeError(
+            f"{where}: adding {list(p.adding_replicas)} / removing {list(p.removing_replicas)}"
+            f" must be disjoint subsets of the replicas {list(p.replicas)}")
     if p.leader != NO_LEADER and p.leader not in p.isr:
         raise InvalidMetadataChangeError(f"{where}: leader {p.leader} is not in the ISR")
     if p.leader_epoch < 0 or (old is not None and p.leader_epoch < old.leader_epoch):

@@ -67,11 +67,33 @@ QuotaEntity = tuple[tuple[str, str | None], ...]
 
 @dataclass(frozen=True, slots=True)
 class PartitionInfo:
+    """One partition's assignment and state. While a reassignment (KIP-455) is in progress,
+    ``replicas`` is the full set (target replicas first, then the original ones that are
+    leaving), ``adding_replicas`` those not in the original set and ``removing_replicas``
+    those not in the target; both are subsets of ``replicas`` and disjoint, and both are
+    empty when no reassignment is in progress."""
+
     partition: int
     leader: int
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """Where the partition is going (``replicas`` when not reassigning)."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """Where it was before the reassignment (``replicas`` when not reassigning)."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ rename, fsync of the directory)::
     {"version": 5, "cluster_id": "...", "epoch": N, "next_producer_id": M,
      "topics": {"<name>": {"id": "<uuid>", "internal": false, "configs": {"k": "v"},
                            "partitions": [{"replicas": [0], "leader": 0, "leader_epoch": 0,
-                                           "isr": [0]}, ...]}},
+                                           "isr": [0]}, ...]}},  (+ "adding_replicas",
+                                           "removing_replicas" while reassigning)
      "broker_configs": {"": {"k": "v"}, "<broker id>": {"k": "v"}},
      "scram_credentials": {"<user>": {"SCRAM-SHA-256": "salt=…,stored_key=…,server_key=…,
                                                        iterations=4096"}},
@@ -16,10 +17,13 @@ rename, fsync of the directory)::
      "client_quotas": [{"entity": {"user": "alice", "client-id": null},
                         "quotas": {"producer_byte_rate": 1048576.0}}]}
 
-Partition ``i`` is entry ``i`` of ``partitions``. ``next_producer_id`` is the lowest producer
-id never reserved. ``broker_configs`` holds the dynamic broker configs: ``""`` the cluster-wide
-default, a broker id that broker's own. Brokers are not stored: like Kafka's ephemeral
-registrations they come from the running broker (its node id and listener).
+Partition ``i`` is entry ``i`` of ``partitions``; its ``adding_replicas`` /
+``removing_replicas`` lists are written only while a reassignment is in progress (absent:
+empty, so files written before reassignments existed read unchanged).
+``next_producer_id`` is the lowest producer id never reserved. ``broker_configs`` holds the
+dynamic broker configs: ``""`` the cluster-wide default, a broker id that broker's own.
+Brokers are not stored: like Kafka's ephemeral registrations they come from the running
+broker (its node id and listener).
 ``scram_credentials`` (optional, absent when no user has one) holds each user's salted SCRAM
 credentials in Kafka's text form (:mod:`strom.common.scram`) — never a password.
 ``acls`` (optional, absent without ACLs) holds the ACLs per resource pattern, with Kafka's
@@ -216,7 +220,9 @@ class LocalMetadataStore(ImageStore):
                 parts = tuple(
                     PartitionInfo(i, int(p["leader"]), int(p["leader_epoch"]),
                                   tuple(int(r) for r in p["replicas"]),
-                                  tuple(int(r) for r in p["isr"]))
+                                  tuple(int(r) for r in p["isr"]),
+                                  tuple(int(r) for r in p.get("adding_replicas", ())),
+                                  tuple(int(r) for r in p.get("removing_replicas", ())))
                     for i, p in enumerate(entry["partitions"]))
             topics[name] = TopicInfo(
                 name=name,
@@ -254,11 +260,7 @@ class LocalMetadataStore(ImageStore):
                     "id": str(t.topic_id),
                     "internal": t.internal,
                     "configs": dict(t.configs),
-                    "partitions": [
-                        {"replicas": list(p.replicas), "leader": p.leader,
-                         "leader_epoch": p.leader_epoch, "isr": list(p.isr)}
-                        for p in t.partitions
-                    ],
+                    "partitions": [_encode_partition(p) for p in t.partitions],
                 }
                 for t in image.topics.values()
             },
@@ -378,3 +380,13 @@ def _decode_acls(raw: list[dict[str, Any]]
         if entries:
             acls[pattern] = entries
     return acls
+
+
+def _encode_partition(p: PartitionInfo) -> dict[str, Any]:
+    entry: dict[str, Any] = {"replicas": list(p.replicas), "leader": p.leader,
+                             "leader_epoch": p.leader_epoch, "isr": list(p.isr)}
+    if p.adding_replicas:
+        entry["adding_replicas"] = list(p.adding_replicas)
+    if p.removing_replicas:
+        entry["removing_replicas"] = list(p.removing_replicas)
+    return entry

@@ -9,7 +9,9 @@ JSON, modelled on the layout of Kafka's ZooKeeper mode:
                                              "features":{},"timestamp":"<ms>"}``
 ``/brokers/topics/<t>``                      ``{"version":3,"topic_id":"<Kafka base64 uuid>",
                                              "partitions":{"0":[replicas…]},"adding_replicas":{},
-                                             "removing_replicas":{}}`` (+ ``"internal":true``)
+                                             "removing_replicas":{}}`` (+ ``"internal":true``);
+                                             adding / removing list only the partitions
+                                             being reassigned (``{"0":[4]}``), as Kafka
 ``/brokers/topics/<t>/partitions/<p>/state``  ``{"version":1,"leader":l,"leader_epoch":e,
                                              "isr":[…],"controller_epoch":c}``
 ``/config/topics/<t>``                       ``{"version":1,"config":{"k":"v"}}``
@@ -238,23 +240,37 @@ def parse_kafka_uuid(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
+#: A partition's assignment in the topic znode: (replicas, adding, removing).
+Assignment = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
 def encode_topic(topic_id: uuid.UUID, partitions: tuple[PartitionInfo, ...],
                  internal: bool) -> bytes:
     value: dict[str, Any] = {
         "version": 3, "topic_id": kafka_uuid(topic_id),
         "partitions": {str(p.partition): list(p.replicas) for p in partitions},
-        "adding_replicas": {}, "removing_replicas": {},
+        "adding_replicas": {str(p.partition): list(p.adding_replicas)
+                            for p in partitions if p.adding_replicas},
+        "removing_replicas": {str(p.partition): list(p.removing_replicas)
+                              for p in partitions if p.removing_replicas},
     }
     if internal:
         value["internal"] = True
     return _dump(value)
 
 
-def decode_topic(data: bytes) -> tuple[uuid.UUID, dict[int, tuple[int, ...]], bool]:
-    """(topic id, replicas by partition, internal)."""
+def decode_topic(data: bytes) -> tuple[uuid.UUID, dict[int, Assignment], bool]:
+    """(topic id, assignment by partition, internal). Older znodes (version 1 / 2) have no
+    ``adding_replicas`` / ``removing_replicas``: nothing is being reassigned."""
     value = _load(data)
-    replicas = {int(p): tuple(int(r) for r in rs) for p, rs in value["partitions"].items()}
-    return parse_kafka_uuid(str(value["topic_id"])), replicas, bool(value.get("internal"))
+
+    def ids(field: str, partition: str) -> tuple[int, ...]:
+        return tuple(int(r) for r in (value.get(field) or {}).get(partition, ()))
+
+    assignments = {int(p): (tuple(int(r) for r in rs), ids("adding_replicas", p),
+                            ids("removing_replicas", p))
+                   for p, rs in value["partitions"].items()}
+    return parse_kafka_uuid(str(value["topic_id"])), assignments, bool(value.get("internal"))
 
 
 def encode_state(p: PartitionInfo, controller_epoch: int) -> bytes:
@@ -262,10 +278,11 @@ def encode_state(p: PartitionInfo, controller_epoch: int) -> bytes:
                   "isr": list(p.isr), "controller_epoch": controller_epoch})
 
 
-def decode_state(partition: int, replicas: tuple[int, ...], data: bytes) -> PartitionInfo:
+def decode_state(partition: int, assignment: Assignment, data: bytes) -> PartitionInfo:
     value = _load(data)
+    replicas, adding, removing = assignment
     return PartitionInfo(partition, int(value["leader"]), int(value["leader_epoch"]), replicas,
-                         tuple(int(r) for r in value["isr"]))
+                         tuple(int(r) for r in value["isr"]), adding, removing)
 
 
 def encode_config(configs: Mapping[str, str]) -> bytes:

@@ -57,6 +57,7 @@ from strom.metadata.changes import MetadataChange, apply_changes
 from strom.metadata.image import (
     BrokerInfo,
     MetadataImage,
+    PartitionInfo,
     QuotaEntity,
     ScramCredential,
     TopicInfo,
@@ -360,7 +361,8 @@ def _read_data_znodes(session: ZkSession, version: int) -> _Data:
     configs = session.get_many([zk.topic_config_path(n) for n in names])
     decoded = {name: zk.decode_topic(got[0])
                for name, got in zip(names, assignments, strict=True) if got is not None}
-    state_paths = [(name, p) for name, (_, replicas, _) in decoded.items() for p in replicas]
+    state_paths = [(name, p) for name, (_, by_partition, _) in decoded.items()
+                   for p in by_partition]
     states = dict(zip(state_paths, session.get_many(
         [zk.state_path(name, p) for name, p in state_paths]), strict=True))
     topics = {}
@@ -441,6 +443,10 @@ def _read_acls(session: ZkSession) -> dict[ResourcePattern, frozenset[AccessCont
     return acls
 
 
+def _assignment(p: PartitionInfo) -> zk.Assignment:
+    return p.replicas, p.adding_replicas, p.removing_replicas
+
+
 def _diff_ops(tx: TransactionRequest, old: MetadataImage, new: MetadataImage,
               controller_epoch: int) -> None:
     """Add to ``tx`` the znode operations that turn ``old``'s data into ``new``'s."""
@@ -457,8 +463,8 @@ def _diff_ops(tx: TransactionRequest, old: MetadataImage, new: MetadataImage,
             _create_topic(tx, after, controller_epoch)
             continue
         if (before.internal != after.internal
-                or [p.replicas for p in before.partitions]
-                != [p.replicas for p in after.partitions[:len(before.partitions)]]
+                or [_assignment(p) for p in before.partitions]
+                != [_assignment(p) for p in after.partitions[:len(before.partitions)]]
                 or len(after.partitions) != len(before.partitions)):
             tx.set_data(zk.topic_path(name), zk.encode_topic(after.topic_id, after.partitions,
                                                              after.internal))

@@ -475,22 +475,41 @@ def capture() -> list[dict[str, Any]]:
     ] + hand_built()
 
 
-def capture_acls() -> list[dict[str, Any]]:
-    """Only the ACL workloads (CreateAcls / DescribeAcls / DeleteAcls), to add their seeds to
-    the file without regenerating the others (``python -m tests.broker.capture_requests
-    acls``)."""
+def _kafka_python_reassignments(bootstrap: str) -> None:
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    tp = TopicPartition(TOPIC, 0)
+    _attempt("alter reassignments", lambda: admin.alter_partition_reassignments({tp: [1]}))
+    _attempt("cancel reassignments", lambda: admin.alter_partition_reassignments({tp: None}))
+    _attempt("list reassignments", lambda: admin.list_partition_reassignments())
+    _attempt("list reassignments", lambda: admin.list_partition_reassignments([tp]))
+    admin.close()
+
+
+#: Partial captures (``python -m tests.broker.capture_requests <name>``): the workloads and
+#: the api keys whose seeds they replace in the file, without regenerating the others.
+PARTIAL: dict[str, tuple[tuple[tuple[str, Callable[[str], None]], ...], frozenset[int]]] = {
+    "acls": ((("confluent-kafka", _confluent_acls), ("kafka-python", _kafka_python_acls)),
+             frozenset({29, 30, 31})),
+    "reassignments": ((("kafka-python", _kafka_python_reassignments),), frozenset({45, 46})),
+}
+
+
+def capture_only(name: str) -> list[dict[str, Any]]:
+    """The requests of one :data:`PARTIAL` capture."""
+    workloads, keys = PARTIAL[name]
     with recording_broker() as (_broker, proxy):
         bootstrap = f"127.0.0.1:{proxy.port}"
-        for name, workload in (("confluent-kafka", _confluent_acls),
-                               ("kafka-python", _kafka_python_acls)):
-            proxy.client = name
+        for client, workload in workloads:
+            proxy.client = client
             workload(bootstrap)
             time.sleep(1)
-    acl_keys = {29, 30, 31}
     out = []
     for client, frame in proxy.frames:
         header, position = parse_request_header(memoryview(frame))
-        if header.api_key in acl_keys:
+        if header.api_key in keys:
             entry = {"client": client, "api_key": header.api_key,
                      "api_version": header.api_version, "body": frame[position:].hex()}
             if entry not in out:
@@ -501,12 +520,12 @@ def capture_acls() -> list[dict[str, Any]]:
 def main() -> None:
     import sys
 
-    if sys.argv[1:] == ["acls"]:
+    if len(sys.argv) == 2 and sys.argv[1] in PARTIAL:
         old = json.loads(DATA_FILE.read_text())["captures"]
-        kept = [c for c in old if c["api_key"] not in (29, 30, 31)]
-        captures = kept + capture_acls()
+        kept = [c for c in old if c["api_key"] not in PARTIAL[sys.argv[1]][1]]
+        captures = kept + capture_only(sys.argv[1])
         DATA_FILE.write_text(json.dumps({"captures": captures}, indent=1) + "\n")
-        print(f"{len(captures) - len(kept)} ACL requests added -> {DATA_FILE}")
+        print(f"{len(captures) - len(kept)} {sys.argv[1]} requests added -> {DATA_FILE}")
         return
     captures = capture()
     DATA_FILE.parent.mkdir(exist_ok=True)

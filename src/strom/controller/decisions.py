@@ -135,7 +135,7 @@ def elect_leaders(image: MetadataImage, live: Collection[int], kind: ElectionTyp
         outcomes[(name, index)] = outcome
         if new is not p:
             updated.setdefault(name, {})[index] = new
-    return Election(_changes(updated), outcomes)
+    return Election(partition_changes(updated), outcomes)
 
 
 def _preferred(p: PartitionInfo, live: frozenset[int]) -> tuple[PartitionInfo, ElectionOutcome]:
@@ -187,9 +187,11 @@ def _per_partition(image: MetadataImage,
             new = decide(topic, p)
             if new != p:
                 updated.setdefault(topic.name, {})[p.partition] = new
-    return _changes(updated)
+    return partition_changes(updated)
 
 
-def _changes(updated: Mapping[str, Mapping[int, PartitionInfo]]) -> list[MetadataChange]:
+def partition_changes(updated: Mapping[str, Mapping[int, PartitionInfo]]
+                      ) -> list[MetadataChange]:
+    """One ``SetPartitions`` per topic of ``updated`` (topic → partition → new state)."""
     return [SetPartitions(name, tuple(parts[i] for i in sorted(parts)))
             for name, parts in sorted(updated.items())]

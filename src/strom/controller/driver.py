@@ -4,7 +4,9 @@ Lifecycle: built once per broker on ZooKeeper metadata (:mod:`strom.broker.zooke
 and subscribed to the store; :meth:`elected` / :meth:`resigned` (any thread) switch it on and
 off. While active it re-runs :func:`~strom.controller.decisions.reconcile` on every new image
 (brokers registering and going away are image changes), once right after being elected (a
-broker may have died while no controller ran), and the preferred-leader rebalance every
+broker may have died while no controller ran), then — when that has nothing to do — the
+completion of reassignments whose target replicas joined the ISR
+(:func:`~strom.controller.reassignment.progress`), and the preferred-leader rebalance every
 ``leader.imbalance.check.interval.seconds`` when ``auto.leader.rebalance.enable``.
 
 Threads: everything here runs on the broker's event loop, except the ZooKeeper writes, which
@@ -26,6 +28,7 @@ from typing import Protocol, TypeVar
 
 from strom.common.config import BrokerConfig, TopicConfig
 from strom.controller.decisions import ElectionType, elect_leaders, imbalanced, reconcile
+from strom.controller.reassignment import progress
 from strom.metadata.changes import MetadataChange
 from strom.metadata.image import MetadataImage, TopicInfo
 from strom.metadata.store import MetadataStore, StaleMetadataError
@@ -155,7 +158,7 @@ class ControllerDriver:
         if not self._active or self._writing:
             return
         image = self._store.image
-        changes = self.reconcile_plan(image)
+        changes = self.reconcile_plan(image) or progress(image, self.live(image))
         if changes:
             self._submit(image, changes)
 

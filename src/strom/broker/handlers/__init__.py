@@ -7,6 +7,9 @@ from strom.broker.handlers.add_offsets_to_txn import AddOffsetsToTxnHandler
 from strom.broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
 from strom.broker.handlers.alter_client_quotas import AlterClientQuotasHandler
 from strom.broker.handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
+from strom.broker.handlers.alter_partition_reassignments import (
+    AlterPartitionReassignmentsHandler,
+)
 from strom.broker.handlers.alter_user_scram_credentials import AlterUserScramCredentialsHandler
 from strom.broker.handlers.api_versions import ApiVersionsHandler
 from strom.broker.handlers.controlled_shutdown import ControlledShutdownHandler
@@ -38,6 +41,9 @@ from strom.broker.handlers.join_group import JoinGroupHandler
 from strom.broker.handlers.leave_group import LeaveGroupHandler
 from strom.broker.handlers.list_groups import ListGroupsHandler
 from strom.broker.handlers.list_offsets import ListOffsetsHandler
+from strom.broker.handlers.list_partition_reassignments import (
+    ListPartitionReassignmentsHandler,
+)
 from strom.broker.handlers.list_transactions import ListTransactionsHandler
 from strom.broker.handlers.metadata import MetadataHandler
 from strom.broker.handlers.offset_commit import OffsetCommitHandler
@@ -62,6 +68,8 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.METADATA: MetadataHandler(state),
         ApiKey.CONTROLLED_SHUTDOWN: ControlledShutdownHandler(state),
         ApiKey.ELECT_LEADERS: ElectLeadersHandler(state),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsHandler(state),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsHandler(state),
         ApiKey.API_VERSIONS: ApiVersionsHandler(state),
         ApiKey.CREATE_TOPICS: CreateTopicsHandler(state),
         ApiKey.DELETE_TOPICS: DeleteTopicsHandler(state),

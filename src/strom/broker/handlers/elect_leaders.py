@@ -15,11 +15,11 @@ from collections.abc import Awaitable
 from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.on_controller import on_controller
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
-from strom.common.errors import InvalidRequestError, KafkaError, error_class
+from strom.common.errors import InvalidRequestError, error_class
 from strom.controller.decisions import Election, ElectionOutcome, ElectionType, elect_leaders
-from strom.controller.updates import update
 from strom.metadata.image import MetadataImage
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -52,25 +52,10 @@ class ElectLeadersHandler:
             (t.topic, int(i)) for t in body.topic_partitions for i in t.partitions]
         if denied := self._state.access.check(request, ResourceType.CLUSTER):
             return [_refused(version, wanted, denied)]
-        state = self._state
-        driver = state.controller
-        image = state.store.image
-        if driver is None:  # the file-backed store: this broker is the controller
-            election = update(state.store, lambda i: self._plan(i, set(i.brokers), kind,
-                                                                wanted), False)
-            return [_answer(version, election, wanted is None)]
-        if not driver.active or image.controller_id != state.node_id:
-            return [_refused(version, wanted, error_class("NOT_CONTROLLER").code)]
-
-        async def elect() -> ResponseParts:
-            try:
-                election = await driver.update(
-                    lambda i: self._plan(i, driver.live(i), kind, wanted))
-            except KafkaError as exc:
-                return [_refused(version, wanted, exc.code)]
-            return [_answer(version, election, wanted is None)]
-
-        return elect()
+        return on_controller(
+            self._state, lambda image, live: self._plan(image, live, kind, wanted),
+            lambda election: [_answer(version, election, wanted is None)],
+            lambda code: [_refused(version, wanted, code)])
 
     @staticmethod
     def _plan(image: MetadataImage, live: set[int], kind: ElectionType,

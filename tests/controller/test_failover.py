@@ -10,77 +10,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import uuid
-from collections.abc import Callable, Iterator
 
-import pytest
 from confluent_kafka import ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.client.conn import Connection
-from strom.metadata.changes import PutTopic, SetPartitions
-from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
+from strom.metadata.changes import SetPartitions
+from strom.metadata.image import MetadataImage
 from strom.metadata.zookeeper import ZooKeeperMetadataStore
 from strom.protocol import api
 from strom.protocol import controlled_shutdown as cs
 from strom.protocol.versions import ApiKey
 from strom.testing.broker import EmbeddedBroker
-from strom.testing.pytest_plugin import BrokerFactory
+from tests.controller.cluster import FAILOVER_S, IDS, create, leader_seen_by, partition, wait_for
 from tests.metadata.zk_helpers import wait_until
-
-IDS = (1, 2, 3)
-FAILOVER_S = 10.0
-
-
-@pytest.fixture
-def observer(zookeeper_connect: str) -> Iterator[ZooKeeperMetadataStore]:
-    store = ZooKeeperMetadataStore(zookeeper_connect, timeout=5.0)
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def cluster(zookeeper_connect: str, strom_broker_factory: BrokerFactory,
-            observer: ZooKeeperMetadataStore) -> dict[int, EmbeddedBroker]:
-    brokers = {node: strom_broker_factory({
-        "zookeeper.connect": zookeeper_connect, "node.id": node,
-        "zookeeper.session.timeout.ms": 1000, "auto.leader.rebalance.enable": "false",
-        "controlled.shutdown.retry.backoff.ms": 200}) for node in IDS}
-    wait_until(lambda: set(observer.image.brokers) == set(IDS)
-               and observer.image.controller_id in IDS, what="three brokers and a controller")
-    return brokers
-
-
-def create(brokers: dict[int, EmbeddedBroker], observer: ZooKeeperMetadataStore, name: str,
-           assignment: list[list[int]]) -> AdminClient:
-    """Topic ``name`` with these replicas per partition, written to ZooKeeper as a topic
-    creation writes it (first replica leading, epoch 0, ISR = replicas); an AdminClient."""
-    image = observer.image
-    observer.write(image.epoch, [PutTopic(TopicInfo(name, uuid.uuid4(), tuple(
-        PartitionInfo(i, replicas[0], 0, tuple(replicas), tuple(replicas))
-        for i, replicas in enumerate(assignment))))])
-    return AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values())})
-
-
-def partition(observer: ZooKeeperMetadataStore, name: str, index: int = 0
-              ) -> PartitionInfo | None:
-    topic = observer.image.topics.get(name)
-    return None if topic is None else topic.partitions[index]
-
-
-def leader_seen_by(broker: EmbeddedBroker, name: str) -> int:
-    """The partition's leader in a Metadata response of ``broker`` (librdkafka)."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    return admin.list_topics(name, timeout=10).topics[name].partitions[0].leader
-
-
-def wait_for(observer: ZooKeeperMetadataStore, name: str,
-             test: Callable[[PartitionInfo], bool], what: str) -> PartitionInfo:
-    wait_until(lambda: (p := partition(observer, name)) is not None and test(p),
-               timeout=FAILOVER_S, what=what)
-    found = partition(observer, name)
-    assert found is not None
-    return found
 
 
 def test_a_killed_leader_is_replaced_from_the_isr_with_a_higher_epoch(

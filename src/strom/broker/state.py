@@ -17,6 +17,7 @@ from strom.common.config import BrokerConfig, TopicConfig, validate_topic_config
 from strom.common.errors import error_class
 from strom.controller.broker_configs import BrokerConfigAdmin
 from strom.controller.driver import ControllerDriver
+from strom.controller.internal_topics import internal_replication_factor
 from strom.controller.producer_ids import ProducerIdManager
 from strom.controller.topics import TopicAdmin
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
@@ -112,10 +113,9 @@ class BrokerState:
             "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
             "compression.type": "producer",
         }
-        # One replica, as before there was a replication factor for it (Kafka's
-        # offsets.topic.replication.factor arrives with multi-broker clusters).
         self.topic_admin.create_topic(
-            OFFSETS_TOPIC, int(self.config.get("offsets.topic.num.partitions")), 1, configs,
+            OFFSETS_TOPIC, int(self.config.get("offsets.topic.num.partitions")),
+            self._internal_factor(OFFSETS_TOPIC, "offsets.topic.replication.factor"), configs,
             internal=True)
 
     def ensure_txn_topic(self) -> None:
@@ -130,8 +130,13 @@ class BrokerState:
             "unclean.leader.election.enable": "false",
         }
         self.topic_admin.create_topic(
-            TXN_TOPIC, int(self.config.get("transaction.state.log.num.partitions")), 1,
+            TXN_TOPIC, int(self.config.get("transaction.state.log.num.partitions")),
+            self._internal_factor(TXN_TOPIC, "transaction.state.log.replication.factor"),
             configs, internal=True)
+
+    def _internal_factor(self, topic: str, key: str) -> int:
+        return internal_replication_factor(topic, int(self.config.get(key)),
+                                           len(self.store.image.brokers))
 
     @property
     def node_id(self) -> int:

@@ -571,6 +571,10 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("offsets.topic.num.partitions", ConfigType.INT, 50,
               "Partitions of __consumer_offsets (fixed once the topic exists).", at_least(1),
               read_only=True),
+    ConfigKey("offsets.topic.replication.factor", ConfigType.SHORT, 3,
+              "Replicas of __consumer_offsets (fewer when fewer brokers are live at its "
+              "creation; see strom.controller.internal_topics).", at_least(1),
+              read_only=True),
     ConfigKey("offsets.topic.segment.bytes", ConfigType.INT, 104857600,
               "Segment size of __consumer_offsets.", at_least(1), read_only=True),
     ConfigKey("offsets.retention.minutes", ConfigType.INT, 10080,
@@ -584,6 +588,10 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "Expiry of idle transactional ids.", at_least(1)),
     ConfigKey("transaction.state.log.num.partitions", ConfigType.INT, 50,
               "Partitions of __transaction_state (fixed once the topic exists).", at_least(1),
+              read_only=True),
+    ConfigKey("transaction.state.log.replication.factor", ConfigType.SHORT, 3,
+              "Replicas of __transaction_state (fewer when fewer brokers are live at its "
+              "creation; see strom.controller.internal_topics).", at_least(1),
               read_only=True),
     ConfigKey("transaction.state.log.segment.bytes", ConfigType.INT, 104857600,
               "Segment size of __transaction_state.", at_least(1), read_only=True),

@@ -172,3 +172,39 @@ def test_only_the_controller_answers_controlled_shutdown_and_elect_leaders(
     assert asyncio.run(ask(cluster[other])) == (41, 41)  # NOT_CONTROLLER
     # the controller: broker 99 is not registered (BROKER_NOT_AVAILABLE); nothing to elect
     assert asyncio.run(ask(cluster[observer.image.controller_id])) == (8, 0)
+
+
+def test_controlled_shutdown_with_an_old_broker_epoch_is_stale(
+        cluster: dict[int, EmbeddedBroker], observer: ZooKeeperMetadataStore) -> None:
+    controller = observer.image.controller_id
+    restarted, other = [n for n in IDS if n != controller]
+    old_epoch = observer.image.brokers[restarted].epoch
+    cluster[restarted].kill()
+    wait_until(lambda: restarted not in observer.image.brokers)
+    cluster[restarted].start()
+    wait_until(lambda: restarted in observer.image.brokers)
+    new_epoch = observer.image.brokers[restarted].epoch
+    assert new_epoch > old_epoch  # the new registration's czxid
+    create(cluster, observer, "epochs", [[restarted, other]])
+    wait_for(observer, "epochs", lambda p: p.leader == restarted, "the first leader")
+
+    async def shut_down(epoch: int) -> tuple[int, int]:
+        broker = cluster[controller]
+        conn = await Connection(broker.host, broker.port).open()
+        try:
+            raw = await conn.send(ApiKey.CONTROLLED_SHUTDOWN, 3, cs.encode_request(
+                cs.ControlledShutdownRequest(restarted, epoch), 3))
+            assert raw is not None
+            answer = cs.decode_response(raw, 3)
+            return answer.error_code, len(answer.remaining_partitions)
+        finally:
+            await conn.close()
+
+    # a request from the broker's previous life must not move the new one's leadership
+    assert asyncio.run(shut_down(old_epoch)) == (77, 0)  # STALE_BROKER_EPOCH
+    time.sleep(0.5)
+    still = partition(observer, "epochs")
+    assert still is not None and (still.leader, still.leader_epoch) == (restarted, 0)
+    assert asyncio.run(shut_down(new_epoch)) == (0, 0)
+    moved = wait_for(observer, "epochs", lambda p: p.leader == other, "leadership moved")
+    assert moved.leader_epoch == 1

@@ -287,7 +287,8 @@ def test_an_id_that_is_live_cannot_register_twice(open_store: Opener) -> None:
     with pytest.raises(BrokerIdAlreadyRegisteredError, match="broker id 1 is already registered"):
         b.register_broker(BrokerInfo(1, "b", 9092))
     a.register_broker(BrokerInfo(1, "a", 9093))  # the owner may update its registration
-    wait_until(lambda: b.image.brokers.get(1) == BrokerInfo(1, "a", 9093))
+    wait_until(lambda: (got := b.image.brokers.get(1)) is not None
+               and (got.host, got.port) == ("a", 9093))
     a.close()
     wait_until(lambda: 1 not in b.image.brokers, what="the registration goes with a's session")
     b.register_broker(BrokerInfo(1, "b", 9092))
@@ -299,6 +300,9 @@ def test_registration_is_recreated_after_a_session_expiry(
     broker, observer = open_store(), open_store()
     broker.register_broker(BrokerInfo(4, "h", 9092))
     wait_until(lambda: 4 in observer.image.brokers)
+    # the broker epoch is the registration znode's czxid (Kafka's ZooKeeper mode)
+    first_epoch = observer.image.brokers[4].epoch
+    assert first_epoch == observer.session.get("/brokers/ids/4")[1].czxid > 0
     brokers_seen: list[set[int]] = []
     observer.subscribe(lambda image: brokers_seen.append(set(image.brokers)))
     old_session = session_id(broker)
@@ -311,6 +315,8 @@ def test_registration_is_recreated_after_a_session_expiry(
             and got[1].ephemeralOwner == now
     wait_until(registered_by_a_new_session, what="a new session and registration")
     wait_until(lambda: bool(brokers_seen) and 4 in brokers_seen[-1])
+    # registered again: a new, greater broker epoch
+    wait_until(lambda: observer.image.brokers[4].epoch > first_epoch, what="a new epoch")
     broker.write(broker.image.epoch, [PutTopic(topic("after-expiry"))])  # still usable
     wait_until(lambda: "after-expiry" in observer.image.topics)
 

@@ -86,8 +86,10 @@ async def controlled_shutdown(config: BrokerConfig, store: ZooKeeperMetadataStor
             try:
                 await conn.open()
                 version = CONTROLLED_SHUTDOWN_VERSION
+                me = image.brokers.get(node_id)  # its epoch: this registration's
+                epoch = me.epoch if me is not None else codec.UNKNOWN_BROKER_EPOCH
                 raw = await conn.send(ApiKey.CONTROLLED_SHUTDOWN, version, codec.encode_request(
-                    codec.ControlledShutdownRequest(node_id), version))
+                    codec.ControlledShutdownRequest(node_id, epoch), version))
                 assert raw is not None
                 answer = codec.decode_response(raw, version)
             except (KafkaError, OSError) as exc:

@@ -26,13 +26,17 @@ class Endpoint:
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     """A live broker. ``host`` / ``port`` are its inter-broker listener's address;
-    ``endpoints`` every listener's (empty: the one listener at ``host`` / ``port``)."""
+    ``endpoints`` every listener's (empty: the one listener at ``host`` / ``port``).
+    ``epoch`` is its broker epoch: in ZooKeeper, the czxid of its registration znode (as
+    Kafka's ZooKeeper mode), so it grows each time the broker registers again; -1 where
+    registrations have none (the single-node store, brokers being registered)."""
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
     endpoints: tuple[Endpoint, ...] = ()
+    epoch: int = -1
 
     def address(self, listener: str | None) -> tuple[str, int] | None:
         """The address a client that came through ``listener`` is given (Kafka answers with

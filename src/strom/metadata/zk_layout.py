@@ -6,7 +6,8 @@ JSON, modelled on the layout of Kafka's ZooKeeper mode:
 ``/brokers/ids/<id>`` (ephemeral)            ``{"version":5,"host":h,"port":p,"endpoints":
                                              ["NAME://h:p",…],"listener_security_protocol_map":
                                              {"NAME":"PLAINTEXT",…},"rack":r|null,"jmx_port":-1,
-                                             "features":{},"timestamp":"<ms>"}``
+                                             "features":{},"timestamp":"<ms>"}``; its
+                                             czxid is the broker epoch
 ``/brokers/topics/<t>``                      ``{"version":3,"topic_id":"<Kafka base64 uuid>",
                                              "partitions":{"0":[replicas…]},"adding_replicas":{},
                                              "removing_replicas":{}}`` (+ ``"internal":true``);
@@ -216,7 +217,8 @@ def encode_broker(broker: BrokerInfo) -> bytes:
     })
 
 
-def decode_broker(node_id: int, data: bytes) -> BrokerInfo:
+def decode_broker(node_id: int, data: bytes, epoch: int = -1) -> BrokerInfo:
+    """``epoch``: the registration znode's czxid (the broker epoch)."""
     value = _load(data)
     protocols: dict[str, str] = value.get("listener_security_protocol_map") or {}
     endpoints = []
@@ -228,7 +230,7 @@ def decode_broker(node_id: int, data: bytes) -> BrokerInfo:
     address, port = str(value["host"]), int(value["port"])
     if endpoints == [Endpoint("PLAINTEXT", address, port)]:
         endpoints = []
-    return BrokerInfo(node_id, address, port, value.get("rack"), tuple(endpoints))
+    return BrokerInfo(node_id, address, port, value.get("rack"), tuple(endpoints), epoch)
 
 
 def kafka_uuid(topic_id: uuid.UUID) -> str:

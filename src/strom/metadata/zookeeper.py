@@ -314,7 +314,7 @@ class ZooKeeperMetadataStore:
         for name, got in zip(names, session.get_many(
                 [f"{zk.BROKER_IDS}/{n}" for n in names], self._watch), strict=True):
             if got is not None:
-                brokers[int(name)] = zk.decode_broker(int(name), got[0])
+                brokers[int(name)] = zk.decode_broker(int(name), got[0], got[1].czxid)
         controller = -1
         if session.exists(zk.CONTROLLER, self._watch) is not None:
             got_controller = session.get_or_none(zk.CONTROLLER)

@@ -5,10 +5,11 @@ replicas (the broker retries while any remain; see
 :mod:`strom.broker.zookeeper_metadata`).
 
 Only the controller answers: another broker NOT_CONTROLLER (41), a broker id that is not
-registered BROKER_NOT_AVAILABLE (8), a caller without CLUSTER_ACTION
-CLUSTER_AUTHORIZATION_FAILED. strom's registrations carry no broker epoch, so the request's
-``broker_epoch`` is not checked (Kafka's STALE_BROKER_EPOCH cannot arise). Hand-written codec:
-:mod:`strom.protocol.controlled_shutdown`.
+registered BROKER_NOT_AVAILABLE (8), a ``broker_epoch`` (v2+) older than the broker's
+current registration (its znode's czxid) STALE_BROKER_EPOCH (77) — a request from before a
+restart or session expiry, which must not shut down the broker's new incarnation; -1
+(unknown, and every v1 request) is not checked, as in Kafka. A caller without CLUSTER_ACTION:
+CLUSTER_AUTHORIZATION_FAILED. Hand-written codec: :mod:`strom.protocol.controlled_shutdown`.
 """
 
 from __future__ import annotations
@@ -45,8 +46,12 @@ class ControlledShutdownHandler:
         image = state.store.image
         if driver is None or not driver.active or image.controller_id != state.node_id:
             return _answer(version, error_class("NOT_CONTROLLER").code)
-        if body.broker_id not in image.brokers:
+        registered = image.brokers.get(body.broker_id)
+        if registered is None:
             return _answer(version, error_class("BROKER_NOT_AVAILABLE").code)
+        epoch = body.broker_epoch
+        if epoch != codec.UNKNOWN_BROKER_EPOCH and epoch < registered.epoch:
+            return _answer(version, error_class("STALE_BROKER_EPOCH").code)
         driver.begin_shutdown(body.broker_id)
 
         def plan(image: MetadataImage) -> tuple[list[MetadataChange], list[tuple[str, int]]]:

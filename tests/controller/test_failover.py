@@ -2,7 +2,8 @@
 
 Replication itself (followers fetching) is not needed here: these tests assert on leadership
 (Metadata from the brokers, the partition state znodes read by another ZooKeeper session)
-and produce to the new leader of a fresh topic.
+and produce to the new leader of a fresh topic. Where a returning replica must rejoin the ISR
+(automatic rebalance), the test writes the ISR expansion as the leader would.
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ from strom.protocol import api
 from strom.protocol import controlled_shutdown as cs
 from strom.protocol.versions import ApiKey
 from strom.testing.broker import EmbeddedBroker
-from tests.controller.cluster import FAILOVER_S, IDS, create, leader_seen_by, partition, wait_for
+from strom.testing.pytest_plugin import BrokerFactory
+from tests.controller.cluster import (
+    FAILOVER_S,
+    IDS,
+    create,
+    leader_seen_by,
+    on_two_brokers,
+    partition,
+    start_cluster,
+    wait_for,
+)
 from tests.metadata.zk_helpers import wait_until
 
 
@@ -208,3 +219,56 @@ def test_controlled_shutdown_with_an_old_broker_epoch_is_stale(
     assert asyncio.run(shut_down(new_epoch)) == (0, 0)
     moved = wait_for(observer, "epochs", lambda p: p.leader == other, "leadership moved")
     assert moved.leader_epoch == 1
+
+
+def test_leadership_returns_to_the_preferred_replica_automatically(
+        zookeeper_connect: str, strom_broker_factory: BrokerFactory,
+        observer: ZooKeeperMetadataStore) -> None:
+    brokers = start_cluster(zookeeper_connect, strom_broker_factory, observer, {
+        "auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": 1})
+    controller, preferred, other = on_two_brokers(brokers, observer, "rebalance")
+    brokers[preferred].kill()
+    failed_over = wait_for(observer, "rebalance", lambda p: p.leader == other, "a failover")
+    brokers[preferred].start()
+    wait_until(lambda: preferred in observer.image.brokers)
+    time.sleep(1.5)  # a rebalance check or more: the preferred replica is not in the ISR
+    assert partition(observer, "rebalance") == failed_over
+    # it catches up and the leader takes it back into the ISR (written as the leader does)
+    observer.write(observer.image.epoch, [SetPartitions("rebalance", (dataclasses.replace(
+        failed_over, isr=(other, preferred)),))])
+    started = time.monotonic()
+    back = wait_for(observer, "rebalance", lambda p: p.leader == preferred,
+                    "the preferred leader back")
+    assert time.monotonic() - started < 5  # within a few check intervals
+    assert (back.leader_epoch, back.isr) == (failed_over.leader_epoch + 1, (other, preferred))
+    wait_until(lambda: leader_seen_by(brokers[controller], "rebalance") == preferred,
+               what="Metadata naming the preferred leader")
+
+
+def test_unclean_election_follows_the_topic_config(
+        cluster: dict[int, EmbeddedBroker], observer: ZooKeeperMetadataStore) -> None:
+    controller = observer.image.controller_id
+    last, stale = [n for n in IDS if n != controller]
+    admin = create(cluster, observer, "unclean", [[last, stale]],
+                   {"unclean.leader.election.enable": "true"})
+    create(cluster, observer, "clean", [[last, stale]])
+    for name in ("unclean", "clean"):
+        wait_for(observer, name, lambda p: p.leader == last, "the first leader")
+    cluster[stale].kill()
+    for name in ("unclean", "clean"):
+        wait_for(observer, name, lambda p: p.isr == (last,), "the follower out of the ISR")
+    cluster[last].kill()
+    for name in ("unclean", "clean"):
+        wait_for(observer, name, lambda p: p.leader == -1, "the partition offline")
+    cluster[stale].start()  # out of sync
+    # allowed for the topic: the out-of-sync replica leads, alone in the ISR
+    taken = wait_for(observer, "unclean", lambda p: p.leader == stale, "an unclean election")
+    assert (taken.isr, taken.leader_epoch) == ((stale,), 2)
+    time.sleep(1.0)
+    clean = partition(observer, "clean")
+    assert clean is not None and (clean.leader, clean.isr) == (-1, (last,))
+    # not allowed for the topic, but asked for by an admin (ElectLeaders, UNCLEAN)
+    results = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("clean", 0)]).result(15)
+    assert list(results.values()) == [None]
+    forced = wait_for(observer, "clean", lambda p: p.leader == stale, "the forced election")
+    assert (forced.isr, forced.leader_epoch) == ((stale,), 2)

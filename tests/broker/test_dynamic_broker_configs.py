@@ -318,3 +318,22 @@ def test_dynamic_configs_survive_a_restart(broker: EmbeddedBroker, admin: AdminC
     assert refused[0] is not None
     assert refused[0].code() == KafkaError.MSG_SIZE_TOO_LARGE  # type: ignore[attr-defined]
     client.close()
+
+
+def test_replication_throttle_configs_are_accepted_as_kafka_tools_set_them(
+        admin: AdminClient) -> None:
+    """What kafka-reassign-partitions.sh --throttle writes (not enforced yet: accepted)."""
+    set_broker(admin, "0", leader_replication_throttled_rate="1000000",
+               follower_replication_throttled_rate="1000000")
+    configs = broker_configs(admin)
+    assert configs["leader.replication.throttled.rate"].value == "1000000"  # type: ignore[attr-defined]
+    name = new_topic(admin, {"leader.replication.throttled.replicas": "0:0",
+                             "follower.replication.throttled.replicas": "*"})
+    topic = ConfigResource(ConfigResource.Type.TOPIC, name)
+    described = admin.describe_configs([topic])[topic].result(10)
+    assert described["follower.replication.throttled.replicas"].value == "*"  # type: ignore[attr-defined]
+    bad = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[ConfigEntry(
+        "leader.replication.throttled.replicas", "0", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as info:
+        admin.incremental_alter_configs([bad])[bad].result(10)
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG

@@ -15,7 +15,25 @@ from strom.common.errors import InvalidConfigError, InvalidRequestError
 
 def test_topic_keys_have_broker_synonyms() -> None:
     for key in TOPIC_KEYS.values():
-        assert key.synonym in BROKER_KEYS, key.name
+        if key.name.endswith(".replication.throttled.replicas"):  # none in Kafka either
+            assert key.synonym is None
+        else:
+            assert key.synonym in BROKER_KEYS, key.name
+
+
+@pytest.mark.parametrize(("value", "valid"), [
+    ("*", True), ("", True), ("0:1,1:2", True), (" 0:1 , 3:0", True),
+    ("*,0:1", False), ("0", False), ("a:1", False), ("0:-1", False)])
+def test_throttled_replica_lists_are_kafkas(value: str, valid: bool) -> None:
+    for name in ("leader.replication.throttled.replicas",
+                 "follower.replication.throttled.replicas"):
+        if valid:
+            validate_topic_configs({name: value})
+        else:
+            with pytest.raises(InvalidConfigError, match="literal '\\*'"):
+                validate_topic_configs({name: value})
+    assert "accepted but ignored" in ignored_config_notes(
+        BROKER_KEYS, ["leader.replication.throttled.rate"])[0]
 
 
 def test_topic_value_precedence() -> None:

@@ -80,6 +80,17 @@ def between(low: float, high: float) -> Validator:
     return lambda v: None if v is None or low <= v <= high else f"must be in [{low}, {high}]"
 
 
+def throttled_replicas(v: Any) -> str | None:
+    """Kafka's ``*.replication.throttled.replicas``: ``*`` alone, or ``partition:broker``
+    entries (decimal ids)."""
+    entries = [str(e).strip() for e in (v or [])]
+    if entries == ["*"] or all(p.isdigit() and b.isdigit()
+                               for p, _, b in (e.partition(":") for e in entries)):
+        return None
+    return ("must be the literal '*' or a list of replicas as "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
 def one_of(*choices: str) -> Validator:
     def check(v: Any) -> str | None:
         values = v if isinstance(v, list) else [v]
@@ -228,6 +239,8 @@ _V2_ONLY = ("strom stores every batch in record format v2 (Kafka 3.0 and later i
             "too; Kafka 4.0 removes it)")
 _NO_DOWNCONVERSION = ("strom never down-converts: clients too old for record format v2 are "
                       "refused (Kafka 4.0 removes it)")
+_THROTTLES_PLANNED = ("replication throttles are not enforced yet (planned): reassigned "
+                      "replicas copy at full speed")
 _USE_BEFORE_AFTER = ("deprecated since Kafka 3.6 and not implemented: use "
                      "message.timestamp.before.max.ms and message.timestamp.after.max.ms")
 
@@ -603,6 +616,14 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               3600000, "How often expired transactional ids are removed.", at_least(1)),
     ConfigKey("producer.id.expiration.ms", ConfigType.INT, _DAY_MS,
               "Expiry of idle idempotent producers' state.", at_least(1), dynamic=True),
+    ConfigKey("leader.replication.throttled.rate", ConfigType.LONG, MAX_LONG,
+              "Bytes/s a leader sends to the replicas its topics list in "
+              "leader.replication.throttled.replicas.", at_least(0), dynamic=True,
+              ignored=_THROTTLES_PLANNED),
+    ConfigKey("follower.replication.throttled.rate", ConfigType.LONG, MAX_LONG,
+              "Bytes/s a follower fetches for the replicas its topics list in "
+              "follower.replication.throttled.replicas.", at_least(0), dynamic=True,
+              ignored=_THROTTLES_PLANNED),
     ConfigKey("broker.rack", ConfigType.STRING, None, "This broker's rack.", read_only=True),
     ConfigKey("cluster.id", ConfigType.STRING, None,
               "The cluster id (generated and stored in meta.properties when absent).",
@@ -671,6 +692,15 @@ TOPIC_KEYS: dict[str, ConfigKey] = _keys(
               at_least(1), synonym="log.roll.ms"),
     ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, False,
               "Allow unclean leader election.", synonym="unclean.leader.election.enable"),
+    # no broker-level synonym, as in Kafka
+    ConfigKey("leader.replication.throttled.replicas", ConfigType.LIST, [],
+              "Replicas (partition:broker, or *) throttled on the leader side "
+              "(leader.replication.throttled.rate).", throttled_replicas,
+              ignored=_THROTTLES_PLANNED),
+    ConfigKey("follower.replication.throttled.replicas", ConfigType.LIST, [],
+              "Replicas (partition:broker, or *) throttled on the follower side "
+              "(follower.replication.throttled.rate).", throttled_replicas,
+              ignored=_THROTTLES_PLANNED),
 )
 
 # Broker keys whose value derives from a coarser unit key when unset.

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import signal
 import time
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KafkaTopicPartition
 
@@ -22,7 +25,15 @@ from strom.protocol import api
 from strom.protocol.versions import ApiKey
 from strom.testing.broker import EmbeddedBroker
 from strom.testing.metadata import MemoryMetadataStore
-from tests.controller.cluster import IDS, leader_seen_by, on_two_brokers, partition, wait_for
+from strom.testing.pytest_plugin import BrokerFactory
+from tests.controller.cluster import (
+    IDS,
+    create,
+    leader_seen_by,
+    on_two_brokers,
+    start_cluster,
+    wait_for,
+)
 from tests.controller.test_decisions import T, store_with
 from tests.metadata.zk_helpers import wait_until
 
@@ -158,32 +169,32 @@ def kafka_python_admin(brokers: dict[int, EmbeddedBroker]) -> KafkaAdminClient:
                             request_timeout_ms=15000)
 
 
-def test_a_reassignment_moves_a_partition_across_the_cluster(
+def test_a_reassignment_moves_a_partition_and_its_records_across_the_cluster(
         cluster: dict[int, EmbeddedBroker], observer: ZooKeeperMetadataStore) -> None:
     controller, a, b = on_two_brokers(cluster, observer, "moving")
+    bootstrap = ",".join(broker.bootstrap for broker in cluster.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(20):
+        producer.produce("moving", f"before-{i}".encode())
+    assert producer.flush(20) == 0
     admin = kafka_python_admin(cluster)
     tp = KafkaTopicPartition("moving", 0)
+    images: list[MetadataImage] = []
+    observer.subscribe(images.append)
     try:
         assert admin.alter_partition_reassignments({tp: [controller, b]}) == {tp: None}
-        started = wait_for(observer, "moving", lambda p: p.reassigning, "the reassignment")
-        assert (started.replicas, started.adding_replicas, started.removing_replicas) == (
-            (controller, b, a), (controller,), (a,))
-        assert (started.leader, started.leader_epoch, started.isr) == (a, 1, (a, b))
-        assert admin.list_partition_reassignments() == {tp: {
-            "replicas": [controller, b, a], "adding_replicas": [controller],
-            "removing_replicas": [a]}}
-        # the adding replica follows: its log appears; the leader then takes it into the
-        # ISR (the replication layer's expansion, written here as the leader writes it)
-        wait_until(lambda: (cluster[controller].data_dir / "moving-0").is_dir(),
-                   what="the new replica's log")
-        time.sleep(0.5)
-        assert partition(observer, "moving") == started  # not in the ISR: nothing moves
-        observer.write(observer.image.epoch, [SetPartitions("moving", (dataclasses.replace(
-            started, isr=(a, b, controller)),))])
-        done = wait_for(observer, "moving", lambda p: not p.reassigning, "the completion")
-        # leader a is not in the target: the first target replica in the ISR leads
-        assert (done.replicas, done.isr, done.leader, done.leader_epoch) == (
-            (controller, b), (b, controller), controller, 2)
+        # the new replica follows, the leader takes it into the ISR, the controller
+        # completes the move: leader a is not in the target, the first target replica leads
+        done = wait_for(observer, "moving", lambda p: p.replicas == (controller, b),
+                        "the completed reassignment")
+        assert (done.leader, sorted(done.isr), done.reassigning) == (
+            controller, sorted((controller, b)), False)
+        started = [p for i in images if (p := i.topics["moving"].partitions[0]).reassigning]
+        assert started, "the reassignment was never seen in progress"
+        assert (started[0].replicas, started[0].adding_replicas,
+                started[0].removing_replicas, started[0].leader) == (
+            (controller, b, a), (controller,), (a,), a)
+        assert started[0].leader_epoch == 1 and done.leader_epoch == 2
         assert admin.list_partition_reassignments() == {}
         wait_until(lambda: not (cluster[a].data_dir / "moving-0").exists(),
                    what="the removed replica's log deleted")
@@ -191,13 +202,36 @@ def test_a_reassignment_moves_a_partition_across_the_cluster(
                    what="Metadata naming the new leader")
     finally:
         admin.close()
+    # every acknowledged record is on the new leader, and it takes new ones
+    producer.produce("moving", b"after")
+    assert producer.flush(20) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reassigned",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("moving", 0, 0)])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while len(seen) < 21 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    consumer.close()
+    assert seen == [f"before-{i}".encode() for i in range(20)] + [b"after"]
 
 
 def test_reassignment_errors_and_cancellation_as_kafka_answers_them(
-        cluster: dict[int, EmbeddedBroker], observer: ZooKeeperMetadataStore) -> None:
-    controller, a, b = on_two_brokers(cluster, observer, "stay", 2)
-    admin = kafka_python_admin(cluster)
+        zookeeper_connect: str, strom_broker_factory: BrokerFactory,
+        observer: ZooKeeperMetadataStore) -> None:
+    # a long session: a paused broker stays registered (live) for the whole test
+    brokers = start_cluster(zookeeper_connect, strom_broker_factory, observer,
+                            {"zookeeper.session.timeout.ms": 30000})
+    controller = observer.image.controller_id
+    a, paused = [n for n in IDS if n != controller]
+    create(brokers, observer, "stay", [[controller, a], [controller, a]])
+    wait_for(observer, "stay", lambda p: p.leader == controller, "the first leader")
+    admin = kafka_python_admin(brokers)
     p0, p1 = KafkaTopicPartition("stay", 0), KafkaTopicPartition("stay", 1)
+    pid = brokers[paused].pid
+    assert pid is not None
     try:
         results = admin.alter_partition_reassignments({
             p0: [a, 9], p1: None, KafkaTopicPartition("stay", 7): [a],
@@ -205,15 +239,21 @@ def test_reassignment_errors_and_cancellation_as_kafka_answers_them(
         assert {tp.partition if tp.topic == "stay" else -1: e.errno
                 for tp, e in results.items()} == {0: 39, 1: 85, 7: 3, -1: 3}
         assert not any(p.reassigning for p in observer.image.topics["stay"].partitions)
-        assert admin.alter_partition_reassignments({p0: [a, controller]}) == {p0: None}
+        # a paused broker cannot catch up: the reassignment to it stays in progress
+        os.kill(pid, signal.SIGSTOP)
+        assert admin.alter_partition_reassignments({p0: [controller, paused]}) == {p0: None}
         wait_for(observer, "stay", lambda p: p.reassigning, "the reassignment")
-        assert list(admin.list_partition_reassignments([p0, p1])) == [p0]
+        assert admin.list_partition_reassignments([p0, p1]) == {p0: {
+            "replicas": [controller, paused, a], "adding_replicas": [paused],
+            "removing_replicas": [a]}}
         assert admin.alter_partition_reassignments({p0: None}) == {p0: None}
         back = wait_for(observer, "stay", lambda p: not p.reassigning, "the cancellation")
-        assert (back.replicas, back.isr, back.leader, back.leader_epoch) == (
-            (a, b), (a, b), a, 2)
+        assert (back.replicas, back.leader, back.leader_epoch) == ((controller, a), controller, 2)
+        assert sorted(back.isr) == sorted((controller, a))
         assert admin.list_partition_reassignments() == {}
+        assert admin.alter_partition_reassignments({p0: None})[p0].errno == 85
     finally:
+        os.kill(pid, signal.SIGCONT)
         admin.close()
 
 

@@ -20,10 +20,12 @@ class Run:
         self.history = History()
 
     def send(self, value: str, outcome: str = "ok", partition: int = 0,
-             offset: int | None = None, error: str = "") -> None:
+             offset: int | None = None, error: str = "",
+             witness: dict[str, list[int]] | None = None) -> None:
         invoke = self.history.invoke("p0", "send", {"value": value, "topic": "t"})
         if outcome == "ok":
-            self.history.complete(invoke, "ok", {"partition": partition, "offset": offset})
+            self.history.complete(invoke, "ok", {"partition": partition, "offset": offset,
+                                                 **(witness or {})})
         elif outcome in ("fail", "info"):
             self.history.complete(invoke, outcome, {"error": error or "X"})  # type: ignore[arg-type]
 
@@ -190,17 +192,51 @@ def test_a_reader_seeing_a_value_never_sent() -> None:
 def test_acknowledged_while_the_isr_was_below_min_insync() -> None:
     config = CheckConfig(min_insync_replicas=2)
     run = Run()
-    run.state(leader=1, isr=[1, 2, 3], version=0)
+    run.state(leader=2, isr=[1, 2, 3], version=0)
     run.send("a", offset=0)
-    run.state(leader=1, isr=[1], version=1)
-    run.send("b", offset=1)                 # ISR {1} all along: acks=all must refuse
-    run.state(leader=1, isr=[1, 2], version=2)
+    run.state(leader=1, isr=[1], version=1, epoch=1)
+    run.send("b", offset=1)    # the leader's epoch began with ISR {1}: acks=all must refuse
+    run.state(leader=1, isr=[1, 2], version=2, epoch=1)
     run.send("c", offset=2)
     result = check(run.ops, {0: reads(["a", "b", "c"])}, config=config)
     assert found(result) == {checker.BELOW_MIN_ISR}
     assert [e["value"] for e in result.anomalies[checker.BELOW_MIN_ISR]] == ["b"]
     # with min.insync.replicas=1 the same history is fine
     assert check(run.ops, {0: reads(["a", "b", "c"])}).valid
+
+
+def test_a_store_isr_shrunk_behind_the_leader_is_not_judged_below_min_insync() -> None:
+    """The controller shrank the store's ISR within the leader's epoch; a leader cut off from
+    the store may still count the removed follower (and wait for it), as Kafka's does."""
+    config = CheckConfig(min_insync_replicas=2)
+    run = Run()
+    run.state(leader=1, isr=[1, 2], version=0, epoch=3)
+    run.state(leader=1, isr=[1], version=1, epoch=3)
+    run.send("a", offset=0)
+    assert check(run.ops, {0: reads(["a"])}, config=config).valid
+    # a missed state (version gap) leaves nothing to judge either
+    gap = Run()
+    gap.state(leader=1, isr=[1], version=0, epoch=3)
+    gap.state(leader=1, isr=[1], version=5, epoch=4)
+    gap.send("a", offset=0)
+    assert check(gap.ops, {0: reads(["a"])}, config=config).valid
+
+
+def test_a_witnessed_ack_is_judged_by_the_replicas_that_held_the_record() -> None:
+    config = CheckConfig(min_insync_replicas=2)
+    run = Run()
+    run.state(leader=1, isr=[1, 2, 3], version=0)
+    run.state(leader=1, isr=[1], version=1, epoch=1)   # the store's ISR: below min all along
+    run.send("held-by-two", offset=0, witness={"holders": [1, 2], "leader_isr": [1, 2]})
+    run.send("leader-only", offset=1, witness={"holders": [1], "leader_isr": [1, 2]})
+    run.send("isr-member-lacks", offset=2,
+             witness={"holders": [1, 2], "leader_isr": [1, 2, 3]})
+    run.send("small-leader-isr", offset=3, witness={"holders": [1, 2], "leader_isr": [1]})
+    result = check(run.ops, {0: reads(["held-by-two", "leader-only", "isr-member-lacks",
+                                        "small-leader-isr"])}, config=config)
+    assert found(result) == {checker.BELOW_MIN_ISR}
+    assert [e["value"] for e in result.anomalies[checker.BELOW_MIN_ISR]] == [
+        "leader-only", "isr-member-lacks", "small-leader-isr"]
 
 
 def test_an_ack_whose_isr_recovered_before_it_completed_is_fine() -> None:

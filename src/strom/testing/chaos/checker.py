@@ -17,14 +17,35 @@ Anomaly classes (each a key of :attr:`CheckResult.anomalies`, with examples):
                             log start) that a replica's log lacks
 ``read-then-vanished``      a record a reader saw during the run (so below the high
                             watermark) that the final read has not at that offset
-``acked-below-min-isr``     a send acknowledged while every observed ISR of its partition,
-                            from its invoke to its ack, was smaller than min.insync.replicas
+``acked-below-min-isr``     a send acknowledged on fewer than min.insync.replicas replicas
+                            (see "Judging min.insync.replicas" below)
 ``unclean-election``        a new leader outside the ISR of the state just before (judged only
                             where no state change was missed), unless unclean election is on
 ==========================  =================================================================
 
 Unknown outcomes (``info``, or invokes never completed) may be present or absent: neither
 counts. The counts in :attr:`CheckResult.stats` say how much was checked.
+
+Judging min.insync.replicas. What Kafka guarantees for acks=all: when the leader
+acknowledges, the record is on every member of *the leader's* ISR at that moment, and that
+ISR has at least min.insync.replicas members. The leader's ISR is not the store's: the
+controller may shrink the store's ISR (a follower's session expired) while the leader, cut
+off from the store, still counts that follower and acknowledges once it has the record — as
+ZooKeeper-mode Kafka does; nothing is lost. So:
+
+* an ``ok`` carrying a witness — ``holders`` (the brokers whose log held the value at the
+  acknowledged offset when the leader answered) and ``leader_isr`` (the leader's ISR then),
+  which only the deterministic simulation can know — is judged by it: an anomaly when
+  fewer than min.insync.replicas held the record, when the leader's ISR was that small, or
+  when a member of the leader's ISR lacked the record;
+* an ``ok`` without one (real processes: the leader's view is not observable) is judged
+  against the observed ``partition-state`` ISRs, conservatively: against every ISR the
+  acknowledging leader may still have held — the state in effect at the invoke, every state
+  up to the ack, and every earlier state of the same leader epoch (a leader learns its ISR
+  only from the store, at the earliest from the state that began its epoch). An anomaly only
+  when all of those were below min.insync.replicas, and only where no state in that window
+  was missed (versions consecutive, from 0). Left out, so not flagged: an acknowledgement from a
+  deposed leader (an older epoch) that a producer with stale metadata reached.
 """
 
 from __future__ import annotations
@@ -217,7 +238,8 @@ def _check_replicas(out: _Collector, partition: int, replicas: Mapping[int, Repl
 
 def _check_min_isr(out: _Collector, ops: Sequence[Op], done: Mapping[int, Op],
                    states: Sequence[PartitionState], min_isr: int) -> None:
-    if min_isr <= 1 or not states:
+    """See "Judging min.insync.replicas" in the module docstring."""
+    if min_isr <= 1:
         return
     by_partition: dict[int, list[PartitionState]] = defaultdict(list)
     for state in states:
@@ -226,17 +248,43 @@ def _check_min_isr(out: _Collector, ops: Sequence[Op], done: Mapping[int, Op],
         ack = done.get(op.index) if op.f == SEND and op.type == "invoke" else None
         if ack is None or ack.type != "ok":
             continue
-        history = by_partition.get(int(ack.value.get("partition", -1)))
-        if not history:
+        where = {"value": ack.value.get("value", op.value.get("value")),
+                 "partition": ack.value.get("partition"), "offset": ack.value.get("offset")}
+        if "holders" in ack.value:
+            holders = set(ack.value["holders"])
+            leader_isr = set(ack.value.get("leader_isr", holders))
+            if len(holders) < min_isr or len(leader_isr) < min_isr \
+                    or not leader_isr <= holders:
+                out.add(BELOW_MIN_ISR, **where, holders=sorted(holders),
+                        leader_isr=sorted(leader_isr))
             continue
-        # the state in effect at the invoke, and every state that took over before the ack
-        during = [s for s in history if op.time < s.time <= ack.time]
-        before = [s for s in history if s.time <= op.time]
-        in_effect = ([before[-1]] if before else []) + during
-        if in_effect and before and all(len(s.isr) < min_isr for s in in_effect):
-            out.add(BELOW_MIN_ISR, value=ack.value.get("value"),
-                    partition=ack.value.get("partition"), offset=ack.value.get("offset"),
-                    isr=[list(s.isr) for s in in_effect])
+        views = _possible_isr_views(by_partition.get(int(ack.value.get("partition", -1)), []),
+                                    op.time, ack.time)
+        if views and all(len(s.isr) < min_isr for s in views):
+            out.add(BELOW_MIN_ISR, **where, isr=[list(s.isr) for s in views])
+
+
+def _possible_isr_views(history: Sequence[PartitionState], invoke: float,
+                        ack: float) -> list[PartitionState]:
+    """The states whose ISR the leader acknowledging between ``invoke`` and ``ack`` may have
+    held (module docstring); empty when unknown: no state before the invoke, or a version
+    gap (a missed state) within or just before (znode versions count from 0)."""
+    at_invoke = sum(1 for s in history if s.time <= invoke) - 1
+    if at_invoke < 0:
+        return []
+    start = at_invoke
+    while start > 0 and history[start - 1].leader_epoch == history[at_invoke].leader_epoch:
+        start -= 1
+    end = at_invoke + 1
+    while end < len(history) and history[end].time <= ack:
+        end += 1
+    views = list(history[start:end])
+    # the state before the window: a missed one in between may have begun the epoch
+    previous_version = history[start - 1].version if start > 0 else -1
+    if views[0].version != previous_version + 1 \
+            or any(b.version != a.version + 1 for a, b in pairwise(views)):
+        return []
+    return views
 
 
 def _check_elections(out: _Collector, states: Sequence[PartitionState]) -> None:

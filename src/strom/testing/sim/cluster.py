@@ -118,6 +118,14 @@ class Simulation:
         self._producer_ids += 1
         return self._producer_ids
 
+    def holders(self, partition: int, offset: int, value: str) -> list[int]:
+        """The brokers whose log holds ``value`` at ``offset`` of ``partition`` right now
+        (perfect knowledge: each broker's files, alive or crashed — a crash keeps what was
+        written; segments are written unbuffered, so the files are current)."""
+        return [b for b, broker in sorted(self.brokers.items())
+                if any(r.offset == offset and r.value == value for r in read_replica(
+                    b, broker.data_dir, self.topic, partition).records)]
+
     # -- the run ---------------------------------------------------------------------------
     def run(self) -> SimResult:
         self.store_node.start()

@@ -17,4 +17,17 @@ class HighWatermarkIgnoresIsr(Partition):
         return True
 
 
-PLANTED = {"hw-ignores-isr": HighWatermarkIgnoresIsr}
+class MinInsyncIgnored(Partition):
+    """A leader that ignores min.insync.replicas: with its ISR shrunk to itself it still
+    takes acks=-1 produces and acknowledges them on its own log alone."""
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return 1
+
+    @min_insync_replicas.setter
+    def min_insync_replicas(self, value: int) -> None:
+        pass  # the topic's min.insync.replicas is ignored
+
+
+PLANTED = {"hw-ignores-isr": HighWatermarkIgnoresIsr, "min-isr-ignored": MinInsyncIgnored}

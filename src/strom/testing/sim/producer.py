@@ -9,13 +9,17 @@ answer within ``request_timeout_ms``, and gives up after ``delivery_timeout_ms``
 has a request id unique within the producer, and an answer counts only for the latest request
 (a real client matches answers by correlation id: a late answer to an earlier value's request
 is never taken for this one's). History: ``invoke`` when a value is first sent,
-``ok`` with partition and offset on success, ``info`` when it gave up (the value may or may
+``ok`` with partition and offset on success, plus what only a simulation can know,
+taken when the leader answered: ``holders`` (the brokers whose log then held the value at
+that offset) and ``leader_isr`` (the leader's own ISR then, which may be larger than the
+store's when the leader is cut from the store), ``info`` when it gave up (the value may or may
 not be in the log). A producer that gave up, or got OUT_OF_ORDER_SEQUENCE_NUMBER /
 UNKNOWN_PRODUCER_ID, continues with a fresh producer id (as a producer bumping its epoch).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +30,7 @@ from strom.replication.delayed import PartitionAppendResult
 from strom.testing.chaos.history import Op
 
 if TYPE_CHECKING:
+    from strom.testing.sim.broker import SimBroker
     from strom.testing.sim.cluster import Simulation
 
 FATAL = {error_class("OUT_OF_ORDER_SEQUENCE_NUMBER").code,
@@ -97,12 +102,24 @@ class SimProducer:
         broker = self.sim.brokers[leader]
 
         def reply(result: PartitionAppendResult) -> None:
-            self.sim.net.send(leader, self.node, lambda: self._answered(attempt, result))
+            witness = self._witness(broker, current, result) if result.error is None else {}
+            self.sim.net.send(leader, self.node,
+                              lambda: self._answered(attempt, result, witness))
 
         self.sim.net.send(self.node, leader, lambda: broker.produce(current.tp, current.batch,
                                                                     reply))
         self.sim.scheduler.call_later(self.sim.request_timeout_ms,
                                       lambda: self._retry(attempt))
+
+    def _witness(self, broker: SimBroker, current: Attempt,
+                 result: PartitionAppendResult) -> dict[str, list[int]]:
+        """At the moment the leader acknowledges: the brokers whose log holds the value at
+        the acknowledged offset, and the leader's own (committed) ISR."""
+        assert broker.replicas is not None
+        partition = broker.replicas.partition(current.tp)
+        return {"holders": self.sim.holders(current.tp.partition, result.base_offset,
+                                            current.value),
+                "leader_isr": sorted(partition.isr) if partition is not None else []}
 
     def _retry_later(self, attempt: int) -> None:
         self.sim.scheduler.call_later(self.sim.backoff_ms, lambda: self._retry(attempt))
@@ -111,18 +128,20 @@ class SimProducer:
         if self.current is not None and self.current.attempt == attempt:
             self._send()
 
-    def _answered(self, attempt: int, result: PartitionAppendResult) -> None:
+    def _answered(self, attempt: int, result: PartitionAppendResult,
+                  witness: Mapping[str, list[int]]) -> None:
         current = self.current
         if current is None or current.attempt != attempt:
             return  # a late answer to a request already retried (maybe for an earlier value)
         if result.error is None:
-            self._finish(result.base_offset)
+            self._finish(result.base_offset, witness)
         elif result.error.code in FATAL:
             self._finish(None)
         else:
             self._retry_later(attempt)
 
-    def _finish(self, offset: int | None) -> None:
+    def _finish(self, offset: int | None, witness: Mapping[str, list[int]] | None = None
+                ) -> None:
         current = self.current
         assert current is not None
         self.current = None
@@ -132,5 +151,5 @@ class SimProducer:
             self.sequences = {}
         else:
             self.sim.history.complete(current.invoke, "ok", {
-                "partition": current.tp.partition, "offset": offset})
+                "partition": current.tp.partition, "offset": offset, **(witness or {})})
         self._schedule_next()

@@ -3,9 +3,11 @@ driven by messages of the scripted network instead of sockets and an event loop.
 
 What a broker does each ``tick_ms`` (seeded jitter): every idle fetcher sends its
 OffsetForLeaderEpoch or Fetch request (one request in flight per fetcher, failed after
-``request_timeout_ms`` without an answer), parked acks=-1 produces that completed are
+``request_timeout_ms`` without an answer), parked acks=-1 produces a timeout completed are
 answered, and — less often — the ISR shrink check runs, the high watermarks are
-checkpointed and a heartbeat goes to the store (which keeps the registration alive).
+checkpointed and a heartbeat goes to the store (which keeps the registration alive). A
+parked produce completed by an event (a follower's fetch, an image, a refused ISR change)
+is answered by that event, at that moment, as the real purgatory answers it.
 
 Requests are answered as the real handlers do (the leader reads to its log end for a
 follower and records the follower's fetch offset; current-leader-epoch checks of KIP-320;
@@ -143,11 +145,11 @@ class SimBroker:
         for leader in sorted(self.fetchers):
             if leader not in self.in_flight:
                 self._send_fetcher_request(self.fetchers[leader])
-        self._answer_parked()
         if self._ticks % 5 == 0:
             replicas.shrink_isrs(self.sim.replica_lag_ms)
             self.sim.net.send(self.node_id, STORE, lambda: self.sim.store_node.heartbeat(
                 self.node_id, incarnation))
+        self._answer_parked()  # e.g. timed out
         if self._ticks % 25 == 0:
             replicas.checkpoint_high_watermarks()
 
@@ -158,6 +160,7 @@ class SimBroker:
         self.image = image
         assert self.replicas is not None
         self.replicas.apply_image(image)
+        self._answer_parked()
 
     # FollowerFetching
     def set_followed(self, followed: Mapping[TopicPartition, tuple[int, int]]) -> None:
@@ -197,6 +200,7 @@ class SimBroker:
     def isr_change_failed(self, incarnation: int, change: IsrChange) -> None:
         if self.alive and incarnation == self.incarnation and self.replicas is not None:
             self.replicas.isr_change_failed(change)
+            self._answer_parked()
 
     # -- the follower side -------------------------------------------------------------------
     def _send_fetcher_request(self, fetcher: ReplicaFetcher) -> None:
@@ -252,6 +256,7 @@ class SimBroker:
                 answers[f.tp] = self._fetch_answer(follower, f.tp, f.current_leader_epoch,
                                                    f.fetch_offset, f.partition_max_bytes)
         self.sim.net.send(self.node_id, follower, lambda: reply(answers))
+        self._answer_parked()  # the follower's fetch offset may have moved the high watermark
 
     def _leader(self, tp: TopicPartition, current_leader_epoch: int) -> Partition:
         assert self.replicas is not None

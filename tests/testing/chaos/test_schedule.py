@@ -2,8 +2,10 @@
 
 Today (one broker, RF=1): a broker killed -9 and restarted over and over under idempotent
 acks=all producers loses nothing and duplicates nothing; a broker whose acknowledged tail is
-cut off while it is down is caught by the checker. The RF=3 schedules of issue 9 are written
-and wait for replication and failover (``WAITS_FOR_REPLICATION``)."""
+cut off while it is down is caught by the checker. RF=3 (issue 9): each schedule of
+``RF3_SCHEDULES`` (seeded, under 60 s) loses, duplicates and reorders nothing; with the ISR
+down to the leader an acks=all send is refused NOT_ENOUGH_REPLICAS. The default run keeps
+``DEFAULT_RUN``; ``pytest -m faults tests/testing/chaos`` runs them all."""
 
 from __future__ import annotations
 
@@ -87,14 +89,19 @@ RF3_SCHEDULES: dict[str, list[Fault]] = {
     "rolling-restart": [schedule.rolling_restart()],
     "truncated-follower": [schedule.truncate_follower(records=30)],
 }
+#: the default run's subset (failover with truncation, a paused zombie leader; with the
+#: too-small-ISR test below): the others run with ``pytest -m faults`` (~40 s each).
+DEFAULT_RUN = {"kill-leader", "pause-leader"}
 
 
-@WAITS_FOR_REPLICATION
-@pytest.mark.parametrize("name", sorted(RF3_SCHEDULES))
+@pytest.mark.parametrize("name", [
+    name if name in DEFAULT_RUN else pytest.param(name, marks=pytest.mark.faults_extended)
+    for name in sorted(RF3_SCHEDULES)])
 def test_rf3_schedule(name: str, tmp_path: Path) -> None:
     with EmbeddedCluster(3) as cluster:
         run = run_schedule(cluster, RF3_SCHEDULES[name], RF3)
     run.history.write_jsonl(tmp_path / f"{name}.jsonl")
+    print(f"{name}: {run.check.summary()}")  # the per-schedule figures (pytest -rP)
     assert run.check.valid, run.check.summary()
     assert run.check.stats.get("send-ok", 0) > 500, run.check.summary()  # not vacuous
     assert run.check.stats["replicas"] == 3 * RF3.partitions
@@ -110,7 +117,6 @@ def test_rf3_isolated_leader(zookeeper: bool) -> None:
     assert run.check.stats.get("send-ok", 0) > 500, run.check.summary()
 
 
-@WAITS_FOR_REPLICATION
 def test_rf3_too_small_an_isr_refuses_acks_all() -> None:
     """Both followers down: once the ISR is the leader alone, an acks=all send is answered
     NOT_ENOUGH_REPLICAS (19) on the wire, and nothing is acknowledged below min ISR."""

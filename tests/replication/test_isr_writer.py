@@ -27,11 +27,13 @@ def store_with_topic(leader: int = 1, epoch: int = 4) -> MemoryMetadataStore:
     return store
 
 
-def run(store: MetadataStore, *changes: IsrChange) -> list[IsrChange]:
+def run(store: MetadataStore, *changes: IsrChange,
+        written: list[tuple[IsrChange, int]] | None = None) -> list[IsrChange]:
     failed: list[IsrChange] = []
+    reported = written if written is not None else []
 
     async def main() -> None:
-        writer = StoreIsrWriter(store, 1, failed.append)
+        writer = StoreIsrWriter(store, 1, failed.append, lambda c, e: reported.append((c, e)))
         for change in changes:
             writer.submit(change)
         await asyncio.sleep(0.2)
@@ -107,3 +109,18 @@ def test_a_write_with_an_unknown_outcome_is_retried_not_reported_failed() -> Non
         store.write(store.image.epoch, [PutTopic(topic)])
         assert run(store, expand) == []
         assert store.raised and store.image.topics["t"].partitions[0].isr == (3, 1, 2)
+
+
+def test_a_write_is_reported_with_the_first_epoch_holding_it() -> None:
+    store = store_with_topic()
+    base = store.image.epoch
+    change = IsrChange(TP, 4, frozenset({1, 3}), ALL)
+    written: list[tuple[IsrChange, int]] = []
+    assert run(store, change, written=written) == []
+    assert written == [(change, base + 1)] and store.image.epoch == base + 1
+    written.clear()
+    assert run(store, change, written=written) == []  # found already written: that image
+    assert written == [(change, base + 1)] and store.image.epoch == base + 1
+    stale = IsrChange(TP, 3, frozenset({1}), ALL)
+    written.clear()
+    assert run(store, stale, written=written) == [stale] and written == []

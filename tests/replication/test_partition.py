@@ -179,3 +179,49 @@ def test_a_follower_fetch_outside_the_log_is_out_of_range(tmp_path: Path) -> Non
         p.update_follower_fetch_state(2, 3)
     assert p.remote[2].log_end_offset == -1
     h.close()
+
+
+@pytest.mark.parametrize("report_first", [False, True])
+def test_a_written_proposal_the_controller_undid_before_this_broker_saw_it_is_settled(
+        tmp_path: Path, report_first: bool) -> None:
+    """The leader's write of ISR {1, 2, 3} lands (image 3), the controller takes 3 out again
+    (image 4) and this broker's refresh reads only image 4, whose ISR is the committed one:
+    the write's report settles the proposal whichever comes first, so the partition can
+    propose again (it stayed pending for ever: no ISR change, ever)."""
+    h, p = leader(tmp_path)
+    proposals = Proposals()
+    h.replicas.isr_writer = proposals
+    h.apply(make_image(partition_info(replicas=(1, 2, 3), isr=(1, 2)), epoch=2))
+    append(p, 2)
+    p.update_follower_fetch_state(2, 2)
+    p.update_follower_fetch_state(3, 2)  # caught up: proposed back
+    change = IsrChange(TP, 0, frozenset({1, 2, 3}), frozenset({1, 2}))
+    assert proposals.changes == [change]
+    undone = make_image(partition_info(replicas=(1, 2, 3), isr=(1, 2)), epoch=4)
+    if report_first:
+        h.replicas.isr_change_written(change, 3)  # the image of the write is not read yet
+        assert p.isr_state.pending == change
+        h.apply(undone)
+    else:
+        h.apply(undone)  # indistinguishable from an image older than the write ...
+        assert p.isr_state.pending == change
+        h.replicas.isr_change_written(change, 3)  # ... until the write's report
+    assert p.isr_state == IsrState(frozenset({1, 2}))
+    p.update_follower_fetch_state(3, 2)
+    assert proposals.changes == [change, change]  # proposed again
+    h.close()
+
+
+def test_an_image_older_than_the_written_proposal_leaves_it_pending(tmp_path: Path) -> None:
+    h, p = leader(tmp_path)
+    proposals = Proposals()
+    h.replicas.isr_writer = proposals
+    h.apply(make_image(partition_info(replicas=(1, 2, 3), isr=(1, 2)), epoch=2))
+    p.update_follower_fetch_state(3, 0)
+    change = proposals.changes[-1]
+    h.replicas.isr_change_written(change, 5)
+    h.apply(make_image(partition_info(replicas=(1, 2, 3), isr=(1, 2)), epoch=4))
+    assert p.isr_state.pending == change and p.isr_state.maximal == {1, 2, 3}
+    h.apply(make_image(partition_info(replicas=(1, 2, 3)), epoch=5))
+    assert p.isr_state == IsrState(frozenset({1, 2, 3}))
+    h.close()

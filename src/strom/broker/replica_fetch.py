@@ -87,7 +87,8 @@ class Replication:
         self.fetchers = ReplicaFetcherManager(
             fetcher_settings(config, node_id), replicas, address_of, clock,
             num_fetchers=int(config.get("num.replica.fetchers")), security=security)
-        self.isr_writer = StoreIsrWriter(store, node_id, replicas.isr_change_failed)
+        self.isr_writer = StoreIsrWriter(store, node_id, replicas.isr_change_failed,
+                                         replicas.isr_change_written)
         replicas.fetching = self.fetchers
         replicas.isr_writer = self.isr_writer
 

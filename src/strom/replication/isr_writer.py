@@ -20,8 +20,11 @@ on a definite refusal). A store with ``commit`` (the
 ZooKeeper store: a write from a thread other than its owner's, whose image is installed by
 the owner's refresh on the event loop) is written with it, any other with ``write``. Failures
 are reported on the event loop through ``on_failed`` (the partition leaves its pending state
-and may propose again); a success needs no report: the new image reaches every broker, this
-one included, through the store's listeners.
+and may propose again), writes through ``on_written`` with the first metadata epoch whose
+image holds them (the write's base epoch plus one; the image's own epoch for a proposal found
+already written): the new image reaches every broker through the store's listeners, but a
+broker's refresh may skip it (the controller changed the ISR again before the broker read
+it), and the partition must then still learn that its proposal is settled.
 
 Lifecycle: created by the broker server, :meth:`StoreIsrWriter.submit` from the event loop,
 :meth:`StoreIsrWriter.close` at shutdown. The queue and the task belong to the event loop.
@@ -51,8 +54,9 @@ class StoreIsrWriter:
     """See the module docstring."""
 
     def __init__(self, store: MetadataStore, node_id: int,
-                 on_failed: Callable[[IsrChange], None], *, attempts: int = 10,
-                 retry_backoff_s: float = 0.05) -> None:
+                 on_failed: Callable[[IsrChange], None],
+                 on_written: Callable[[IsrChange, int], None] | None = None, *,
+                 attempts: int = 10, retry_backoff_s: float = 0.05) -> None:
         self._store = store
         commit = getattr(store, "commit", None)
         self._commit: Callable[[int, Sequence[MetadataChange]], object] = (
@@ -60,6 +64,7 @@ class StoreIsrWriter:
         self._backoff_s = retry_backoff_s
         self._node_id = node_id
         self._on_failed = on_failed
+        self._on_written = on_written
         self._attempts = attempts
         self._queue: list[IsrChange] = []
         self._wakeup = asyncio.Event()
@@ -84,8 +89,9 @@ class StoreIsrWriter:
             await self._wakeup.wait()
             self._wakeup.clear()
             batch, self._queue = self._queue, []
+            written: list[tuple[IsrChange, int]] = []
             try:
-                failed = await asyncio.to_thread(self._write, batch)
+                failed = await asyncio.to_thread(self._write, batch, written)
             except Exception:  # outcome unknown: the write may have been applied
                 log.warning("cannot write the ISR changes of %s; retrying",
                             [c.tp for c in batch], exc_info=True)
@@ -97,21 +103,31 @@ class StoreIsrWriter:
             delay = self._backoff_s
             for change in failed:
                 self._on_failed(change)
+            if self._on_written is not None:
+                for change, epoch in written:
+                    self._on_written(change, epoch)
 
-    def _write(self, changes: Sequence[IsrChange]) -> list[IsrChange]:
-        """Runs in a worker thread; returns the changes that were not written."""
+    def _write(self, changes: Sequence[IsrChange], written: list[tuple[IsrChange, int]]
+               ) -> list[IsrChange]:
+        """Runs in a worker thread; returns the changes that were not written and adds those
+        written (or found written) to ``written`` with their first metadata epoch."""
         for attempt in range(self._attempts):
             if attempt:
                 time.sleep(self._backoff_s)  # the owner's refresh brings the newer image
             image = self._store.image
             failed, by_topic = self._plan(image, changes)
+            done = [c for c in changes if c not in failed]
             if not by_topic:
+                written.extend((c, image.epoch) for c in done)
                 return failed
             try:
                 self._commit(image.epoch, [SetPartitions(topic, tuple(parts))
                                            for topic, parts in by_topic.items()])
             except StaleMetadataError:
                 continue
+            planned = {(t, p.partition) for t, parts in by_topic.items() for p in parts}
+            written.extend((c, image.epoch + 1 if (c.tp.topic, c.tp.partition) in planned
+                            else image.epoch) for c in done)
             for topic, parts in by_topic.items():
                 log.info("%s: ISR now %s", [f"{topic}-{p.partition}" for p in parts],
                          [list(p.isr) for p in parts])

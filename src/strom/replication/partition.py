@@ -120,6 +120,9 @@ class IsrState:
 
     isr: frozenset[int]
     pending: IsrChange | None = None
+    #: the metadata epoch from which every image reflects ``pending``'s write (or a later
+    #: change): set once the write is known to have happened, None before.
+    written_at: int | None = None
 
     @property
     def maximal(self) -> frozenset[int]:
@@ -172,6 +175,7 @@ class Partition:
         self.replicas: tuple[int, ...] = ()
         self.isr_state = IsrState(frozenset())
         self.remote: dict[int, ReplicaState] = {}
+        self._metadata_epoch = -1  # the epoch of the last image make_leader saw
         self._high_watermark = log.log_start_offset
         self._on_high_watermark = on_high_watermark
         self._on_isr_change = on_isr_change
@@ -239,11 +243,11 @@ class Partition:
     # ------------------------------------------------------------------------------------
     # role changes (from metadata)
     # ------------------------------------------------------------------------------------
-    def make_leader(self, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]
-                    ) -> bool:
-        """Become (or stay) leader at ``leader_epoch``; True if this is a new leadership (the
-        role or the epoch changed). A new epoch starts at the current log end in the leader
-        epoch cache, as in Kafka."""
+    def make_leader(self, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...],
+                    metadata_epoch: int = -1) -> bool:
+        """Become (or stay) leader at ``leader_epoch`` as the image of ``metadata_epoch``
+        says; True if this is a new leadership (the role or the epoch changed). A new epoch
+        starts at the current log end in the leader epoch cache, as in Kafka."""
         changed = self.role is not Role.LEADER or leader_epoch != self.leader_epoch
         if changed and leader_epoch >= 0 and leader_epoch > self.log.latest_epoch:
             try:
@@ -266,9 +270,12 @@ class Partition:
         self.leader_id = self.local_id
         self.leader_epoch = leader_epoch
         self.replicas = replicas
-        pending = self.isr_state.pending
-        if changed or pending is None or frozenset(isr) != self.isr_state.isr:
-            self.isr_state = IsrState(frozenset(isr))  # committed (or the controller's)
+        self._metadata_epoch = max(self._metadata_epoch, metadata_epoch)
+        pending, written_at = self.isr_state.pending, self.isr_state.written_at
+        if (changed or pending is None or frozenset(isr) != self.isr_state.isr
+                or (written_at is not None and metadata_epoch >= written_at)):
+            # committed (or the controller's, which may have undone the written proposal)
+            self.isr_state = IsrState(frozenset(isr))
         self.maybe_increment_high_watermark()
         return changed
 
@@ -419,6 +426,21 @@ class Partition:
         self.isr_state = IsrState(self.isr_state.isr, change)
         if self._on_isr_change is not None:
             self._on_isr_change(change)
+
+    def isr_change_written(self, change: IsrChange, metadata_epoch: int) -> None:
+        """The metadata write of ``change`` happened: every image from ``metadata_epoch``
+        on holds it or a later change. Without this, an image skipping the write (the
+        controller changed the ISR back before this broker read it) would look like one
+        from before the write and leave the proposal pending for ever (no more ISR change,
+        ever: an ISR below min.insync.replicas stays so)."""
+        if self.isr_state.pending != change:
+            return
+        if self._metadata_epoch >= metadata_epoch:
+            # the image already seen is the write's or later, and its ISR is the committed one
+            self.isr_state = IsrState(self.isr_state.isr)
+            self.maybe_increment_high_watermark()
+        else:
+            self.isr_state = IsrState(self.isr_state.isr, change, metadata_epoch)
 
     def isr_change_failed(self, change: IsrChange) -> None:
         """The metadata write of ``change`` did not happen: drop it (a later check may

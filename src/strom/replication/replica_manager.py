@@ -25,9 +25,9 @@
   :class:`~strom.replication.fetcher.FollowerLogs` (fetched batches go through
   :meth:`ReplicaManager.append` like every other write);
 * hands the leaders' ISR proposals to ``isr_writer`` (an :class:`IsrWriter`, which writes
-  them through the metadata store and reports failures back through
-  :meth:`ReplicaManager.isr_change_failed`) and runs the periodic ISR shrink check
-  (:meth:`ReplicaManager.shrink_isrs`);
+  them through the metadata store and reports failures and writes back through
+  :meth:`ReplicaManager.isr_change_failed` / :meth:`ReplicaManager.isr_change_written`)
+  and runs the periodic ISR shrink check (:meth:`ReplicaManager.shrink_isrs`);
 * checkpoints every hosted partition's high watermark in Kafka's
   ``replication-offset-checkpoint`` (periodically and on clean shutdown) and restores it when
   a partition is created (never above the log end);
@@ -220,7 +220,8 @@ class ReplicaManager:
                 partition.min_insync_replicas = int(config.get("min.insync.replicas"))
                 was_leader = partition.is_leader
                 if info.leader == self.node_id:
-                    if partition.make_leader(info.leader_epoch, info.isr, info.replicas):
+                    if partition.make_leader(info.leader_epoch, info.isr, info.replicas,
+                                             image.epoch):
                         became_leader.append((tp, info.leader_epoch))
                 else:
                     if partition.make_follower(info.leader, info.leader_epoch,
@@ -419,6 +420,13 @@ class ReplicaManager:
             self.isr_change_failed(change)
             return
         self.isr_writer.submit(change)
+
+    def isr_change_written(self, change: IsrChange, metadata_epoch: int) -> None:
+        """The write of ``change`` happened; images from ``metadata_epoch`` on hold it (or
+        a later change)."""
+        partition = self._partitions.get(change.tp)
+        if partition is not None:
+            partition.isr_change_written(change, metadata_epoch)
 
     def isr_change_failed(self, change: IsrChange) -> None:
         """The write of ``change`` did not happen (the partition may propose again)."""

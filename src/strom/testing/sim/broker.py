@@ -202,6 +202,11 @@ class SimBroker:
             self.replicas.isr_change_failed(change)
             self._answer_parked()
 
+    def isr_change_written(self, incarnation: int, change: IsrChange, epoch: int) -> None:
+        if self.alive and incarnation == self.incarnation and self.replicas is not None:
+            self.replicas.isr_change_written(change, epoch)
+            self._answer_parked()
+
     # -- the follower side -------------------------------------------------------------------
     def _send_fetcher_request(self, fetcher: ReplicaFetcher) -> None:
         now = self.sim.clock.now_ms()

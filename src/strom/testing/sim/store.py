@@ -86,11 +86,16 @@ class StoreNode:
 
     def write_isr(self, broker: int, incarnation: int, change: IsrChange) -> None:
         writer = StoreIsrWriter(self.store, broker, lambda _: None, attempts=1)
-        failed = writer._write([change])  # the real planning, synchronously (no thread here)
+        written: list[tuple[IsrChange, int]] = []
+        # the real planning, synchronously (no thread here)
+        failed = writer._write([change], written)
         target = self.sim.brokers[broker]
         for refused in failed:
             self.sim.net.send(STORE, broker, partial(target.isr_change_failed, incarnation,
                                                      refused))
+        for done, epoch in written:
+            self.sim.net.send(STORE, broker, partial(target.isr_change_written, incarnation,
+                                                     done, epoch))
 
     def _send_image(self, broker: int, image: MetadataImage) -> None:
         target = self.sim.brokers[broker]

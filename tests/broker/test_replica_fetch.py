@@ -7,8 +7,10 @@ into a follower that truncates its unreplicated tail by leader epoch."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -309,3 +311,46 @@ def test_a_leader_change_makes_the_old_leader_truncate_by_epoch_and_follow(
             FENCED_LEADER_EPOCH
     finally:
         client.close()
+
+
+def test_a_follower_stopped_under_acks_all_traffic_stops_promptly_and_stays_out_of_the_isr(
+        cluster: ClusterFactory, observer: ZooKeeperMetadataStore) -> None:
+    """A clean stop ends the follower's fetchers for good: it neither hangs its shutdown (a
+    cancellation lost to a racing fetch response kept the fetch loop running until the
+    broker was killed after 20 s) nor goes on fetching, which put it back in the ISR."""
+    brokers = cluster()
+    state = create_topic(brokers, observer, "busy")
+    leader = brokers[state.leader]
+    victim_id = next(r for r in state.replicas if r != state.leader)
+    victim = brokers[victim_id]
+    producer = Producer({"bootstrap.servers": leader.bootstrap, "acks": "all",
+                         "linger.ms": 0})
+    stop_traffic = False
+    isrs: list[tuple[int, ...]] = []
+
+    def traffic() -> None:
+        while not stop_traffic:
+            with contextlib.suppress(BufferError):  # a full queue: delivered meanwhile
+                producer.produce("busy", b"x" * 100)
+            producer.poll(0.001)
+        producer.flush(30)
+
+    sender = threading.Thread(target=traffic)
+    sender.start()
+    try:
+        for _ in range(3):
+            wait_until(lambda: set(partition_state(observer, "busy").isr) == {0, 1, 2},
+                       timeout=20, what="a full ISR")
+            time.sleep(0.5)
+            started = time.monotonic()
+            assert victim.stop() == 0
+            assert time.monotonic() - started < 8.0  # not the 20 s kill of a hung shutdown
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                isrs.append(partition_state(observer, "busy").isr)
+                time.sleep(0.05)
+            victim.start()
+    finally:
+        stop_traffic = True
+        sender.join()
+    assert all(victim_id not in isr for isr in isrs), isrs

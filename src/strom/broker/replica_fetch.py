@@ -12,7 +12,10 @@ name, sessionless) for the others, one request at a time, feeding every answer b
 state machine; with nothing ready it sleeps until a paused partition is due or partitions
 are added. A connection that fails is dropped (reopened on the next request) and the
 request's partitions pause for ``replica.fetch.backoff.ms``. A fetcher left without
-partitions ends its task and closes its connection.
+partitions ends its task and closes its connection. A stopped fetcher sends nothing more: its
+task is cancelled and its loop also checks a stop flag (a cancellation can be lost when it
+races a response, and a broker shutting down must neither keep fetching — the leader would put
+it back in the ISR — nor wait for it).
 
 Lifecycle: created by the broker server; :meth:`ReplicaFetcherManager.set_followed` on the
 event loop after each image; :meth:`ReplicaFetcherManager.close` at shutdown, before the
@@ -170,6 +173,9 @@ class _FetcherRunner:
         self._timeout_s = timeout_s
         self._conn: Connection | None = None
         self._wakeup = asyncio.Event()
+        #: set by stop(): the loop ends at its next turn even if the cancellation was lost
+        #: (Python 3.11's ``asyncio.wait_for`` returns a result that raced the cancel).
+        self._stopping = False
         self._task: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{fetcher.source_id}-{fetcher.fetcher_id}")
 
@@ -177,6 +183,8 @@ class _FetcherRunner:
         self._wakeup.set()
 
     def stop(self) -> None:
+        self._stopping = True
+        self._wakeup.set()
         if self._task is not None:
             self._task.cancel()
 
@@ -189,7 +197,7 @@ class _FetcherRunner:
     async def _run(self) -> None:
         fetcher = self.fetcher
         try:
-            while True:
+            while not self._stopping:
                 epochs = fetcher.epoch_request(self._clock.now_ms())
                 if epochs is not None:
                     await self._send_epochs(epochs)

@@ -350,6 +350,10 @@ class BrokerServer:
 
     async def stop(self) -> None:
         await self._controlled_shutdown()
+        if self._replication is not None:
+            # As Kafka's StopReplica after a controlled shutdown: a broker on its way out
+            # fetches no more (the leaders would take it back into their ISR meanwhile).
+            await self._replication.fetchers.close()
         if self._servers:
             for server in self._servers:
                 server.close()

@@ -273,6 +273,10 @@ class FakeBroker:
                               "resource_name": r.resource_name})
         return {"responses": responses}
 
+    def _api_46(self, version: int, request: Any) -> dict[str, Any]:
+        """ListPartitionReassignments: one broker never moves replicas, nothing is ongoing."""
+        return {"error_code": 0, "error_message": None, "topics": []}
+
     def _api_22(self, version: int, request: Any) -> dict[str, Any]:
         self.next_producer_id += 1
         return {"error_code": 0, "producer_id": self.next_producer_id, "producer_epoch": 0}

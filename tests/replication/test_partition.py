@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,27 @@ def test_isr_shrinks_after_the_lag_time_and_expands_when_caught_up(tmp_path: Pat
     assert p.isr_state == IsrState(frozenset({1, 2}))
     p.update_follower_fetch_state(3, 6)  # proposed again
     assert len(proposals.changes) == 3
+    h.close()
+
+
+def test_a_caught_up_follower_that_is_not_registered_is_not_added_back(tmp_path: Path) -> None:
+    """KIP-841's rule: a broker whose registration is gone (session expired, shutting down) may
+    still fetch, but the leader must not re-add what the controller removed (the ISR flapped
+    [1,2] <-> [1,2,3] every few tens of ms in the simulation before this rule)."""
+    h, p = leader(tmp_path)
+    proposals = Proposals()
+    h.replicas.isr_writer = proposals
+    h.apply(make_image(partition_info(replicas=(1, 2, 3), isr=(1, 2)), epoch=2))
+    unregistered = make_image(partition_info(replicas=(1, 2, 3), isr=(1, 2)), epoch=3)
+    h.apply(dataclasses.replace(unregistered, brokers={
+        b: info for b, info in unregistered.brokers.items() if b != 3}))
+    append(p, 3)
+    p.update_follower_fetch_state(2, 3)
+    p.update_follower_fetch_state(3, 3)  # caught up, but broker 3 is not registered
+    assert proposals.changes == [] and p.isr_state == IsrState(frozenset({1, 2}))
+    h.apply(make_image(partition_info(replicas=(1, 2, 3), isr=(1, 2)), epoch=4))  # back
+    p.update_follower_fetch_state(3, 3)
+    assert proposals.changes == [IsrChange(TP, 0, frozenset({1, 2, 3}), frozenset({1, 2}))]
     h.close()
 
 

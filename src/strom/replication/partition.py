@@ -22,7 +22,10 @@ The ISR is an immutable :class:`IsrState` value, replaced whole (Kafka's sealed
 (:meth:`Partition.update_follower_fetch_state`); the leader changes the ISR itself:
 
 * **expand**: a follower outside the ISR whose log end reached the high watermark and the
-  start offset of the current leader epoch is proposed for the ISR;
+  start offset of the current leader epoch is proposed for the ISR — only if its broker is
+  registered in the metadata image (``eligible``; Kafka's KIP-841 rule: a broker whose
+  session expired, or that is shutting down, may still fetch but must not be added back,
+  else the leader re-adds what the controller just removed and the ISR flaps);
 * **shrink** (:meth:`Partition.maybe_shrink_isr`, periodic): ISR followers whose log end is
   not the leader's and that have not been caught up for ``replica.lag.time.max.ms`` are
   proposed for removal. A follower counts as caught up at a fetch that reached the leader's
@@ -161,6 +164,7 @@ class Partition:
         min_insync_replicas: int = 1,
         on_high_watermark: HighWatermarkListener | None = None,
         on_isr_change: IsrChangeListener | None = None,
+        eligible: Callable[[int], bool] | None = None,
     ) -> None:
         self.tp = tp
         self.topic_id = topic_id
@@ -169,6 +173,8 @@ class Partition:
         self.clock = clock
         self.internal = internal
         self.min_insync_replicas = min_insync_replicas
+        #: Whether a broker may join the ISR (registered in the current image); None: any.
+        self.eligible = eligible
         self.role = Role.FOLLOWER
         self.leader_id = -1
         self.leader_epoch = -1
@@ -395,6 +401,8 @@ class Partition:
     def _maybe_expand_isr(self, state: ReplicaState) -> None:
         current = self.isr_state
         if current.pending is not None or state.broker_id in current.isr:
+            return
+        if self.eligible is not None and not self.eligible(state.broker_id):
             return
         if (state.log_end_offset >= self._high_watermark
                 and state.log_end_offset >= self._leader_epoch_start_offset()):

@@ -155,6 +155,8 @@ class ReplicaManager:
         self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("fetch", scheduler)
         self.flusher = GroupCommitFlusher(self._on_flushed)
         self._partitions: dict[TopicPartition, Partition] = {}
+        #: Broker ids registered in the last image applied (ISR expansion is limited to them).
+        self._registered: frozenset[int] = frozenset()
         self._offline: set[TopicPartition] = set()  # hosted, but the log could not be created
         self._listeners: dict[str, list[LeadershipListener]] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
@@ -185,6 +187,7 @@ class ReplicaManager:
 
     def apply_image(self, image: MetadataImage) -> None:
         """Make the hosted partitions and their roles match the metadata image."""
+        self._registered = frozenset(image.brokers)
         wanted: set[TopicPartition] = set()
         became_leader: list[tuple[TopicPartition, int]] = []
         resigned: list[tuple[TopicPartition, int | None]] = []
@@ -254,10 +257,15 @@ class ReplicaManager:
             tp.topic, tp.partition, config)
         partition = self.partition_type(tp, topic_id, plog, self.node_id, self.clock,
                                         on_high_watermark=self._on_high_watermark,
-                                        on_isr_change=self._on_isr_change)
+                                        on_isr_change=self._on_isr_change,
+                                        eligible=self._is_registered)
         partition.initialize_high_watermark(self._restored_hw.get(tp, 0))
         self._partitions[tp] = partition
         return partition
+
+    def _is_registered(self, broker_id: int) -> bool:
+        """A broker may join an ISR only while registered (see Partition's expand rule)."""
+        return broker_id in self._registered
 
     def update_all_configs(self) -> None:
         """Every hosted partition re-reads its topic config (the broker defaults changed)."""

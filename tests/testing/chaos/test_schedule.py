@@ -75,9 +75,6 @@ def test_an_acknowledged_tail_cut_off_while_the_broker_is_down_is_caught(
 
 # -- RF=3 schedules (issue 9) ------------------------------------------------------------------
 
-WAITS_FOR_REPLICATION = pytest.mark.skip(
-    reason="waits for replication and failover (branches repl / ctrl): switch on after "
-           "merging them")
 RF3 = ScheduleConfig(partitions=3, replication_factor=3, min_insync_replicas=2,
                      warmup=2.0, interval=4.0, settle=6.0, seed=9)
 
@@ -112,7 +109,7 @@ def test_rf3_schedule(name: str, tmp_path: Path) -> None:
     assert run.check.stats["replicas"] == 3 * RF3.partitions
 
 
-@WAITS_FOR_REPLICATION
+@pytest.mark.faults_extended
 @pytest.mark.skipif(NO_NETNS is not None, reason=str(NO_NETNS))
 @pytest.mark.parametrize("zookeeper", [False, True])
 def test_rf3_isolated_leader(zookeeper: bool) -> None:

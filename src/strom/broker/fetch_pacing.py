@@ -80,6 +80,12 @@ MARGIN = 0.97
 BUCKET = 0.35
 #: Multiplicative decrease of the pacing rate at a stall that gave no estimate.
 BETA = 0.5
+#: A silence shorter than this fraction of the longest stall seen is a hiccup of the client
+#: (descheduled, busy parsing), not its queue back-off: a back-off lasts as configured.
+HICCUP = 0.5
+#: A stall after which the client's queue, at the fitted limit and drain rate, outlasted all
+#: but this fraction of the silence cost it (almost) nothing: the client is served unpaced.
+FREE_IDLE = 0.05
 #: Windows (stalls) remembered for the fit of the client's queue limit.
 FIT_POINTS = 4
 #: Seconds without a stall after which remembered windows are forgotten.
@@ -89,6 +95,11 @@ WINDOW_POINTS = 64
 #: Two windows fit only if the drain rate they give is uncertain by at most this fraction
 #: (each implied limit is uncertain by half its window's last response).
 FIT_ERROR = 0.15
+#: A window's implied limit must exceed this fraction of its last response for a fit: below,
+#: its queue was about that one response at the crossing, whatever the drain rate.
+FIT_FLOOR = 0.75
+#: Fixed-point steps of a fit whose windows resumed with a partly drained queue.
+FIT_STEPS = 4
 #: The longest interval credited to rate growth at once, seconds.
 _MAX_GROWTH_STEP = 0.2
 #: Range of drain rates considered by the estimators, bytes/s.
@@ -101,13 +112,20 @@ class Window:
 
     ``points`` holds ``(time, bytes sent before that response)`` per response (or merged run of
     responses), oldest first; ``sent`` is the total, ``last_at`` / ``last_size`` describe the
-    final response (after which the client decided to stall)."""
+    final response (after which the client decided to stall). ``resumed_after`` is the silence
+    of the stall just before the window (0 when it started from an empty queue): the client's
+    queue, at its limit plus ``overshoot`` (half the previous window's last response) at that
+    stall, then still held what its application had not drained in that silence. ``gap`` is
+    the silence that ended the window (0 while it is open)."""
 
     start: float
+    resumed_after: float = 0.0
+    overshoot: float = 0.0
     points: list[tuple[float, float]] = field(default_factory=list)
     sent: float = 0.0
     last_at: float = 0.0
     last_size: float = 0.0
+    gap: float = 0.0
 
     def add(self, now: float, size: float) -> None:
         if size <= 0:
@@ -121,11 +139,18 @@ class Window:
             self.points = self.points[::2]
 
 
-def queue_at_end(window: Window, drain: float) -> tuple[float, float]:
+def queue_at_end(window: Window, drain: float, limit: float = 0.0) -> tuple[float, float]:
     """The client's queue after the window's last response if its application drains at
     ``drain`` bytes/s whenever the queue holds data, with the time since the start of the busy
-    spell that decides it (the queue's sensitivity to ``drain``)."""
+    spell that decides it (the queue's sensitivity to ``drain``). ``limit`` is the client's
+    queue limit, for a window that resumed after a stall with that queue partly drained."""
     best, busy = 0.0, 0.0
+    held = 0.0
+    if window.resumed_after > 0:
+        held = limit + window.overshoot - drain * window.resumed_after
+    if held > 0:  # the queue never emptied since the start: one busy spell from there
+        span = window.last_at - window.start
+        best, busy = held + window.sent - drain * span, span
     for at, before in window.points:
         span = window.last_at - at
         queued = window.sent - before - drain * span
@@ -134,10 +159,11 @@ def queue_at_end(window: Window, drain: float) -> tuple[float, float]:
     return best, busy
 
 
-def _limit(window: Window, drain: float) -> tuple[float, float]:
+def _limit(window: Window, drain: float, limit: float = 0.0) -> tuple[float, float]:
     """The queue limit the window implies at ``drain`` (its last response counted half: the
-    client stalls at the first decision with the queue at or past its limit)."""
-    queued, busy = queue_at_end(window, drain)
+    client stalls at the first decision with the queue at or past its limit), given ``limit``
+    for the queue it resumed with."""
+    queued, busy = queue_at_end(window, drain, limit)
     return queued - window.last_size / 2, busy
 
 
@@ -145,11 +171,11 @@ def drain_for_limit(window: Window, limit: float) -> float:
     """The drain rate at which the window ends with the queue at ``limit`` (bisection; the
     queue falls as the drain rate rises)."""
     lo, hi = _DRAIN_RANGE
-    if _limit(window, lo)[0] <= limit:
+    if _limit(window, lo, limit)[0] <= limit:
         return lo  # the window never held ``limit``: the queue was not empty at its start
     for _ in range(60):
         mid = math.sqrt(lo * hi)
-        if _limit(window, mid)[0] > limit:
+        if _limit(window, mid, limit)[0] > limit:
             lo = mid
         else:
             hi = mid
@@ -158,22 +184,24 @@ def drain_for_limit(window: Window, limit: float) -> float:
     return math.sqrt(lo * hi)
 
 
-def fit_limit(older: Window, newer: Window) -> tuple[float, float, float] | None:
+def fit_limit(older: Window, newer: Window, guess: float = 0.0,
+              ) -> tuple[float, float, float] | None:
     """``(limit, drain, relative error of drain)`` at which both windows end with the queue at
-    the same limit, or None when they do not determine it.
+    the same limit, or None when they do not determine it. ``guess`` is the limit assumed for
+    the queues windows resumed with (:func:`fit_limit_iterated` solves for it too).
 
     The implied limits fall with the drain rate at slopes given by their busy spans, so they
-    cross where the windows' shapes differ; a crossing counts only where both limits exceed
-    the smaller last response (else the queue is little more than that response, whatever the
-    rate) and the drain rate it gives is uncertain by at most :data:`FIT_ERROR`. Of several,
-    the most certain wins."""
-    floor = min(older.last_size, newer.last_size)
+    cross where the windows' shapes differ; a crossing counts only where each limit exceeds
+    :data:`FIT_FLOOR` of its window's last response (else that queue is about the response,
+    whatever the rate: an unpaced window of 8 MiB responses otherwise fits a small limit at a
+    drain rate equal to its own rate) and the drain rate it gives is uncertain by at most
+    :data:`FIT_ERROR`. Of several, the most certain wins."""
     top = max(_window_rate(older), _window_rate(newer))
     if top <= 0:
         return None
 
     def diff(drain: float) -> float:
-        return _limit(older, drain)[0] - _limit(newer, drain)[0]
+        return _limit(older, drain, guess)[0] - _limit(newer, drain, guess)[0]
 
     best: tuple[float, float, float] | None = None  # (error, limit, drain)
     steps = 48
@@ -190,16 +218,31 @@ def fit_limit(older: Window, newer: Window) -> tuple[float, float, float] | None
             else:
                 hi = mid
         drain = math.sqrt(lo * hi)
-        limit_a, busy_a = _limit(older, drain)
-        limit_b, busy_b = _limit(newer, drain)
+        limit_a, busy_a = _limit(older, drain, guess)
+        limit_b, busy_b = _limit(newer, drain, guess)
         # Each implied limit is uncertain by half its window's last response; that moves the
         # crossing by this fraction of the drain rate.
         error = (older.last_size + newer.last_size) / 2 / max(abs(busy_a - busy_b) * drain, 1.0)
-        if min(limit_a, limit_b) > floor and error <= FIT_ERROR and (
-            best is None or error < best[0]
-        ):
+        floor = limit_a > FIT_FLOOR * older.last_size and limit_b > FIT_FLOOR * newer.last_size
+        if floor and error <= FIT_ERROR and (best is None or error < best[0]):
             best = (error, (limit_a + limit_b) / 2, drain)
     return None if best is None else (best[1], best[2], best[0])
+
+
+def fit_limit_iterated(older: Window, newer: Window, guess: float,
+                       ) -> tuple[float, float, float] | None:
+    """:func:`fit_limit` with the limit the windows resumed with equal to the one fitted
+    (a few fixed-point steps from ``guess``; the last fit when they do not settle)."""
+    fit = None
+    for _ in range(FIT_STEPS):
+        step = fit_limit(older, newer, guess)
+        if step is None:
+            return fit
+        fit = step
+        if abs(step[0] - guess) <= 0.01 * step[0]:
+            break
+        guess = step[0]
+    return fit
 
 
 def _window_rate(window: Window) -> float:
@@ -212,8 +255,10 @@ class FetchPacer:
     """Pacing state of one connection's consumer fetches (see the module docstring)."""
 
     __slots__ = (
+        "_backoff",
         "_burst",
         "_fit_error",
+        "_fit_from",
         "_growth",
         "_last_at",
         "_last_backlogged",
@@ -221,6 +266,7 @@ class FetchPacer:
         "_tokens_at",
         "_window",
         "_windows",
+        "drain_rate",
         "queue_bytes",
         "rate",
         "stalls",
@@ -231,6 +277,9 @@ class FetchPacer:
         self.queue_bytes = 0.0  # estimated limit of the client's queue (0 until a stall)
         self.stalls = 0
         self._fit_error = math.inf  # relative error of the fit queue_bytes comes from
+        self._fit_from: tuple[Window, Window] | None = None  # the windows of that fit
+        self._backoff = 0.0  # the longest silence seen at a stall, seconds
+        self.drain_rate = 0.0  # the latest drain rate estimate, bytes/s (0 until a fit)
         self._growth = RAMP
         self._last_at: float | None = None  # when the previous response was sent
         self._last_backlogged = False
@@ -248,8 +297,11 @@ class FetchPacer:
         """A consumer fetch arrived at ``now``: seconds to hold it before reading (0 = none)."""
         last = self._last_at
         if last is not None and self._last_backlogged:
-            if now - last >= STALL_GAP:
-                if self._burst >= MIN_BURST:
+            gap = now - last
+            if gap >= STALL_GAP:
+                if gap < HICCUP * self._backoff:
+                    self._burst += 1  # the client was slow, its queue did not stop it
+                elif self._burst >= MIN_BURST:
                     self._on_stall(now, last)
                 else:  # an on-demand client, or one whose application paused: start afresh
                     self._new_window(now)
@@ -302,40 +354,56 @@ class FetchPacer:
     def _on_stall(self, now: float, last: float) -> None:
         self.stalls += 1
         window = self._window if self._window is not None else Window(last)
-        windows = self._windows
-        windows.append(window)
-        del windows[:-FIT_POINTS]
+        window.gap = now - last
+        if window.gap > self._backoff:
+            self._backoff = window.gap
+        # Silences much shorter than the longest were hiccups taken for stalls before the
+        # client's real back-off was seen: their windows say nothing about its queue.
+        kept = [w for w in self._windows if w.gap >= HICCUP * self._backoff]
+        if self._fit_from is not None and any(
+            w.gap < HICCUP * self._backoff for w in self._fit_from
+        ):
+            self._fit_error, self._fit_from = math.inf, None
+        first = not kept
+        kept.append(window)
+        del kept[:-FIT_POINTS]
+        self._windows = kept
         # The client resumed with its queue drained: it took the whole window in, at least.
         lower = max(window.sent / max(now - window.start, 1e-3), MIN_BUDGET / SLICE)
-        for older in windows[-2::-1]:  # the newest pair that determines the limit
-            fit = fit_limit(older, window)
+        for older in kept[-2::-1]:  # the newest pair that determines the limit
+            fit = fit_limit_iterated(older, window, self.queue_bytes)
             if fit is not None and fit[2] < self._fit_error:
                 self.queue_bytes, self._fit_error = fit[0], fit[2]
+                self._fit_from = (older, window)
                 break
         if self._fit_error < math.inf:
-            drain = drain_for_limit(window, self.queue_bytes)
-            self.rate = max(MARGIN * drain, lower)
+            drain = self.drain_rate = drain_for_limit(window, self.queue_bytes)
+            if self.queue_bytes >= drain * window.gap * (1 - FREE_IDLE):
+                self.rate = None  # the queue outlasted the back-off: the stall cost nothing
+            else:
+                self.rate = max(MARGIN * drain, lower)
             self._growth = PROBE
-        elif self.rate is None:
+        elif self.rate is None or first:
             # The drain rate lies between that bound and the window's own rate (the queue
             # grew): start at their geometric mean.
-            self.queue_bytes = max(float(MIN_BUDGET), _limit(window, lower)[0])
+            self.queue_bytes = max(float(MIN_BUDGET), _limit(window, lower, self.queue_bytes)[0])
             self.rate = math.sqrt(lower * max(_window_rate(window), lower))
             self._growth = RAMP
         else:
             # No estimate yet: the rate at the stall was too high. Back off, not below the bound.
-            self.queue_bytes = max(float(MIN_BUDGET),
-                                   min(self.queue_bytes, _limit(window, lower)[0]))
+            implied = _limit(window, lower, self.queue_bytes)[0]
+            self.queue_bytes = max(float(MIN_BUDGET), min(self.queue_bytes, implied))
             self.rate = max(BETA * self.rate, lower)
             self._growth /= 2  # and ramp more gently, or the same overshoot comes back
         # The client's queue drained during the gap: it can take a share of its limit at once.
         self._tokens = self._capacity()
         self._tokens_at = now
-        self._new_window(now)
+        self._new_window(now, window.gap, window.last_size / 2)
 
-    def _new_window(self, now: float) -> None:
+    def _new_window(self, now: float, resumed_after: float = 0.0, overshoot: float = 0.0,
+                    ) -> None:
         previous = self._window
         if previous is not None and now - previous.start > FIT_MEMORY:
             self._windows.clear()  # the application may have changed its pace
-        self._window = Window(now)
+        self._window = Window(now, resumed_after, overshoot)
         self._burst = 0

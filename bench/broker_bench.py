@@ -1,10 +1,14 @@
 """strom vs Tansu with the same librdkafka client: throughput, CPU per record, latency, memory.
 
     python bench/broker_bench.py [--records 1000000] [--big-records 5000000] [--repeats 3]
-                                 [--out FILE]
+                                 [--only ROW] [--also-source DIR] [--out FILE]
 
 Every figure is measured for both brokers in the same run; the table reports strom / Tansu
 ratios so a noisy shared machine affects both sides alike. Clients run in this process.
+``--only ROW`` (a key of ``ROWS``: ``backoff-10ms``, ``queued-min-1M``, ``defaults``) measures
+that consume row alone (after the produce that fills its topic), without the durable broker,
+acks=all and latency: long steady-state runs. ``--also-source DIR`` adds a strom run from
+another source tree (e.g. ``/path/to/main/src``) to the same table: a paired before/after.
 """
 
 from __future__ import annotations
@@ -71,11 +75,13 @@ def produce(broker: RunningBroker, topic: str, n: int, acks: str, **config: obje
 # drains is then idle most of each second (strom paces such clients: broker/fetch_pacing.py).
 # Rows: a 10 ms backoff (the client never idles long), queued.min.messages=1M (the byte limit
 # applies instead), and the client's defaults. Each is the median of --repeats runs.
-CONSUMERS = {
+CONSUMERS: dict[str, dict[str, object]] = {
     "consume rec/s": {"fetch.queue.backoff.ms": 10},
     "consume rec/s, queued.min.messages=1M": {"queued.min.messages": 1_000_000},
     "consume rec/s, client defaults": {},
 }
+#: Short names of the consume rows, for ``--only``.
+ROWS = dict(zip(("backoff-10ms", "queued-min-1M", "defaults"), CONSUMERS, strict=True))
 
 
 def consume(broker: RunningBroker, topic: str, n: int, **config: object) -> int:
@@ -133,20 +139,30 @@ def latency(broker: RunningBroker, topic: str, rate: int = 2000, seconds: float 
     return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
 
 
-def bench_broker(broker: RunningBroker, records: int, repeats: int = 1) -> dict[str, float]:
+def bench_broker(broker: RunningBroker, records: int, repeats: int = 1,
+                 only: str | None = None) -> dict[str, float]:
     out: dict[str, float] = {}
     create_topic(broker, "b1")
     r = measure(broker, lambda: produce(broker, "b1", records, "1"))
     out["produce acks=1 rec/s"], out["produce CPU s/M"] = r.records_per_s, r.cpu_s_per_million
-    create_topic(broker, "ball")
-    r = measure(broker, lambda: produce(broker, "ball", records, "all"))
-    out["produce acks=all rec/s"] = r.records_per_s
+    if only is None:
+        create_topic(broker, "ball")
+        r = measure(broker, lambda: produce(broker, "ball", records, "all"))
+        out["produce acks=all rec/s"] = r.records_per_s
     for row, config in CONSUMERS.items():
+        if only is not None and row != ROWS[only]:
+            continue
         runs = [measure(broker, lambda c=config: consume(broker, "b1", records, **c))
                 for _ in range(repeats)]
         out[row] = statistics.median(r.records_per_s for r in runs)
+        if only is not None:
+            out[row + ", runs"] = len(runs)
+            out[row + ", min"] = min(r.records_per_s for r in runs)
+            out[row + ", max"] = max(r.records_per_s for r in runs)
         if row == "consume rec/s":
             out["consume CPU s/M"] = statistics.median(r.cpu_s_per_million for r in runs)
+    if only is not None:
+        return out
     create_topic(broker, "lat")
     out["latency p50 ms"], out["latency p99 ms"] = latency(broker, "lat")
     return out
@@ -157,27 +173,39 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--big-records", type=int, default=5_000_000)
     parser.add_argument("--repeats", type=int, default=3, help="runs per consume row (median)")
+    parser.add_argument("--only", choices=sorted(ROWS), help="measure this consume row alone")
+    parser.add_argument("--also-source", metavar="DIR",
+                        help="also run strom from this source tree (a before/after pair)")
     parser.add_argument("--out")
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
-    for start in (start_tansu, start_strom,
-                  lambda: start_strom({"log.flush.interval.messages": "1"}, "strom durable")):
+    starts: list[Callable[[], RunningBroker]] = [start_tansu, start_strom]
+    if args.only is None:
+        starts.append(lambda: start_strom({"log.flush.interval.messages": "1"}, "strom durable"))
+    if args.also_source:
+        starts.append(lambda: start_strom(name="strom @" + args.also_source,
+                                          source=args.also_source))
+    for start in starts:
         broker = start()
         try:
-            results[broker.name] = bench_broker(broker, args.records, args.repeats)
+            results[broker.name] = bench_broker(broker, args.records, args.repeats, args.only)
             if broker.name == "strom" and args.big_records:
                 create_topic(broker, "big")
                 produce(broker, "big", args.big_records, "1")
                 results[broker.name]["RSS MB after big"] = broker.rss_mb()
         finally:
             broker.stop()
-    lines = ["| metric | strom | strom durable | tansu | strom / tansu |", "|---|---|---|---|---|"]
+    others = [name for name in results if name not in ("strom", "tansu")]
+    lines = ["| metric | strom | " + "".join(f"{name} | " for name in others)
+             + "tansu | strom / tansu | " + "".join(f"{name} / tansu | " for name in others),
+             "|---" * (4 + 2 * len(others)) + "|"]
     for metric in results["strom"]:
-        s = results["strom"].get(metric, float("nan"))
-        d = results["strom durable"].get(metric, float("nan"))
         t = results["tansu"].get(metric, float("nan"))
-        ratio = s / t if t else float("nan")
-        lines.append(f"| {metric} | {s:,.2f} | {d:,.2f} | {t:,.2f} | {ratio:.2f} |")
+        values = [results[name].get(metric, float("nan")) for name in ["strom", *others]]
+        ratios = [v / t if t else float("nan") for v in values]
+        lines.append(f"| {metric} | {values[0]:,.2f} | "
+                     + "".join(f"{v:,.2f} | " for v in values[1:]) + f"{t:,.2f} | "
+                     + "".join(f"{r:.2f} | " for r in ratios))
     text = "\n".join(lines)
     print(text)
     if args.out:

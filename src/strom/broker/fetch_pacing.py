@@ -1,23 +1,31 @@
 """Fetch pacing: keep a prefetching consumer from overrunning its own queue.
 
 Why. librdkafka (confluent-kafka, kcat, …) prefetches: it sends the next Fetch as soon as it has
-parsed a response, and when its local queue holds more than ``queued.min.messages`` (100,000)
-or ``queued.max.messages.kbytes`` (64 MiB) at that moment it stops fetching **every** partition
-for ``fetch.queue.backoff.ms`` (1 s by default). A broker that answers faster than the
-application drains therefore leaves the consumer idle most of each second: 8 x 1 MiB responses
-overflow the default queue after two responses, and strom consumed 169 k records/s where a
-slower peer served 240 k (docs/benchmarks.md). Kafka's broker behaves like strom did here.
+parsed a response, and when its local queue holds at least ``queued.min.messages`` (100,000)
+records or ``queued.max.messages.kbytes`` x 1000 bytes of record values (65,536,000) at that
+moment it stops fetching **every** partition for ``fetch.queue.backoff.ms`` (1 s by default),
+then checks again (librdkafka 2.x decides per partition, but every partition's queue forwards
+to the one consumer queue the limits are checked against, so all back off together). A broker
+that answers faster than the application drains therefore leaves the consumer idle most of
+each second: 8 x 1 MiB responses overflow the default queue after two responses, and strom
+consumed 169 k records/s where a slower peer served 240 k (docs/benchmarks.md). Kafka's broker
+behaves like strom did here.
 
 The broker cannot see the client's queue. The one signal it gets is the stall itself: a
 consumer that was re-fetching back to back, was last sent a response that left data behind
 (*backlogged*), and then stays silent for at least :data:`STALL_GAP` seconds. Everything
 below is driven by that signal, identically for every client; nothing looks at client names.
+A back-off lasts as configured, so once one has been seen, a silence shorter than
+:data:`HICCUP` of the longest is the client being slow (descheduled on a loaded machine,
+parsing), not a stall; windows of earlier such silences are dropped from the fit (a 0.26 s
+hiccup taken for a stall once fitted a 9 MB limit to a 64 MB queue).
 
-Model. The client's queue is empty when a *window* starts (the first fetch, the first fetch
-after a stall: the application drained it during the back-off, or the first response after
-one that left nothing behind: the consumer had caught up) and its application takes
-records out at a drain rate ``D`` whenever the queue holds any. So, from the window's own log
-of responses (time, bytes), the queue at the window's end is known for every hypothetical
+Model. The client's queue is empty when a *window* starts (the first fetch, or the first
+response after one that left nothing behind: the consumer had caught up), or, when it starts
+after a stall of ``g`` seconds, holds what the stall left: ``max(0, L + half the last
+response - D x g)`` (a queue larger than ``D x g`` outlasts the back-off); its application
+takes records out at a drain rate ``D`` whenever the queue holds any. So, from the window's own
+log of responses (time, bytes), the queue at the window's end is known for every hypothetical
 ``D`` (:func:`queue_at_end`, Lindley's recursion: the largest ``bytes sent since response j
 - D x time since response j``; it accounts for the application waiting for data). The
 client stalled because that queue reached its limit ``L`` (bytes): ``queue(D) ~= L`` — one
@@ -38,8 +46,12 @@ Algorithm (per connection, amounts in bytes, times in monotonic seconds):
   kept (a better-determined fit replaces it); from then on each stall gives the current ``D``
   from its own window alone (:func:`drain_for_limit`), and the rate becomes ``MARGIN · D``
   (never below the window's lower bound), probing upward slowly (``exp(PROBE · t)``) in case
-  the application sped up. Without a fit yet the rate backs off multiplicatively (``BETA``)
-  and the ramp halves, so the same overshoot does not repeat.
+  the application sped up. The limit a window resumed with depends on ``L`` itself, so the
+  fit is iterated to a fixed point (:func:`fit_limit_iterated`). When the fitted queue
+  outlasted the stall's silence (``L >= D x g``, less :data:`FREE_IDLE`), the stall cost
+  the client nothing and pacing could only slow it: it is served unpaced until a stall says
+  otherwise. Without a fit yet the rate backs off multiplicatively (``BETA``) and the ramp
+  halves, so the same overshoot does not repeat.
 * **Paced**: a token bucket filled at ``rate`` holds at most ``BUCKET · L`` (the client's
   queue is empty after a stall); a response carries at most the tokens there are (never less
   than :data:`MIN_BUDGET`), and a request is held until a slice (``rate · SLICE``) of tokens

@@ -29,13 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.client.conn import Connection
-from strom.client.wire import (
-    ALTER_PARTITION_REASSIGNMENTS,
-    ELECT_LEADERS,
-    LIST_PARTITION_REASSIGNMENTS,
-)
 from strom.common.errors import KafkaError, UnsupportedVersionError, error_for
 from strom.common.types import TopicPartition
+from strom.protocol.versions import ApiKey
 
 #: Sends ``build(conn)`` to the controller as ``api_key`` (retrying on NOT_CONTROLLER) and
 #: returns the decoded response.
@@ -83,7 +79,7 @@ def elect_leaders_request(conn: Connection, election_type: ElectionType,
         "topic_partitions": None if partitions is None else [
             {"topic": topic, "partitions": ids} for topic, ids in _by_topic(partitions).items()],
         "timeout_ms": timeout_ms}
-    if conn.version(ELECT_LEADERS) >= 1:
+    if conn.version(ApiKey.ELECT_LEADERS) >= 1:
         fields["election_type"] = int(election_type)
     elif election_type != ElectionType.PREFERRED:
         raise UnsupportedVersionError(
@@ -101,7 +97,7 @@ async def elect_leaders(to_controller: ToController, election_type: ElectionType
                         partitions: Iterable[TopicPartition] | None, timeout_ms: int
                         ) -> dict[TopicPartition, KafkaError | None]:
     wanted = None if partitions is None else list(partitions)
-    response = await to_controller(ELECT_LEADERS, lambda conn: elect_leaders_request(
+    response = await to_controller(ApiKey.ELECT_LEADERS, lambda conn: elect_leaders_request(
         conn, election_type, wanted, timeout_ms))
     return elect_leaders_result(response)
 
@@ -128,7 +124,7 @@ async def alter_partition_reassignments(
         reassignments: Mapping[TopicPartition, Sequence[int] | None], timeout_ms: int
 ) -> dict[TopicPartition, KafkaError | None]:
     fields = alter_reassignments_request(reassignments, timeout_ms)
-    response = await to_controller(ALTER_PARTITION_REASSIGNMENTS, lambda _conn: fields)
+    response = await to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, lambda _conn: fields)
     return alter_reassignments_result(response)
 
 
@@ -150,5 +146,5 @@ async def list_partition_reassignments(
         to_controller: ToController, partitions: Iterable[TopicPartition] | None,
         timeout_ms: int) -> dict[TopicPartition, PartitionReassignment]:
     fields = list_reassignments_request(partitions, timeout_ms)
-    response = await to_controller(LIST_PARTITION_REASSIGNMENTS, lambda _conn: fields)
+    response = await to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, lambda _conn: fields)
     return list_reassignments_result(response)

@@ -30,14 +30,7 @@ _INT16 = struct.Struct(">h")
 # yet); plain numbers here so the client does not depend on that enum growing.
 DELETE_GROUPS = 42
 OFFSET_DELETE = 47
-# Partition administration (controller APIs: ElectLeaders, reassignments), likewise.
-ELECT_LEADERS = 43
-ALTER_PARTITION_REASSIGNMENTS = 45
-LIST_PARTITION_REASSIGNMENTS = 46
-_EXTRA_NAMES = {DELETE_GROUPS: "DeleteGroups", OFFSET_DELETE: "OffsetDelete",
-                ELECT_LEADERS: "ElectLeaders",
-                ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
-                LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments"}
+_EXTRA_NAMES = {DELETE_GROUPS: "DeleteGroups", OFFSET_DELETE: "OffsetDelete"}
 
 # api key -> (min, max) versions this client can build and parse. Produce v13 / Fetch v13+
 # address topics by id (KIP-516), which this client does not do, so they stop at 12.
@@ -92,9 +85,9 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
     # Partition administration (strom.client.partition_admin), sent to the controller.
-    ELECT_LEADERS: (0, 2),
-    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
-    LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 

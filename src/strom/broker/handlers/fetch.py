@@ -107,8 +107,7 @@ class FetchHandler:
         else:
             for topic in req.topics:
                 name = topic_name_for(image, topic.name, topic.topic_id)
-                denied = name is not None and (follower_denied or (
-                    req.replica_id < 0 and not access.allowed(request, TOPIC, name)))
+                denied = self._denied(request, req, name, follower_denied)
                 for p in topic.partitions:
                     partition = replicas.get(name, p.partition) if name is not None else None
                     targets.append(_Target(topic, p, name, partition, denied))
@@ -126,13 +125,19 @@ class FetchHandler:
                 return self._held(hold, req, version, targets, pacer, context)
         return self._respond(req, version, targets, pacer, context)
 
+    def _denied(self, request: Request, req: fast.FetchRequest, name: str | None,
+                follower_denied: bool) -> bool:
+        """A follower needs CLUSTER_ACTION (``follower_denied``), a consumer READ on the
+        topic; an unknown topic (``name`` None) is answered as unknown, not denied."""
+        return name is not None and (follower_denied or (
+            req.replica_id < 0 and not self._state.access.allowed(request, TOPIC, name)))
+
     def _session_targets(self, request: Request, req: fast.FetchRequest,
                          session: FetchSession, follower_denied: bool) -> list[_Target]:
         """Every partition of ``session``, names resolved and access checked again (a topic
         may have been deleted or an ACL removed since the session began)."""
         image = self._state.store.image
         replicas = self._state.replicas
-        access = self._state.access
         resolved: dict[tuple[str | None, bytes | None], tuple[str | None, bool]] = {}
         targets: list[_Target] = []
         for topic, p in session.requested():
@@ -140,9 +145,7 @@ class FetchHandler:
             found = resolved.get(key)
             if found is None:
                 name = topic_name_for(image, topic.name, topic.topic_id)
-                denied = name is not None and (follower_denied or (
-                    req.replica_id < 0 and not access.allowed(request, TOPIC, name)))
-                found = resolved[key] = (name, denied)
+                found = resolved[key] = (name, self._denied(request, req, name, follower_denied))
             name, denied = found
             partition = replicas.get(name, p.partition) if name is not None else None
             targets.append(_Target(topic, p, name, partition, denied))

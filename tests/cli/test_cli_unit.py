@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +138,18 @@ def test_unreachable_broker_is_one_clear_line(cli: Callable[..., Result]) -> Non
 def test_bad_bootstrap(cli: Callable[..., Result]) -> None:
     result = cli("topics", "list", "--bootstrap-server", "nonsense")
     assert result.code == 1 and "expected HOST:PORT" in result.err
+
+
+def test_cluster_up_without_zookeeper_installed_is_one_error_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A machine without Debian's zookeeper package: `strom cluster up` names what is missing
+    in one line and exits 1 (it used to end in a RuntimeError traceback from the JVM's exit)."""
+    import strom.cli.zookeeper_server as zookeeper_server
+    from strom.cli.main import main
+
+    monkeypatch.setattr(zookeeper_server, "JAVA_DIR", tmp_path / "no-java-here")
+    assert main(["cluster", "up", "--brokers", "1", "--data-dir", str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "apt-get install zookeeper" in err, err
+    assert "Traceback" not in err

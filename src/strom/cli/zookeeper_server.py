@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from strom.common.errors import StromError
+
 JAVA_DIR = Path("/usr/share/java")
 #: The jars a 3.8 server needs (slf4j-simple logs to the process's stderr).
 JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-simple.jar",
@@ -36,6 +38,11 @@ JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-simple.ja
         "netty-codec.jar", "netty-resolver.jar", "netty-transport-native-epoll.jar",
         "netty-transport-native-unix-common.jar")
 TICK_MS = 200
+
+
+class ZooKeeperStartError(StromError):
+    """The server could not be started (not installed, exited, or not serving in time): a
+    one-line message for the CLI, never a traceback."""
 
 
 def zookeeper_available() -> bool:
@@ -125,6 +132,10 @@ class ZooKeeperServer:
         """Start the JVM without waiting for it to serve (an ensemble starts all first)."""
         if self._process is not None and self._process.poll() is None:
             return
+        if not zookeeper_available():
+            raise ZooKeeperStartError(
+                f"ZooKeeper cannot start here: it needs java and Debian's zookeeper package "
+                f"({JAVA_DIR / 'zookeeper.jar'}); install it with apt-get install zookeeper")
         config = self._write_config()
         classpath = os.pathsep.join(str(JAVA_DIR / jar) for jar in JARS)
         main = ("org.apache.zookeeper.server.quorum.QuorumPeerMain" if self.peers
@@ -145,10 +156,11 @@ class ZooKeeperServer:
         deadline = time.monotonic() + timeout
         while not self.serving():
             if self._process is not None and self._process.poll() is not None:
-                raise RuntimeError(f"ZooKeeper exited ({self._process.returncode}); see "
-                                   f"{self.log_path}")
+                raise ZooKeeperStartError(
+                    f"ZooKeeper exited ({self._process.returncode}); see {self.log_path}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"ZooKeeper on port {self.port} did not serve in {timeout}s")
+                raise ZooKeeperStartError(
+                    f"ZooKeeper on port {self.port} did not serve in {timeout}s")
             time.sleep(0.05)
 
     def start(self, timeout: float = 30.0) -> ZooKeeperServer:

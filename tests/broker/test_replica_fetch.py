@@ -17,13 +17,22 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+from kafka.admin import KafkaAdminClient
+from kafka.structs import TopicPartition as KafkaTopicPartition
 
 from strom.metadata.changes import SetPartitions
 from strom.metadata.image import PartitionInfo
 from strom.metadata.zookeeper import ZooKeeperMetadataStore
 from strom.protocol.versions import ApiKey
 from strom.testing.broker import EmbeddedBroker
+from strom.testing.chaos.replicas import read_replica
 from strom.testing.pytest_plugin import BrokerFactory
 from tests.broker.raw import RawClient
 from tests.broker.test_data_path import produce as produce_raw
@@ -354,3 +363,59 @@ def test_a_follower_stopped_under_acks_all_traffic_stops_promptly_and_stays_out_
         stop_traffic = True
         sender.join()
     assert all(victim_id not in isr for isr in isrs), isrs
+
+
+def test_a_new_replica_of_a_compacted_topic_copies_the_cleaned_log_with_its_gaps(
+        cluster: ClusterFactory, observer: ZooKeeperMetadataStore) -> None:
+    """The leader's cleaner leaves offset gaps; a replica added by reassignment appends the
+    surviving batches at the leader's offsets, joins the ISR, and holds the same records at
+    the same offsets (Kafka's follower: offsets must increase, gaps allowed)."""
+    brokers = cluster(2, **{"log.cleaner.backoff.ms": 50})
+    admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
+    wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 2, what="both brokers")
+    configs = {"cleanup.policy": "compact", "segment.bytes": "2048",
+               "min.cleanable.dirty.ratio": "0.01"}
+    admin.create_topics([NewTopic("cleaned", 1, 1, config=configs)])["cleaned"].result(15)
+    wait_until(lambda: "cleaned" in observer.image.topics, what="the topic in ZooKeeper")
+    first = partition_state(observer, "cleaned").leader
+    leader, added = brokers[first], brokers[1 - first]
+    producer = Producer({"bootstrap.servers": leader.bootstrap, "linger.ms": 5,
+                         "batch.size": 1000})
+    errors: list[KafkaError | None] = []
+    for i in range(400):
+        key = f"keep-{i}" if i % 97 == 0 else f"key-{i % 10}"  # whole batches go
+        producer.produce("cleaned", f"value-{i}".encode(), key=key.encode(),
+                         on_delivery=lambda err, _msg: errors.append(err))
+    assert producer.flush(30) == 0
+    assert errors == [None] * 400
+
+    def leader_offsets() -> list[int]:
+        return [r.offset for r in read_replica(first, leader.data_dir, "cleaned", 0).records]
+    wait_until(lambda: 0 < len(leader_offsets()) < 100, what="the leader's log cleaned")
+    # No more cleaning from here on, on either replica: the copies stay comparable.
+    delete = ConfigEntry("cleanup.policy", "delete",
+                         incremental_operation=AlterConfigOpType.SET)
+    alter = admin.incremental_alter_configs([
+        ConfigResource("topic", "cleaned", incremental_configs=[delete])])
+    next(iter(alter.values())).result(15)
+    time.sleep(0.5)  # a cleaning round under way ends
+    offsets = leader_offsets()
+    assert offsets[:2] == [0, 97] and len(offsets) < 100  # whole batches gone: gaps
+
+    reassigner = KafkaAdminClient(bootstrap_servers=[b.bootstrap for b in brokers])
+    try:
+        tp = KafkaTopicPartition("cleaned", 0)
+        assert reassigner.alter_partition_reassignments({tp: [first, 1 - first]}) == {tp: None}
+    finally:
+        reassigner.close()
+    wait_until(lambda: set(partition_state(observer, "cleaned").isr) == {0, 1}
+               and not partition_state(observer, "cleaned").adding_replicas,
+               timeout=30, what="the new replica in the ISR")
+    assert produce(leader.bootstrap, "cleaned", [b"after"], acks="all") == [None]
+    for broker in brokers:
+        broker.stop()
+    copied = read_replica(1 - first, added.data_dir, "cleaned", 0)
+    original = read_replica(first, leader.data_dir, "cleaned", 0)
+    assert original.problem is None and copied.problem is None
+    assert copied.records == original.records
+    assert copied.records[-1].value == "after" and len(copied.records) < 100

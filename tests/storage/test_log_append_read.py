@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from strom.common.clock import ManualClock
@@ -16,7 +18,16 @@ from strom.protocol.records.batch import iter_batches, parse_header
 from strom.storage.log import FileRegion, Log
 from strom.storage.segment import INLINE_READ_BYTES
 from tests.storage.conftest import OpenLog
-from tests.storage.helpers import NOW, batch_offsets, make_batch, payload, read_all, values
+from tests.storage.helpers import (
+    NOW,
+    batch_offsets,
+    make_batch,
+    marker_batch,
+    payload,
+    read_all,
+    txn_batch,
+    values,
+)
 
 
 def region_bytes(plog: Log, offset: int, max_bytes: int, **kw: object) -> bytes:
@@ -265,3 +276,53 @@ def test_follower_append_keeps_the_leaders_offsets_and_epochs(open_log: OpenLog)
     with pytest.raises(OffsetOutOfRangeError):
         follower.append_as_follower(memoryview(bytearray(fetched)))
     assert follower.log_end_offset == 5
+
+
+def at(batch: bytes | bytearray, base_offset: int, leader_epoch: int = 4) -> bytearray:
+    """``batch`` placed at ``base_offset`` by leader epoch ``leader_epoch`` (neither field is
+    covered by the CRC), as a leader's log holds it."""
+    placed = bytearray(batch)
+    struct.pack_into(">q", placed, 0, base_offset)
+    struct.pack_into(">i", placed, 12, leader_epoch)
+    return placed
+
+
+def test_follower_append_keeps_the_gaps_of_a_compacted_leader(open_log: OpenLog) -> None:
+    """A cleaned leader log has offset gaps; the follower appends its batches at the leader's
+    offsets as long as they increase (Kafka's rule), across rolls, and recovers them so."""
+    far = 2**31 + 50  # past a 32-bit relative offset from every earlier offset
+    batches = [at(make_batch(values(2)), 0), at(txn_batch(7, 0, 2), 5),
+               at(bytes(marker_batch(7, commit=False)), 9), at(make_batch(values(1)), 1000),
+               at(make_batch(values(2)), far)]
+    follower = open_log(segment_bytes=200)
+    for batch in batches[:3]:
+        follower.append_as_follower(payload(batch))
+    result = follower.append_as_follower(payload(*batches[3:]))  # two batches, one payload
+    assert (result.base_offset, result.last_offset) == (1000, far + 1)
+    expected = b"".join(bytes(b) for b in batches)
+
+    def check(plog: Log) -> None:
+        assert plog.log_end_offset == far + 2
+        assert read_all(plog) == expected
+        assert [b for b, _ in batch_offsets(read_all(plog))] == [0, 5, 9, 1000, far]
+        assert plog.producer_state.producers[7].last_seq == 1
+        assert plog.read(5, 1 << 20, upper_bound=far + 2,
+                         aborted_transactions=True).aborted_transactions == [(7, 5)]
+        assert plog.read(3, 1 << 20, upper_bound=far + 2).to_bytes().startswith(
+            bytes(batches[1]))  # an offset in a gap reads the next batch
+        assert plog.leader_epochs.entries() == [(4, 0)]
+
+    check(follower)
+    directory = follower.directory
+    follower.close()
+    for path in directory.glob("*.index"):
+        path.unlink()  # rebuilt from the segments, gaps and all
+    reopened = open_log(directory=directory, segment_bytes=200)
+    check(reopened)
+    # Offsets below the log end, or not increasing within a payload, are refused whole.
+    with pytest.raises(OffsetOutOfRangeError):
+        reopened.append_as_follower(payload(at(make_batch(), far + 1)))
+    with pytest.raises(InvalidRecordError):
+        reopened.append_as_follower(payload(at(make_batch(values(2)), far + 10),
+                                            at(make_batch(), far + 11)))
+    assert reopened.log_end_offset == far + 2

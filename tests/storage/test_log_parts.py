@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from strom.common.errors import (
+    InvalidRecordError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -58,15 +59,18 @@ def test_client_batch_size_checks() -> None:
         check_client_batches(headers, len(batches), _settings(max_message_bytes=70))
 
 
-def test_replicated_batches_must_continue_the_log() -> None:
+def test_replicated_batches_increase_from_the_log_end_gaps_allowed() -> None:
     data = make_batch(values(2), base_offset=10) + make_batch(values(1), base_offset=12)
     headers = iter_batches(memoryview(data))
     assert check_replicated_batches(headers, 10, "t-0") == 13
-    with pytest.raises(OffsetOutOfRangeError, match="does not follow offset 10 of t-0"):
+    with pytest.raises(OffsetOutOfRangeError, match="below the log end 11 of t-0"):
         check_replicated_batches(headers, 11, "t-0")
+    # a compacted leader's batches: gaps before the first and between batches
     gap = make_batch(values(2), base_offset=10) + make_batch(values(1), base_offset=13)
-    with pytest.raises(OffsetOutOfRangeError):
-        check_replicated_batches(iter_batches(memoryview(gap)), 10, "t-0")
+    assert check_replicated_batches(iter_batches(memoryview(gap)), 4, "t-0") == 14
+    overlap = make_batch(values(2), base_offset=10) + make_batch(values(1), base_offset=11)
+    with pytest.raises(InvalidRecordError, match="out of order"):
+        check_replicated_batches(iter_batches(memoryview(overlap)), 10, "t-0")
 
 
 def test_recovery_start_and_directory_scan(tmp_path: Path) -> None:

@@ -383,10 +383,13 @@ class Log:
     def append_as_follower(self, buf: memoryview) -> AppendResult:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.
 
-        The first batch must start at the log end offset and offsets must be contiguous
-        (replication truncates to a common point before appending); header and CRC are
-        checked, sequences are not validated (the leader did that), producer state and the
-        leader-epoch cache follow the batches. All or nothing, like :meth:`append`.
+        Offsets must increase from the log end on, gaps allowed (a compacted leader's log
+        has them; see :func:`~strom.storage.log_append.check_replicated_batches`); the log
+        end becomes the last offset + 1. A segment rolled for this append starts at the
+        first batch's offset (Kafka's rule), so a gap wider than a 32-bit relative offset
+        still fits. Header and CRC are checked, sequences are not validated (the leader did
+        that), producer state and the leader-epoch cache follow the batches. All or
+        nothing, like :meth:`append`.
         """
         if self._closed:
             raise KafkaStorageError(f"log {self.directory.name} is closed")
@@ -397,9 +400,10 @@ class Log:
                                             f"{self.topic}-{self.partition}")
         now = self.clock.now_ms()
         segment = self._segments[-1]
+        first = headers[0].base_offset
         if segment.should_roll(len(buf), expected - 1, now, self._settings.segment_bytes,
                                self._settings.segment_ms):
-            segment = self._roll(now)
+            segment = self._roll(now, first)
         epochs = self.leader_epochs
         for header in headers:
             epoch = header.partition_leader_epoch
@@ -414,19 +418,22 @@ class Log:
                 if aborted is not None:
                     segment.txn_index.append(aborted)
         state.map_end_offset = expected
-        first = headers[0].base_offset
         self.log_end_offset = expected
         return AppendResult(first, expected - 1, -1, self.log_start_offset,
                             sum(h.records_count for h in headers), False)
 
-    def _roll(self, now_ms: int) -> LogSegment:
-        """Start a new active segment at the LEO (snapshotting producer state there)."""
+    def _roll(self, now_ms: int, next_offset: int = -1) -> LogSegment:
+        """Start a new active segment at the LEO, or at ``next_offset`` past it (a follower's
+        next batch after a gap: nothing lies between, so the producer state snapshotted
+        there is the LEO's, and the LEO moves there even if the append then fails)."""
+        base = max(self.log_end_offset, next_offset)
         with self._lock:
+            self.log_end_offset = base
             old = self._segments[-1]
             old.on_inactive()
-            self.producer_state.map_end_offset = self.log_end_offset
+            self.producer_state.map_end_offset = base
             self.producer_state.take_snapshot(sync=False)  # CRC-protected; fsynced on close
-            segment = self._add_segment(self.log_end_offset, now_ms)
+            segment = self._add_segment(base, now_ms)
             self._prune_snapshots()
             return segment
 

@@ -10,6 +10,7 @@ assigned by :meth:`strom.storage.log.Log.append`.
 from __future__ import annotations
 
 from strom.common.errors import (
+    InvalidRecordError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -47,14 +48,28 @@ def check_client_batches(
 def check_replicated_batches(
     headers: list[BatchHeader], log_end_offset: int, partition_name: str
 ) -> int:
-    """The batches a follower fetched must start at its log end and be contiguous; returns
-    the offset after the last one (the new log end)."""
-    expected = log_end_offset
+    """The batches a follower fetched keep the leader's offsets: the first must start at or
+    after the follower's log end and each after the previous one's last offset; returns the
+    offset after the last one (the new log end).
+
+    Gaps are allowed (Kafka's rule): a leader whose log cleaner removed records serves the
+    surviving batches at their own offsets, so the first batch may start past the log end and
+    consecutive batches need not be contiguous. An offset below the log end is
+    OFFSET_OUT_OF_RANGE (replication truncates to a common point before appending); offsets
+    that do not increase within the payload are INVALID_RECORD.
+    """
+    first = headers[0].base_offset
+    if first < log_end_offset:
+        raise OffsetOutOfRangeError(
+            f"replicated batch at offset {first} is below the log end {log_end_offset} of "
+            f"{partition_name}"
+        )
+    expected = first
     for header in headers:
-        if header.base_offset != expected:
-            raise OffsetOutOfRangeError(
+        if header.base_offset < expected or header.last_offset_delta < 0:
+            raise InvalidRecordError(
                 f"replicated batch at offset {header.base_offset} does not follow offset "
-                f"{expected - 1} of {partition_name}"
+                f"{expected - 1} of {partition_name}: offsets out of order"
             )
         expected = header.base_offset + header.last_offset_delta + 1
     return expected

@@ -2,10 +2,12 @@
 partition, a scripted network in between and a manual clock (no sockets). Truncation cases of
 KIP-101 / KIP-279: diverged tails with different epochs, a follower ahead of the leader, an
 epoch the follower does not know (walk back), an epoch the leader does not know, and a log
-below the leader's log start."""
+below the leader's log start; a truncation that fails on disk."""
 
 from __future__ import annotations
 
+import errno
+import logging
 from pathlib import Path
 
 import pytest
@@ -276,3 +278,40 @@ def test_a_refused_append_pauses_and_keeps_the_offset(pairs) -> None:  # type: i
     state = pair.fetcher.state(TP)
     assert state is not None and state.fetch_offset == 0
     assert pair.fetcher.fetch_request(pair.now) is None
+
+
+@pytest.mark.parametrize("fails", ["truncate_to", "truncate_fully_and_start_at"])
+def test_a_truncation_that_fails_on_disk_goes_to_the_log_dir_health_and_is_retried(
+        pairs, fails: str, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An OSError while truncating (by epoch, or starting over at the leader's log start
+    after OFFSET_OUT_OF_RANGE) is reported as a failing log directory, once, at ERROR; the
+    partition pauses for the backoff and the fetcher goes on (nothing escapes to end it)."""
+    if fails == "truncate_to":  # ahead of the leader in the same epoch: truncate by epoch
+        pair = pairs(((0, 6),), ((0, 3), (1, 2)), 1)
+    else:  # below the leader's log start
+        pair = pairs((), ((0, 6),), 1)
+        pair.leader.initialize_high_watermark(6)
+        pair.leader.delete_records_before(4)
+
+    def broken(*_args: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(pair.follower.log, fails, broken)
+    health = pair.fh.replicas.health
+    with caplog.at_level(logging.ERROR, logger="strom.storage"):
+        for _ in range(3):
+            pair.step()
+    assert health.failing and health.failures == 1
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR] == [
+        f"log directory {health.directory} is failing: Input/output error while truncating "
+        f"{TP}; writes to it are refused with KAFKA_STORAGE_ERROR until space is freed "
+        "(reported once; the next failures are logged at DEBUG)"]
+    state = pair.fetcher.state(TP)
+    assert state is not None and state.delayed_until_ms == pair.now + BACKOFF_MS
+    assert not pair.step()  # paused
+
+    monkeypatch.undo()  # the disk is back: the retry truncates and the follower catches up
+    pair.fh.clock.advance(BACKOFF_MS)
+    pair.run()
+    assert read_all(pair.follower.log) == read_all(pair.leader.log)
+    assert not health.failing

@@ -206,6 +206,12 @@ class _FetcherRunner:
                     await self._send_fetch(request)
                 elif epochs is None:
                     await self._idle()
+        except Exception:
+            # A bug: the state machine keeps every partition's error to that partition.
+            # Say so here, since stopped() swallows what ended the task.
+            log.exception("replica fetcher %d for leader %d stopped", fetcher.fetcher_id,
+                          fetcher.source_id)
+            raise
         finally:
             if self._conn is not None:
                 await self._conn.close()

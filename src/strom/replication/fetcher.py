@@ -30,7 +30,12 @@ leader's log end → back to truncating (by epoch). FENCED_LEADER_EPOCH (the fol
 metadata is older), UNKNOWN_LEADER_EPOCH (the leader's is older), NOT_LEADER_OR_FOLLOWER and
 any other error pause the partition for ``replica.fetch.backoff.ms``; newer metadata re-adds it
 with its new leader epoch (and a fresh truncation). A request that failed as a whole (no
-connection, timeout) pauses all its partitions.
+connection, timeout) pauses all its partitions. A write of the follower's log that fails on
+disk (``OSError``: a full disk, EIO) — truncating, starting over at the leader's log start,
+moving the log start, appending — is reported through ``FollowerLogs.storage_failed`` (the
+data directory's health, as a client append's is; appends report it in the replica manager)
+and pauses that partition only; the phase stays, so the retry redoes the write. Nothing a
+partition's log raises escapes to the other partitions of the fetcher.
 
 How to drive it (the asyncio transport :mod:`strom.broker.replica_fetch` does exactly this; a
 deterministic simulation does the same with a scripted network and a manual clock)::
@@ -83,6 +88,11 @@ class FollowerLogs(Protocol):
 
     def append_fetched(self, partition: Partition, records: memoryview) -> None:
         """Append batches fetched from the leader (raises what the log refuses)."""
+        ...
+
+    def storage_failed(self, exc: OSError, doing: str) -> None:
+        """A follower's write other than an append (a truncation, a log-start move) failed
+        on disk: report it where every failing write of the data directory goes."""
         ...
 
 
@@ -248,7 +258,9 @@ class ReplicaFetcher:
                 continue
             try:
                 self._truncate(state, partition, query, answer)
-            except (KafkaError, OSError) as exc:
+            except OSError as exc:
+                self._storage_failed(state, exc, "truncating", now_ms)
+            except KafkaError as exc:
                 log.warning("%s: truncation failed (%s); retrying", query.tp, exc)
                 self._pause(state, now_ms)
 
@@ -327,7 +339,10 @@ class ReplicaFetcher:
             elif answer.error_code == NONE:
                 self._on_data(state, partition, answer, now_ms)
             elif answer.error_code == OFFSET_OUT_OF_RANGE:
-                self._on_out_of_range(state, partition, answer)
+                try:
+                    self._on_out_of_range(state, partition, answer)
+                except OSError as exc:
+                    self._storage_failed(state, exc, "truncating", now_ms)
             else:
                 self._on_error(state, answer.error_code, "Fetch", now_ms)
 
@@ -339,7 +354,9 @@ class ReplicaFetcher:
             partition.update_follower_high_watermark(answer.high_watermark)
             if answer.log_start_offset >= 0:
                 partition.update_follower_log_start(answer.log_start_offset)
-        except (KafkaError, OSError) as exc:
+        except OSError as exc:  # the log start's move (appends raise KafkaStorageError)
+            self._storage_failed(state, exc, "moving the log start of", now_ms)
+        except KafkaError as exc:
             log.warning("%s: cannot append what leader %d sent at offset %d: %s", state.tp,
                         self.source_id, state.fetch_offset, exc)
             self._pause(state, now_ms)
@@ -362,6 +379,11 @@ class ReplicaFetcher:
         log.info("%s: log end %d is past leader %d's log end; truncating by leader epoch",
                  state.tp, state.fetch_offset, self.source_id)
         state.phase = Phase.TRUNCATING
+
+    def _storage_failed(self, state: FollowedPartition, exc: OSError, doing: str,
+                        now_ms: int) -> None:
+        self._logs.storage_failed(exc, f"{doing} {state.tp}")
+        self._pause(state, now_ms)
 
     def _on_error(self, state: FollowedPartition, code: int, api: str, now_ms: int) -> None:
         what = error_name(code) if code > 0 else "no answer"

@@ -421,6 +421,11 @@ class ReplicaManager:
         if error is not None:
             raise error
 
+    def storage_failed(self, exc: OSError, doing: str) -> None:
+        """A follower's truncation or log-start move failed on disk (FollowerLogs): the
+        data directory's health reports it, as a failed append's."""
+        self.health.failure(exc, doing)
+
     def _on_isr_change(self, change: IsrChange) -> None:
         if self.isr_writer is None:
             log.debug("%s: no ISR writer; dropping the proposed ISR %s", change.tp,

@@ -2,7 +2,8 @@
 ``transaction.state.log.replication.factor``) on a real three-broker ZooKeeper cluster: the
 topics are created on the first FindCoordinator of each kind (GROUP, TRANSACTION), with as
 many replicas as configured, or as there are live brokers when fewer are (strom's difference
-from Kafka, which refuses until enough brokers are up)."""
+from Kafka, which refuses until enough brokers are up); ``__transaction_state``'s
+``min.insync.replicas`` (``transaction.state.log.min.isr``) as DescribeConfigs shows it."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import asyncio
 import logging
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from strom.client.conn import Connection
-from strom.controller.internal_topics import internal_replication_factor
+from strom.controller.internal_topics import internal_min_isr, internal_replication_factor
 from strom.metadata.zookeeper import ZooKeeperMetadataStore
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -56,6 +58,20 @@ def test_internal_topics_are_replicated_over_the_cluster(
     txn = observer.image.topics["__transaction_state"]
     assert [sorted(p.replicas) for p in txn.partitions] == [list(IDS)] * 2  # capped at 3
 
+    # DescribeConfigs (librdkafka) as Kafka answers it: __transaction_state carries its own
+    # min.insync.replicas (transaction.state.log.min.isr, default 2); __consumer_offsets has
+    # none and inherits the broker default (1).
+    admin = AdminClient({"bootstrap.servers": first.bootstrap})
+    resources = [ConfigResource("topic", t) for t in ("__transaction_state", "__consumer_offsets")]
+    described = {r.name: f.result(15) for r, f in admin.describe_configs(resources).items()}
+    txn_min_isr = described["__transaction_state"]["min.insync.replicas"]
+    assert (txn_min_isr.value, txn_min_isr.source) == (
+        "2", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    offsets_min_isr = described["__consumer_offsets"]["min.insync.replicas"]
+    assert (offsets_min_isr.value, offsets_min_isr.source) == (
+        "1", ConfigSource.DEFAULT_CONFIG.value)
+    assert described["__transaction_state"]["unclean.leader.election.enable"].value == "false"
+
 
 def test_a_factor_above_the_live_brokers_is_capped_with_a_warning(
         caplog: pytest.LogCaptureFixture) -> None:
@@ -66,3 +82,9 @@ def test_a_factor_above_the_live_brokers_is_capped_with_a_warning(
     caplog.clear()
     assert internal_replication_factor("__consumer_offsets", 2, 3) == 2
     assert caplog.text == ""
+
+
+def test_the_transaction_log_min_isr_is_at_most_its_replication_factor() -> None:
+    assert internal_min_isr(2, 3) == 2  # Kafka's defaults
+    assert internal_min_isr(2, 1) == 1  # one broker: transactions still complete
+    assert internal_min_isr(3, 5) == 3

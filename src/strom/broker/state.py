@@ -17,7 +17,7 @@ from strom.common.config import BrokerConfig, TopicConfig, validate_topic_config
 from strom.common.errors import error_class
 from strom.controller.broker_configs import BrokerConfigAdmin
 from strom.controller.driver import ControllerDriver
-from strom.controller.internal_topics import internal_replication_factor
+from strom.controller.internal_topics import internal_min_isr, internal_replication_factor
 from strom.controller.producer_ids import ProducerIdManager
 from strom.controller.topics import TopicAdmin
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
@@ -123,15 +123,17 @@ class BrokerState:
         (on the first transactional FindCoordinator or InitProducerId, as Kafka does)."""
         if TXN_TOPIC in self.store.image.topics:
             return
+        factor = self._internal_factor(TXN_TOPIC, "transaction.state.log.replication.factor")
         configs = {
             "cleanup.policy": "compact",
             "segment.bytes": str(self.config.get("transaction.state.log.segment.bytes")),
             "compression.type": "uncompressed",
             "unclean.leader.election.enable": "false",
+            "min.insync.replicas": str(internal_min_isr(
+                int(self.config.get("transaction.state.log.min.isr")), factor)),
         }
         self.topic_admin.create_topic(
-            TXN_TOPIC, int(self.config.get("transaction.state.log.num.partitions")),
-            self._internal_factor(TXN_TOPIC, "transaction.state.log.replication.factor"),
+            TXN_TOPIC, int(self.config.get("transaction.state.log.num.partitions")), factor,
             configs, internal=True)
 
     def _internal_factor(self, topic: str, key: str) -> int:

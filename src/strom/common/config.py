@@ -606,6 +606,10 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "Replicas of __transaction_state (fewer when fewer brokers are live at its "
               "creation; see strom.controller.internal_topics).", at_least(1),
               read_only=True),
+    ConfigKey("transaction.state.log.min.isr", ConfigType.INT, 2,
+              "min.insync.replicas of __transaction_state, set on the topic at its creation "
+              "(at most its replication factor; see strom.controller.internal_topics).",
+              at_least(1), read_only=True),
     ConfigKey("transaction.state.log.segment.bytes", ConfigType.INT, 104857600,
               "Segment size of __transaction_state.", at_least(1), read_only=True),
     ConfigKey("transaction.max.timeout.ms", ConfigType.INT, 900000,

@@ -4,6 +4,7 @@ it registers and elects itself controller, and real clients work as against the 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +14,14 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.metadata.zookeeper import ZooKeeperMetadataStore
+from strom.testing.cluster import EmbeddedCluster
 from strom.testing.pytest_plugin import BrokerFactory
 from strom.testing.zookeeper import free_port
 from tests.metadata.zk_helpers import wait_until
 
 NODE = 5
+#: What a clean stop takes besides the controlled shutdown (closing logs, the session).
+SHUTDOWN_SLACK_S = 3.0
 
 
 @pytest.fixture
@@ -138,3 +142,44 @@ def test_quotas_and_scram_credentials_of_a_user_survive_each_other_and_a_restart
     described = admin.describe_user_scram_credentials(["alice"])["alice"].result(10)
     assert {i.mechanism for i in described.scram_credential_infos} == {
         ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512}
+
+
+def test_a_clean_stop_without_a_reachable_controller_waits_only_the_configured_bound(
+        ) -> None:
+    """Controlled shutdown (``broker.zookeeper_metadata.controlled_shutdown``) is bounded:
+    with the controller paused (SIGSTOP: it accepts connections and never answers) a broker
+    stops after max.retries attempts of controller.socket.timeout.ms each and the backoffs
+    between them; with ZooKeeper gone it does not wait for the controller at all."""
+    attempt_s, retries, backoff_s = 1.5, 2, 0.5
+    configs = {"controlled.shutdown.max.retries": retries,
+               "controlled.shutdown.retry.backoff.ms": int(backoff_s * 1000),
+               "controller.socket.timeout.ms": int(attempt_s * 1000),
+               # the paused controller keeps its session: nobody else takes over meanwhile
+               "zookeeper.session.timeout.ms": 30000}
+    bound_s = retries * attempt_s + (retries - 1) * backoff_s
+    with EmbeddedCluster(brokers=3, configs=configs) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("led", 3, 2)])["led"].result(15)  # each leads one
+        controller = cluster.controller_id()
+        first, second = (cluster.brokers[i] for i in sorted(cluster.brokers) if i != controller)
+
+        cluster.pause(controller)
+        try:
+            began = time.monotonic()
+            assert first.stop() == 0
+            took = time.monotonic() - began
+        finally:
+            cluster.resume(controller)
+        assert retries * attempt_s <= took < bound_s + SHUTDOWN_SLACK_S
+        output = "".join(first.output)
+        assert f"attempt {retries} of {retries}: controller {controller} did not answer " \
+               f"within {attempt_s:g}s" in output
+
+        cluster.zookeeper.stop()  # ZooKeeper gone: no controller can move anything
+        time.sleep(0.5)  # the brokers' ZooKeeper connections drop
+        began = time.monotonic()
+        assert second.stop() == 0
+        took = time.monotonic() - began
+        assert took < SHUTDOWN_SLACK_S
+        assert "controlled shutdown of broker" in "".join(second.output)
+        assert "skipped: no ZooKeeper session" in "".join(second.output)

@@ -71,40 +71,65 @@ async def controlled_shutdown(config: BrokerConfig, store: ZooKeeperMetadataStor
     """Ask the controller (found in the image, reached on its inter-broker listener) to move
     this broker's leadership away, retrying while partitions remain
     (``controlled.shutdown.max.retries``, ``controlled.shutdown.retry.backoff.ms``); True
-    once none remain. Never raises: the broker stops either way."""
+    once none remain. Never raises: the broker stops either way.
+
+    Bounded: each attempt (connect, negotiate, ask, answer) may take
+    ``controller.socket.timeout.ms``, and there is no wait after the last one, so a broker
+    whose controller does not answer (paused, cut off) stops after at most max.retries x
+    timeout + (max.retries - 1) x backoff (100 s with the defaults; Kafka's ZooKeeper-mode
+    broker may take max.retries x (controller.socket.timeout.ms to connect +
+    request.timeout.ms to answer + backoff) = 195 s). Without a connected ZooKeeper session
+    (ZooKeeper gone, or the session expired) it does not wait at all: the controller moves
+    leadership only through ZooKeeper, and takes it from a broker whose session ends anyway.
+    With no controller in the image it backs off and looks again, as Kafka does."""
     retries = int(config.get("controlled.shutdown.max.retries"))
     backoff = int(config.get("controlled.shutdown.retry.backoff.ms")) / 1000
-    timeout = int(config.get("zookeeper.connection.timeout.ms")) / 1000
+    timeout = int(config.get("controller.socket.timeout.ms")) / 1000
     for attempt in range(1, retries + 1):
+        if not store.session.connected:
+            log.warning("controlled shutdown of broker %d skipped: no ZooKeeper session "
+                        "(the controller moves its leadership when the session ends)", node_id)
+            return False
         image = store.image
         controller = image.brokers.get(image.controller_id)
-        outcome = "no controller"
+        outcome: str | None = "no controller"
         if controller is not None:
-            conn = Connection(controller.host, controller.port, node_id=controller.node_id,
-                              client_id=f"strom-controlled-shutdown-{node_id}",
-                              request_timeout_s=timeout, security=security)
+            me = image.brokers.get(node_id)  # its epoch: this registration's
+            epoch = me.epoch if me is not None else codec.UNKNOWN_BROKER_EPOCH
             try:
-                await conn.open()
-                version = CONTROLLED_SHUTDOWN_VERSION
-                me = image.brokers.get(node_id)  # its epoch: this registration's
-                epoch = me.epoch if me is not None else codec.UNKNOWN_BROKER_EPOCH
-                raw = await conn.send(ApiKey.CONTROLLED_SHUTDOWN, version, codec.encode_request(
-                    codec.ControlledShutdownRequest(node_id, epoch), version))
-                assert raw is not None
-                answer = codec.decode_response(raw, version)
-            except (KafkaError, OSError) as exc:
-                outcome = f"controller {controller.node_id} unreachable: {exc}"
-            else:
-                if answer.error_code == 0 and not answer.remaining_partitions:
-                    log.info("controlled shutdown of broker %d succeeded", node_id)
-                    return True
-                outcome = (f"error {answer.error_code}, "
-                           f"{len(answer.remaining_partitions)} partitions remaining")
-            finally:
-                with contextlib.suppress(Exception):
-                    await conn.close()
+                outcome = await asyncio.wait_for(
+                    _ask(controller.host, controller.port, controller.node_id, node_id, epoch,
+                         timeout, security), timeout)
+            except TimeoutError:
+                outcome = f"controller {controller.node_id} did not answer within {timeout:g}s"
+            if outcome is None:
+                log.info("controlled shutdown of broker %d succeeded", node_id)
+                return True
         log.warning("controlled shutdown of broker %d, attempt %d of %d: %s", node_id,
                     attempt, retries, outcome)
         if attempt < retries:
             await asyncio.sleep(backoff)
     return False
+
+
+async def _ask(host: str, port: int, controller_id: int, node_id: int, epoch: int,
+               timeout: float, security: ClientSecurity | None) -> str | None:
+    """One ControlledShutdown round trip: None when no partition remains, else why not."""
+    conn = Connection(host, port, node_id=controller_id,
+                      client_id=f"strom-controlled-shutdown-{node_id}",
+                      request_timeout_s=timeout, connect_timeout_s=timeout, security=security)
+    try:
+        await conn.open()
+        version = CONTROLLED_SHUTDOWN_VERSION
+        raw = await conn.send(ApiKey.CONTROLLED_SHUTDOWN, version, codec.encode_request(
+            codec.ControlledShutdownRequest(node_id, epoch), version))
+        assert raw is not None
+        answer = codec.decode_response(raw, version)
+    except (KafkaError, OSError) as exc:
+        return f"controller {controller_id} unreachable: {exc}"
+    finally:
+        with contextlib.suppress(Exception):
+            await conn.close()
+    if answer.error_code == 0 and not answer.remaining_partitions:
+        return None
+    return f"error {answer.error_code}, {len(answer.remaining_partitions)} partitions remaining"

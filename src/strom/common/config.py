@@ -371,10 +371,15 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "On a clean stop (SIGTERM) in a ZooKeeper cluster, ask the controller to move "
               "this broker's partition leadership elsewhere first.", read_only=True),
     ConfigKey("controlled.shutdown.max.retries", ConfigType.INT, 3,
-              "Controlled-shutdown attempts before the broker stops regardless.", at_least(1),
-              read_only=True),
+              "Controlled-shutdown attempts before the broker stops regardless (a clean stop "
+              "waits at most max.retries x controller.socket.timeout.ms + (max.retries - 1) "
+              "x controlled.shutdown.retry.backoff.ms for them; not at all without a "
+              "connected ZooKeeper session).", at_least(1), read_only=True),
     ConfigKey("controlled.shutdown.retry.backoff.ms", ConfigType.LONG, 5000,
               "Wait between controlled-shutdown attempts.", at_least(0), read_only=True),
+    ConfigKey("controller.socket.timeout.ms", ConfigType.INT, 30000,
+              "How long one controlled-shutdown attempt may take: connecting to the "
+              "controller and its answer.", at_least(1), read_only=True),
     ConfigKey("auto.leader.rebalance.enable", ConfigType.BOOLEAN, True,
               "The controller moves leadership back to preferred replicas when a broker's "
               "imbalance exceeds leader.imbalance.per.broker.percentage.", read_only=True),

@@ -181,6 +181,12 @@ class ZkSession:
         else:
             self._jobs.put(job)
 
+    @property
+    def connected(self) -> bool:
+        """Connected to ZooKeeper in a live session now (False while the connection is down
+        — the session may still live on the server — after it expired, and after close)."""
+        return bool(self.client.state == KazooState.CONNECTED)
+
     def on_new_session(self, hook: Callable[[], None]) -> None:
         self._new_session_hooks.append(hook)
 

@@ -322,7 +322,7 @@ def test_dynamic_configs_survive_a_restart(broker: EmbeddedBroker, admin: AdminC
 
 def test_replication_throttle_configs_are_accepted_as_kafka_tools_set_them(
         admin: AdminClient) -> None:
-    """What kafka-reassign-partitions.sh --throttle writes (not enforced yet: accepted)."""
+    """What kafka-reassign-partitions.sh --throttle writes is accepted and described."""
     set_broker(admin, "0", leader_replication_throttled_rate="1000000",
                follower_replication_throttled_rate="1000000")
     configs = broker_configs(admin)

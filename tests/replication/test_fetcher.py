@@ -15,6 +15,7 @@ import pytest
 from strom.common.errors import OffsetOutOfRangeError, error_class
 from strom.common.types import TopicPartition
 from strom.replication.fetcher import (
+    THROTTLE_RECHECK_MS,
     EpochAnswer,
     EpochRequest,
     FetchAnswer,
@@ -24,6 +25,7 @@ from strom.replication.fetcher import (
     ReplicaFetcher,
 )
 from strom.replication.partition import FetchIsolation, Partition
+from strom.replication.quota import ReplicationQuota
 from tests.replication.harness import Harness, partition_info
 from tests.replication.harness import image as make_image
 from tests.storage.helpers import make_batch, payload, read_all
@@ -315,3 +317,33 @@ def test_a_truncation_that_fails_on_disk_goes_to_the_log_dir_health_and_is_retri
     pair.run()
     assert read_all(pair.follower.log) == read_all(pair.leader.log)
     assert not health.failing
+
+
+def test_a_throttled_partition_is_left_out_while_the_follower_quota_is_exceeded(
+        pairs) -> None:  # type: ignore[no-untyped-def]
+    pair = pairs((), ((0, 30),), 0)
+    # the leader alone in the ISR: its high watermark is its log end (a replica being copied)
+    pair.lh.apply(make_image(partition_info(epoch=0, replicas=(1, 2, 3), isr=(1,)), epoch=3))
+    assert pair.leader.high_watermark == 30
+    quota = ReplicationQuota("follower", 1, pair.fh.clock.monotonic, bound=1_000_000)
+    quota.mark_throttled(TP.topic, f"{TP.partition}:1")  # the harness's follower is node 1
+    pair.fetcher = ReplicaFetcher(2, 0, FetcherSettings(FOLLOWER_ID, partition_max_bytes=200),
+                                  pair.fh.replicas, quota=quota)
+    pair.fetcher.add_partitions({TP: 0})
+    assert pair.step()
+    received = pair.follower.log_end_offset
+    assert 0 < received < 30 and quota.rate() > 0  # the bytes received were recorded
+    quota.bound = 1  # lowered: exceeded now
+    request = pair.fetcher.fetch_request(pair.now)
+    assert request is None  # held back, looked at again after THROTTLE_RECHECK_MS
+    assert pair.fetcher.next_wakeup_ms(pair.now) == pair.now + THROTTLE_RECHECK_MS
+    pair.fh.clock.advance(THROTTLE_RECHECK_MS)
+    assert pair.fetcher.fetch_request(pair.now) is None  # still exceeded
+    quota.bound = 1_000_000  # raised: fetching goes on at the next look
+    pair.fh.clock.advance(THROTTLE_RECHECK_MS)
+    pair.run(100)
+    pair.assert_identical()
+    # caught up with the leader's high watermark: no longer held back, whatever the rate
+    quota.bound = 1
+    assert quota.is_quota_exceeded()
+    assert pair.fetcher.fetch_request(pair.now) is not None

@@ -50,6 +50,7 @@ from strom.replication.fetcher import (
     ReplicaFetcher,
 )
 from strom.replication.isr_writer import StoreIsrWriter
+from strom.replication.quota import ReplicaQuota
 from strom.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("strom.broker.replica_fetch")
@@ -83,13 +84,15 @@ class Replication:
 
     def __init__(self, config: BrokerConfig, node_id: int, replicas: ReplicaManager,
                  store: MetadataStore, address_of: AddressOf, clock: Clock,
-                 security: ClientSecurity | None) -> None:
+                 security: ClientSecurity | None, *, quota: ReplicaQuota | None = None
+                 ) -> None:
         self._replicas = replicas
         self.max_lag_ms = int(config.get("replica.lag.time.max.ms"))
         self.shrink_interval_s = max(0.01, self.max_lag_ms / 2000)
         self.fetchers = ReplicaFetcherManager(
             fetcher_settings(config, node_id), replicas, address_of, clock,
-            num_fetchers=int(config.get("num.replica.fetchers")), security=security)
+            num_fetchers=int(config.get("num.replica.fetchers")), security=security,
+            quota=quota)
         self.isr_writer = StoreIsrWriter(store, node_id, replicas.isr_change_failed,
                                          replicas.isr_change_written)
         replicas.fetching = self.fetchers
@@ -112,7 +115,7 @@ class ReplicaFetcherManager:
     def __init__(self, settings: FetcherSettings, logs: FollowerLogs, address_of: AddressOf,
                  clock: Clock, *, num_fetchers: int = 1,
                  security: ClientSecurity | None = None,
-                 request_timeout_s: float = 30.0) -> None:
+                 request_timeout_s: float = 30.0, quota: ReplicaQuota | None = None) -> None:
         self._settings = settings
         self._logs = logs
         self._address_of = address_of
@@ -120,6 +123,7 @@ class ReplicaFetcherManager:
         self._num_fetchers = num_fetchers
         self._security = security
         self._timeout_s = request_timeout_s
+        self._quota = quota  # the follower's replication throttle
         self._runners: dict[tuple[int, int], _FetcherRunner] = {}
         self._closed = False
 
@@ -140,7 +144,8 @@ class ReplicaFetcherManager:
         for key, epochs in wanted.items():
             found = self._runners.get(key)
             if found is None:
-                fetcher = ReplicaFetcher(key[0], key[1], self._settings, self._logs)
+                fetcher = ReplicaFetcher(key[0], key[1], self._settings, self._logs,
+                                         quota=self._quota)
                 found = self._runners[key] = _FetcherRunner(
                     fetcher, self._address_of, self._clock, self._security, self._timeout_s)
             found.fetcher.add_partitions(epochs)

@@ -197,11 +197,15 @@ class BrokerServer:
             keep_topics_on_disk(state, logs)
         if config.get("log.cleaner.enable"):
             logs.start_cleaner(*cleaner_settings(config))
+        throttles = state.replication_quotas
         self._replication = replication = Replication(
-            config, node_id, replicas, store, self._address_of, self.clock, inter_security)
+            config, node_id, replicas, store, self._address_of, self.clock, inter_security,
+            quota=throttles.follower)
         replicas.apply_image(store.image)
         store.subscribe(replicas.apply_image)  # every metadata change: role transitions
         store.subscribe(DynamicConfigApplier(self.config, state))  # dynamic broker configs
+        throttles.configure(store.image, state.config)  # after the applier: its config
+        store.subscribe(lambda image: throttles.configure(image, state.config))
         state.quotas.configure(store.image)
         store.subscribe(state.quotas.configure)  # client quotas
         coordinator = GroupCoordinator(ReplicaPartitionWriter(replicas), LoopScheduler(),

@@ -25,6 +25,7 @@ from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.coordinator.txn.coordinator import TXN_TOPIC, TxnCoordinator, TxnSettings
 from strom.metadata.image import TopicInfo
 from strom.metadata.store import MetadataStore
+from strom.replication.quota import ReplicationQuotas
 from strom.replication.replica_manager import ReplicaManager
 
 
@@ -52,10 +53,14 @@ class BrokerState:
     controller: ControllerDriver | None = None
     topic_admin: TopicAdmin = field(init=False)
     broker_configs: BrokerConfigAdmin = field(init=False)
+    #: Replication throttles (KIP-73); the server keeps them current from each image.
+    replication_quotas: ReplicationQuotas = field(init=False)
 
     def __post_init__(self) -> None:
         self.topic_admin = TopicAdmin(self.store, self.config, storage=self.replicas)
         self.broker_configs = BrokerConfigAdmin(self.store, self.node_id)
+        self.replication_quotas = ReplicationQuotas.for_broker(self.config, self.node_id,
+                                                               self.clock.monotonic)
 
     @property
     def groups(self) -> GroupCoordinator:

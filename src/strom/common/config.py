@@ -239,8 +239,6 @@ _V2_ONLY = ("strom stores every batch in record format v2 (Kafka 3.0 and later i
             "too; Kafka 4.0 removes it)")
 _NO_DOWNCONVERSION = ("strom never down-converts: clients too old for record format v2 are "
                       "refused (Kafka 4.0 removes it)")
-_THROTTLES_PLANNED = ("replication throttles are not enforced yet (planned): reassigned "
-                      "replicas copy at full speed")
 _USE_BEFORE_AFTER = ("deprecated since Kafka 3.6 and not implemented: use "
                      "message.timestamp.before.max.ms and message.timestamp.after.max.ms")
 
@@ -455,6 +453,11 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "Windows a client quota's rate is measured over.", at_least(1), read_only=True),
     ConfigKey("quota.window.size.seconds", ConfigType.INT, 1,
               "The length of one client-quota window.", at_least(1), read_only=True),
+    ConfigKey("replication.quota.window.num", ConfigType.INT, 11,
+              "Windows a replication throttle's rate is measured over.", at_least(1),
+              read_only=True),
+    ConfigKey("replication.quota.window.size.seconds", ConfigType.INT, 1,
+              "The length of one replication-throttle window.", at_least(1), read_only=True),
     ConfigKey("max.connections", ConfigType.INT, 2147483647,
               "Connections the broker accepts across its listeners; one more is closed at "
               "once (per listener: listener.name.<l>.max.connections).", at_least(0),
@@ -627,12 +630,10 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "Expiry of idle idempotent producers' state.", at_least(1), dynamic=True),
     ConfigKey("leader.replication.throttled.rate", ConfigType.LONG, MAX_LONG,
               "Bytes/s a leader sends to the replicas its topics list in "
-              "leader.replication.throttled.replicas.", at_least(0), dynamic=True,
-              ignored=_THROTTLES_PLANNED),
+              "leader.replication.throttled.replicas.", at_least(0), dynamic=True),
     ConfigKey("follower.replication.throttled.rate", ConfigType.LONG, MAX_LONG,
               "Bytes/s a follower fetches for the replicas its topics list in "
-              "follower.replication.throttled.replicas.", at_least(0), dynamic=True,
-              ignored=_THROTTLES_PLANNED),
+              "follower.replication.throttled.replicas.", at_least(0), dynamic=True),
     ConfigKey("broker.rack", ConfigType.STRING, None, "This broker's rack.", read_only=True),
     ConfigKey("cluster.id", ConfigType.STRING, None,
               "The cluster id (generated and stored in meta.properties when absent).",
@@ -704,12 +705,10 @@ TOPIC_KEYS: dict[str, ConfigKey] = _keys(
     # no broker-level synonym, as in Kafka
     ConfigKey("leader.replication.throttled.replicas", ConfigType.LIST, [],
               "Replicas (partition:broker, or *) throttled on the leader side "
-              "(leader.replication.throttled.rate).", throttled_replicas,
-              ignored=_THROTTLES_PLANNED),
+              "(leader.replication.throttled.rate).", throttled_replicas),
     ConfigKey("follower.replication.throttled.replicas", ConfigType.LIST, [],
               "Replicas (partition:broker, or *) throttled on the follower side "
-              "(follower.replication.throttled.rate).", throttled_replicas,
-              ignored=_THROTTLES_PLANNED),
+              "(follower.replication.throttled.rate).", throttled_replicas),
 )
 
 # Broker keys whose value derives from a coarser unit key when unset.

@@ -24,6 +24,12 @@ one). Each partition is in one of two phases:
   (bounded by its own log end) and its log start follows the leader's (up to its high
   watermark).
 
+Replication throttle (``quota``, the follower's :class:`~strom.replication.quota.ReplicaQuota`,
+Kafka's ``shouldFollowerThrottle``): a partition the quota throttles is left out of the Fetch
+while the quota is exceeded unless it has caught up with the leader's high watermark (it is
+looked at again after :data:`THROTTLE_RECHECK_MS`); the record bytes received for throttled
+partitions are recorded.
+
 Errors per partition: OFFSET_OUT_OF_RANGE below the leader's log start → the follower drops
 its log and continues at the leader's log start; otherwise the follower is ahead of the
 leader's log end → back to truncating (by epoch). FENCED_LEADER_EPOCH (the follower's
@@ -70,6 +76,7 @@ from typing import Protocol
 from strom.common.errors import KafkaError, error_class, error_name
 from strom.common.types import TopicPartition
 from strom.replication.partition import Partition
+from strom.replication.quota import ReplicaQuota
 
 log = logging.getLogger("strom.replication.fetcher")
 
@@ -77,6 +84,9 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 NONE = 0
 OFFSET_OUT_OF_RANGE = error_class("OFFSET_OUT_OF_RANGE").code
+#: How long a partition held back by the replication throttle waits before it is looked at
+#: again (Kafka's fetcher waits its fetch backoff when nothing is left to fetch).
+THROTTLE_RECHECK_MS = 100
 
 
 class FollowerLogs(Protocol):
@@ -103,13 +113,15 @@ class Phase(enum.Enum):
 
 @dataclass(slots=True)
 class FollowedPartition:
-    """One partition of a fetcher: its leader epoch, phase, next offset and pause."""
+    """One partition of a fetcher: its leader epoch, phase, next offset and pause;
+    ``caught_up``: the last answer's high watermark was reached (Kafka's lag <= 0)."""
 
     tp: TopicPartition
     leader_epoch: int
     phase: Phase = Phase.TRUNCATING
     fetch_offset: int = -1
     delayed_until_ms: int = 0
+    caught_up: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,11 +192,12 @@ class ReplicaFetcher:
     """Follows the partitions led by ``source_id``; see the module docstring."""
 
     def __init__(self, source_id: int, fetcher_id: int, settings: FetcherSettings,
-                 logs: FollowerLogs) -> None:
+                 logs: FollowerLogs, *, quota: ReplicaQuota | None = None) -> None:
         self.source_id = source_id
         self.fetcher_id = fetcher_id
         self.settings = settings
         self._logs = logs
+        self._quota = quota
         self._partitions: dict[TopicPartition, FollowedPartition] = {}
 
     # -- membership -------------------------------------------------------------------------
@@ -310,10 +323,15 @@ class ReplicaFetcher:
     def fetch_request(self, now_ms: int) -> FetchRequest | None:
         """The next Fetch for the partitions ready to fetch (None: none is)."""
         settings = self.settings
+        quota = self._quota
         queries = []
         for state in self._ready(Phase.FETCHING, now_ms):
             partition = self._logs.follower(state.tp)
             if partition is None:
+                continue
+            if quota is not None and not state.caught_up and quota.is_throttled(state.tp) and (
+                    quota.is_quota_exceeded()):
+                state.delayed_until_ms = now_ms + THROTTLE_RECHECK_MS
                 continue
             queries.append(FetchQuery(state.tp, state.leader_epoch, state.fetch_offset,
                                       partition.log_start_offset, settings.partition_max_bytes))
@@ -350,6 +368,8 @@ class ReplicaFetcher:
                  now_ms: int) -> None:
         try:
             if len(answer.records):
+                if self._quota is not None and self._quota.is_throttled(state.tp):
+                    self._quota.record(len(answer.records))
                 self._logs.append_fetched(partition, memoryview(answer.records))
             partition.update_follower_high_watermark(answer.high_watermark)
             if answer.log_start_offset >= 0:
@@ -361,6 +381,7 @@ class ReplicaFetcher:
                         self.source_id, state.fetch_offset, exc)
             self._pause(state, now_ms)
         state.fetch_offset = partition.log_end_offset
+        state.caught_up = state.fetch_offset >= answer.high_watermark
 
     def _on_out_of_range(self, state: FollowedPartition, partition: Partition,
                          answer: FetchAnswer) -> None:

@@ -19,7 +19,10 @@ Followers (``replica_id`` >= 0, CLUSTER_ACTION) read from the leader only
 ``current_leader_epoch`` is older / newer) and up to the leader's log end; each read records
 the follower's fetch offset as its log end
 (:meth:`~strom.replication.partition.Partition.update_follower_fetch_state`), which may move
-the high watermark and the ISR; the answer carries the high watermark after that. Consumers
+the high watermark and the ISR; the answer carries the high watermark after that. The leader's
+replication throttle (:mod:`strom.replication.quota`) leaves a throttled partition's records
+out (no error) while its quota is exceeded and the follower is not in the ISR, and records the
+throttled partitions' bytes of each follower response sent. Consumers
 read from the leader only (NOT_LEADER_OR_FOLLOWER on a follower).
 
 Consumer fetches of a connection are paced by its :class:`~strom.broker.fetch_pacing.FetchPacer`
@@ -60,6 +63,7 @@ from strom.protocol import fast
 from strom.protocol.versions import ApiKey
 from strom.replication.delayed import DelayedFetch
 from strom.replication.partition import FetchIsolation, Partition
+from strom.replication.quota import should_leader_throttle, throttled_size
 from strom.replication.replica_manager import as_kafka_error
 
 log = logging.getLogger("strom.broker.fetch")
@@ -176,6 +180,11 @@ class FetchHandler:
     def _encode(self, req: fast.FetchRequest, version: int,
                 topics: list[fast.FetchTopicResult],
                 context: SessionContext | None) -> ResponseParts:
+        quota = self._state.replication_quotas.leader
+        if req.replica_id >= 0 and quota.throttles_any:  # final: count what the throttle sent
+            image = self._state.store.image
+            quota.record(throttled_size(quota, topics, lambda t: topic_name_for(
+                image, t.name, t.topic_id)))
         if context is None:
             return fast.encode_fetch_response(version, topics)
         answer = context.finish(req, topics, self._state.clock.monotonic())
@@ -218,6 +227,7 @@ class FetchHandler:
         else:
             isolation = FetchIsolation.HIGH_WATERMARK
         read_committed = isolation is FetchIsolation.TXN_COMMITTED
+        throttle = self._state.replication_quotas.leader
         budget = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, self._max_bytes)
         if cap is not None:
             budget = min(budget, cap)
@@ -254,7 +264,8 @@ class FetchHandler:
                 if replica_id >= 0 and not partition.is_leader:
                     raise NotLeaderOrFollowerError(
                         f"this broker is not the leader of {target.name}-{p.partition}")
-                if max_bytes <= 0 and not min_one:
+                if (max_bytes <= 0 and not min_one) or (replica_id >= 0 and (
+                        should_leader_throttle(throttle, partition, replica_id))):
                     data = None
                 else:
                     data = partition.read(p.fetch_offset, max(max_bytes, 0), isolation,

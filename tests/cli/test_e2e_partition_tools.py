@@ -8,6 +8,7 @@ being written on another branch); remove the skip once they are merged.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -15,9 +16,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from strom.cli.reassign_json import format_reassignment
+from strom.client import admin_types as strom_admin
 from strom.client.sync import SyncAdminClient
 from strom.common.types import TopicPartition
 from strom.testing import EmbeddedCluster
@@ -143,3 +153,141 @@ def test_reassign_execute_verify_list(strom_cluster_factory: Callable[..., Embed
     assert strom("reassign", "--list", *b).stdout == "No partition reassignments found.\n"
     described = strom("topics", "describe", "moving", *b).stdout.splitlines()
     assert "\tReplicas: 2,1\t" in described[1]
+
+
+MB = 1_000_000
+THROTTLE = 2_000_000  # bytes a second
+
+
+def fill(cluster: EmbeddedCluster, topic: str, partitions: int, size: int) -> None:
+    """``size`` bytes of incompressible 10 kB records, spread over the partitions (a few
+    thousand records: far below the producer's queue limits)."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1,
+                         "linger.ms": 20, "batch.size": 1_000_000})
+    value = os.urandom(10_000)
+    for i in range(size // len(value)):
+        producer.produce(topic, value, partition=i % partitions)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def reassign_seconds(cluster: EmbeddedCluster, tmp_path: Path, topic: str,
+                     target: list[list[int]], *throttle: str) -> tuple[float, float, str]:
+    """Run ``strom reassign --execute`` (with ``throttle`` options) and wait until nothing
+    moves; returns the seconds from the execute's return to the end (the copy starts
+    before: a lower bound), from its start (the CLI's own start-up included: an upper
+    bound), and ``--verify``'s output."""
+    plan = tmp_path / f"{topic}.json"
+    plan.write_text(format_reassignment(
+        {TopicPartition(topic, p): replicas for p, replicas in enumerate(target)}))
+    b = ["--bootstrap-server", cluster.bootstrap]
+    before = time.monotonic()
+    out = strom("reassign", "--execute", "--reassignment-json-file", str(plan), *throttle, *b)
+    assert out.returncode == 0, out.stderr
+    start = time.monotonic()
+    with SyncAdminClient(cluster.bootstrap) as admin:
+        while admin.list_partition_reassignments():
+            assert time.monotonic() - start < 180, "the reassignment did not complete"
+            time.sleep(0.2)
+    end = time.monotonic()
+    verify = strom("reassign", "--verify", "--reassignment-json-file", str(plan), *b)
+    assert verify.returncode == 0, verify.stderr
+    return end - start, end - before, verify.stdout
+
+
+def test_reassign_with_throttle_copies_at_the_throttled_rate(
+        strom_cluster_factory: Callable[..., EmbeddedCluster], tmp_path: Path) -> None:
+    """Two topics of 24 MB each move from broker 0 to broker 1: without a throttle, then with
+    ``--throttle 2000000`` (leader and follower quotas), which must take at least 60% of
+    size / rate; ``--verify`` then clears every throttle config."""
+    cluster = strom_cluster_factory(2)
+    need_apis(cluster, 45, 46)
+    size = 24 * MB
+    for topic in ("quick", "slow"):
+        create(cluster, topic, [[0], [0]])
+        fill(cluster, topic, 2, size)
+
+    quick, quick_total, _ = reassign_seconds(cluster, tmp_path, "quick", [[1], [1]])
+    slow, slow_total, verified = reassign_seconds(cluster, tmp_path, "slow", [[1], [1]],
+                                                  "--throttle", str(THROTTLE))
+    print(f"moving {size / MB:.0f} MB: {quick:.1f}-{quick_total:.1f} s unthrottled, "
+          f"{slow:.1f}-{slow_total:.1f} s at {THROTTLE / MB:.0f} MB/s")
+    assert slow >= 0.6 * size / THROTTLE, (quick, slow)
+    assert "Reassignment of partition slow-0 is completed." in verified
+    assert "Clearing topic-level throttles on topic slow" in verified
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = ConfigResource(ConfigResource.Type.TOPIC, "slow")
+    described = admin.describe_configs([topic])[topic].result(10)
+    for name in ("leader.replication.throttled.replicas",
+                 "follower.replication.throttled.replicas"):
+        assert described[name].is_default, name  # type: ignore[attr-defined]
+    for broker in ("0", "1"):
+        resource = ConfigResource(ConfigResource.Type.BROKER, broker)
+        configs = admin.describe_configs([resource])[resource].result(10)
+        for name in ("leader.replication.throttled.rate",
+                     "follower.replication.throttled.rate"):
+            assert configs[name].is_default, (broker, name)  # type: ignore[attr-defined]
+    consumer_check(cluster, "slow", 2, size // 10_000)
+
+
+def consumer_check(cluster: EmbeddedCluster, topic: str, partitions: int, count: int) -> None:
+    """Every record is readable from the new replicas (now the leaders)."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"check-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        lows_highs = [consumer.get_watermark_offsets(
+            ConfluentTopicPartition(topic, p), timeout=10) for p in range(partitions)]
+    finally:
+        consumer.close()
+    assert sum(high - low for low, high in lows_highs) == count
+
+
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_either_throttle_alone_holds_back_a_copy_but_not_in_sync_replication(
+        strom_cluster_factory: Callable[..., EmbeddedCluster], side: str) -> None:
+    """Only one side throttled (a cluster-default rate, ``*`` on both topics): broker 1's
+    copy of 16 MB takes at least 60% of size / rate, while acks=all writes to a
+    topic replicated in sync on the same two
+    brokers (the same follower fetcher) are acknowledged throughout."""
+    cluster = strom_cluster_factory(2)
+    need_apis(cluster, 45, 46)
+    size = 16 * MB
+    create(cluster, "moving", [[0]])
+    create(cluster, "steady", [[0, 1]], {"min.insync.replicas": "2"})
+    fill(cluster, "moving", 1, size)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for topic in ("moving", "steady"):  # steady's replicas are in sync: never held back
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            ConfigEntry(f"{side}.replication.throttled.replicas", "*",
+                        incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(10)
+    with SyncAdminClient(cluster.bootstrap) as sync_admin:  # librdkafka cannot name ""
+        sync_admin.incremental_alter_configs(strom_admin.ConfigResource.broker(""), [
+            strom_admin.AlterConfigOp(f"{side}.replication.throttled.rate",
+                                      strom_admin.AlterConfigOpType.SET, str(THROTTLE))])
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "linger.ms": 0})
+    latencies: list[float] = []
+    with SyncAdminClient(cluster.bootstrap) as sync_admin:
+        sync_admin.alter_partition_reassignments({TopicPartition("moving", 0): [1]})
+        start = time.monotonic()
+        while sync_admin.list_partition_reassignments():
+            assert time.monotonic() - start < 180, "the reassignment did not complete"
+            sent = time.monotonic()
+            producer.produce("steady", b"x" * 100)
+            assert producer.flush(10) == 0
+            latencies.append(time.monotonic() - sent)
+            time.sleep(0.1)
+        elapsed = time.monotonic() - start
+    print(f"moving {size / MB:.0f} MB with the {side} throttled at {THROTTLE / MB:.0f} MB/s: "
+          f"{elapsed:.1f} s; {len(latencies)} acks=all writes meanwhile, slowest "
+          f"{max(latencies):.3f} s")
+    assert elapsed >= 0.6 * size / THROTTLE
+    # Held back with the copy (no ISR exemption), a write waited about half a second (15
+    # writes in 8 s, the slowest 1.4 s); exempt, about 10 ms.
+    assert len(latencies) >= 10
+    assert sorted(latencies)[len(latencies) // 2] < 0.25, latencies
+    described = admin.list_topics("steady", timeout=10).topics["steady"].partitions[0]
+    assert sorted(described.isrs) == [0, 1]  # the in-sync replica never fell out

@@ -49,7 +49,9 @@ from strom.controller.producer_ids import ProducerIdManager
 from strom.coordinator.group.coordinator import GroupCoordinator
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.coordinator.txn.coordinator import TXN_TOPIC, TxnCoordinator
-from strom.coordinator.txn.markers import Leader, NetworkMarkerSender
+from strom.coordinator.txn.markers import NetworkMarkerSender
+from strom.coordinator.txn.peers import Leader
+from strom.coordinator.txn.verifier import RemoteTxnVerifier
 from strom.coordinator.writer import ReplicaPartitionWriter
 from strom.metadata.image import BrokerInfo, Endpoint, ScramCredential
 from strom.metadata.local import LocalMetadataStore
@@ -219,6 +221,8 @@ class BrokerServer:
             ReplicaPartitionWriter(replicas), LoopScheduler(), self.clock, state.txn_settings(),
             state.producer_ids.next_id, self._markers)
         replicas.add_leadership_listener(TXN_TOPIC, state.txn_coordinator.runtime)
+        state.txn_verifier = RemoteTxnVerifier(self._txn_coordinator_of,
+                                               security=inter_security)
         dispatcher = Dispatcher(build_handlers(state), self.health.failure, state.quotas)
         max_request = int(self.config.get("socket.request.max.bytes"))
         self.bound = {}
@@ -308,6 +312,13 @@ class BrokerServer:
         broker = image.brokers.get(topic.partitions[tp.partition].leader)
         return None if broker is None else Leader(broker.node_id, broker.host, broker.port)
 
+    def _txn_coordinator_of(self, transactional_id: str) -> Leader | None:
+        """The broker leading the transactional id's ``__transaction_state`` partition."""
+        assert self.state is not None
+        txns = self.state.txns
+        return self._leader_of(TopicPartition(TXN_TOPIC,
+                                              txns.partition_for(transactional_id)))
+
     def _address_of(self, node_id: int) -> tuple[str, int] | None:
         """Where a broker's inter-broker listener is (followers fetch from there)."""
         assert self.state is not None
@@ -384,6 +395,8 @@ class BrokerServer:
             self.state.txn_coordinator.shutdown()
         if self._markers is not None:
             await self._markers.close()
+        if self.state is not None and self.state.txn_verifier is not None:
+            await self.state.txn_verifier.close()
         if self.state is not None:
             await self.state.replicas.shutdown()
         if self._logs is not None:

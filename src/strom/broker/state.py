@@ -6,6 +6,7 @@ handler at construction. Owned by the event-loop thread.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from strom.broker.access import Access
 from strom.broker.quotas.manager import ClientQuotas
 from strom.common.clock import Clock
 from strom.common.config import BrokerConfig, TopicConfig, validate_topic_configs
-from strom.common.errors import error_class
+from strom.common.errors import TopicAlreadyExistsError, error_class
 from strom.controller.broker_configs import BrokerConfigAdmin
 from strom.controller.driver import ControllerDriver
 from strom.controller.internal_topics import internal_min_isr, internal_replication_factor
@@ -23,6 +24,7 @@ from strom.controller.topics import TopicAdmin
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.coordinator.txn.coordinator import TXN_TOPIC, TxnCoordinator, TxnSettings
+from strom.coordinator.txn.verifier import RemoteTxnVerifier
 from strom.metadata.image import TopicInfo
 from strom.metadata.store import MetadataStore
 from strom.replication.quota import ReplicationQuotas
@@ -43,6 +45,9 @@ class BrokerState:
     producer_ids: ProducerIdManager
     group_coordinator: GroupCoordinator | None = None
     txn_coordinator: TxnCoordinator | None = None
+    #: KIP-890 verification with a transaction coordinator on another broker (set by the
+    #: server; None: only a local coordinator can verify).
+    txn_verifier: RemoteTxnVerifier | None = None
     #: Authorization (:mod:`strom.broker.access`); allows everything until the server sets
     #: the configured authorizer.
     access: Access = field(default_factory=lambda: Access(None))
@@ -118,10 +123,9 @@ class BrokerState:
             "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
             "compression.type": "producer",
         }
-        self.topic_admin.create_topic(
+        self._create_internal(
             OFFSETS_TOPIC, int(self.config.get("offsets.topic.num.partitions")),
-            self._internal_factor(OFFSETS_TOPIC, "offsets.topic.replication.factor"), configs,
-            internal=True)
+            self._internal_factor(OFFSETS_TOPIC, "offsets.topic.replication.factor"), configs)
 
     def ensure_txn_topic(self) -> None:
         """Create the internal, compacted ``__transaction_state`` topic if it is missing
@@ -137,9 +141,18 @@ class BrokerState:
             "min.insync.replicas": str(internal_min_isr(
                 int(self.config.get("transaction.state.log.min.isr")), factor)),
         }
-        self.topic_admin.create_topic(
+        self._create_internal(
             TXN_TOPIC, int(self.config.get("transaction.state.log.num.partitions")), factor,
-            configs, internal=True)
+            configs)
+
+    def _create_internal(self, topic: str, partitions: int, replication_factor: int,
+                         configs: Mapping[str, str]) -> None:
+        """Create an internal topic; one that another broker created first (its metadata
+        has not reached this broker yet) is no error: the caller sees it missing from the
+        image for a moment and answers COORDINATOR_NOT_AVAILABLE, as Kafka does."""
+        with contextlib.suppress(TopicAlreadyExistsError):
+            self.topic_admin.create_topic(topic, partitions, replication_factor, dict(configs),
+                                          internal=True)
 
     def _internal_factor(self, topic: str, key: str) -> int:
         return internal_replication_factor(topic, int(self.config.get(key)),

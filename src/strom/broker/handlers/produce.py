@@ -15,7 +15,9 @@ when the ISR is smaller than ``min.insync.replicas``. ``timeout_ms`` bounds the 
 Transactional writes (KIP-890 part 1): a producer's first transactional batch in a partition
 is appended only if the transaction coordinator confirms the partition was added to the
 producer's ongoing transaction (INVALID_TXN_STATE otherwise; a coordinator that cannot answer
-now gives the retriable NOT_ENOUGH_REPLICAS, as Kafka).
+now gives the retriable NOT_ENOUGH_REPLICAS, as Kafka). When the coordinator is another
+broker, the question goes to it over the wire (AddPartitionsToTxn v4 ``verify_only``, through
+:mod:`strom.coordinator.txn.verifier`) before the append.
 
 Authorization (:mod:`strom.broker.access`): WRITE on each topic (TOPIC_AUTHORIZATION_FAILED
 for the topic's partitions, existing or not); transactional batches also need WRITE on the
@@ -23,6 +25,8 @@ transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition).
 """
 
 from __future__ import annotations
+
+import inspect
 
 from strom.broker.access import TopicDenied
 from strom.broker.dispatch import CloseConnection, HandlerResult, Request, ResponseParts
@@ -49,6 +53,9 @@ NOT_ENOUGH_REPLICAS = error_class("NOT_ENOUGH_REPLICAS").code
 _RETRIABLE_VERIFY = {error_class(name).code: NOT_ENOUGH_REPLICAS for name in (
     "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR",
     "CONCURRENT_TRANSACTIONS")}
+NOT_COORDINATOR = error_class("NOT_COORDINATOR").code
+#: ``_verify``'s answer when another broker's coordinator must verify (not an error code).
+_REMOTE = -2
 _VERIFY_MESSAGES = {InvalidTxnStateError.code: "the partition was not added to the transaction"}
 
 
@@ -63,6 +70,8 @@ class ProduceHandler:
         entries: dict[TopicPartition, memoryview | None] = {}
         slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]] = []
         results: list[fast.ProduceTopicResult] = []
+        # partitions whose transaction coordinator is another broker: verified over the wire
+        remote: dict[TopicPartition, tuple[fast.ProducePartitionResult, memoryview | None]] = {}
         transactional = any(produce_checks.has_transactional_batch(p.records)
                             for topic in req.topics for p in topic.partitions)
         request_error = (produce_checks.transactional_id_error(req.transactional_id)
@@ -89,7 +98,10 @@ class ProduceHandler:
                 tp = TopicPartition(name, p.index)
                 refused = (self._verify(req.transactional_id, tp, p.records)
                            if req.transactional_id is not None else 0)
-                if refused:
+                if refused == _REMOTE:
+                    remote[tp] = (result, p.records)
+                    slots.append((result, tp))
+                elif refused:
                     result.error_code = refused
                     result.error_message = _VERIFY_MESSAGES.get(refused)
                     slots.append((result, None))
@@ -97,6 +109,16 @@ class ProduceHandler:
                     entries[tp] = p.records
                     slots.append((result, tp))
             results.append(fast.ProduceTopicResult(topic.name or "", topic.topic_id, partitions))
+        if remote:
+            assert req.transactional_id is not None
+            return self._verify_remotely(req, req.transactional_id, remote, entries, slots,
+                                         version, results, request.throttle_ms)
+        return self._append(req, entries, slots, version, results, request.throttle_ms)
+
+    def _append(self, req: fast.ProduceRequest, entries: dict[TopicPartition, memoryview | None],
+                slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
+                version: int, results: list[fast.ProduceTopicResult], throttle_ms: int
+                ) -> HandlerResult:
         outcome = self._state.replicas.append(
             entries, required_acks=req.acks, origin=AppendOrigin.CLIENT,
             timeout_ms=max(req.timeout_ms, 0))
@@ -106,10 +128,42 @@ class ProduceHandler:
                 raise CloseConnection("acks=0 produce failed; closing so the client notices")
             return None
         if outcome.done is not None:
-            return self._when_acknowledged(outcome, slots, version, results,
-                                           request.throttle_ms)
+            return self._when_acknowledged(outcome, slots, version, results, throttle_ms)
         _fill(slots, outcome)
-        return [fast.encode_produce_response(version, results, request.throttle_ms)]
+        return [fast.encode_produce_response(version, results, throttle_ms)]
+
+    async def _verify_remotely(
+        self, req: fast.ProduceRequest, transactional_id: str,
+        remote: dict[TopicPartition, tuple[fast.ProducePartitionResult, memoryview | None]],
+        entries: dict[TopicPartition, memoryview | None],
+        slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
+        version: int, results: list[fast.ProduceTopicResult], throttle_ms: int
+    ) -> ResponseParts | None:
+        """KIP-890 verification by a coordinator on another broker, then the append of what
+        it confirmed (the others answer its error, loading / unreachable as the retriable
+        NOT_ENOUGH_REPLICAS)."""
+        verifier = self._state.txn_verifier
+        assert verifier is not None
+        by_producer: dict[tuple[int, int], set[TopicPartition]] = {}
+        for tp, (_result, records) in remote.items():
+            assert records is not None  # _verify answers 0 for absent records
+            header = parse_header(records)
+            by_producer.setdefault((header.producer_id, header.producer_epoch), set()).add(tp)
+        refused: set[TopicPartition] = set()
+        for (producer_id, epoch), tps in by_producer.items():
+            answers = await verifier.verify(transactional_id, producer_id, epoch, tps)
+            for tp, code in answers.items():
+                code = _RETRIABLE_VERIFY.get(code, code)
+                result, records = remote[tp]
+                if code:
+                    result.error_code = code
+                    result.error_message = _VERIFY_MESSAGES.get(code)
+                    refused.add(tp)
+                else:
+                    entries[tp] = records
+        slots = [(result, None if tp in refused else tp) for result, tp in slots]
+        answer = self._append(req, entries, slots, version, results, throttle_ms)
+        return await answer if inspect.isawaitable(answer) else answer
 
     def _verify(self, transactional_id: str, tp: TopicPartition,
                 records: memoryview | None) -> int:
@@ -126,6 +180,8 @@ class ProduceHandler:
             return 0
         error = self._state.txns.verify_partitions(
             transactional_id, header.producer_id, header.producer_epoch, {tp})[tp]
+        if error == NOT_COORDINATOR and self._state.txn_verifier is not None:
+            return _REMOTE  # the coordinator is another broker: ask it over the wire
         return _RETRIABLE_VERIFY.get(error, error)
 
     async def _when_acknowledged(

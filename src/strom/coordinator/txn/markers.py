@@ -29,13 +29,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import NamedTuple
 
-from strom.client.conn import Connection
 from strom.client.security import ClientSecurity
 from strom.common.errors import KafkaError, error_class
 from strom.common.rate_limited_log import RateLimitedLog
 from strom.common.types import TopicPartition
+from strom.coordinator.txn.peers import Leader, PeerConnections
 from strom.coordinator.txn.shard import MarkerJob
 from strom.protocol.versions import ApiKey
 
@@ -57,12 +56,6 @@ _RETRIABLE = _codes("NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION",
                     "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR")
 
 
-class Leader(NamedTuple):
-    node_id: int
-    host: str
-    port: int
-
-
 class NetworkMarkerSender:
     """Sends markers to partition leaders (see the module docstring)."""
 
@@ -71,11 +64,10 @@ class NetworkMarkerSender:
                  request_timeout_s: float = 30.0, security: ClientSecurity | None = None
                  ) -> None:
         self._leader_of = leader_of
-        self._security = security
         self._exists = exists
         self._backoff_s = retry_backoff_ms / 1000
         self._timeout_s = request_timeout_s
-        self._connections: dict[int, Connection] = {}
+        self._peers = PeerConnections("strom-txn-markers", request_timeout_s, security)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -98,9 +90,7 @@ class NetworkMarkerSender:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
+        await self._peers.close()
 
     # -- one job -----------------------------------------------------------------------------
     async def _run(self, job: MarkerJob, on_done: Callable[[], None]) -> None:
@@ -149,7 +139,7 @@ class NetworkMarkerSender:
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
         }]}
         try:
-            conn = await self._connection(leader)
+            conn = await self._peers.get(leader)
         except (KafkaError, OSError) as exc:
             # Refused TLS or SASL (or no listener) is a configuration problem: say so.
             _connect_failures.log("transaction markers: cannot connect to node %d at %s:%d: "
@@ -161,9 +151,7 @@ class NetworkMarkerSender:
                                           timeout_s=self._timeout_s)
         except (KafkaError, OSError) as exc:
             log.debug("WriteTxnMarkers to node %d failed: %s", leader.node_id, exc)
-            stale = self._connections.pop(leader.node_id, None)
-            if stale is not None:
-                await stale.close()
+            await self._peers.drop(leader.node_id)
             return dict.fromkeys(tps, -1)
         errors: dict[TopicPartition, int] = dict.fromkeys(tps, -1)
         for marker in response.markers:
@@ -173,17 +161,3 @@ class NetworkMarkerSender:
                     if tp in errors:
                         errors[tp] = p.error_code
         return errors
-
-    async def _connection(self, leader: Leader) -> Connection:
-        conn = self._connections.get(leader.node_id)
-        if conn is not None and not conn.closed and (conn.host, conn.port) == (leader.host,
-                                                                                leader.port):
-            return conn
-        if conn is not None:
-            await conn.close()
-        conn = Connection(leader.host, leader.port, node_id=leader.node_id,
-                          client_id="strom-txn-markers", request_timeout_s=self._timeout_s,
-                          security=self._security)
-        await conn.open()
-        self._connections[leader.node_id] = conn
-        return conn

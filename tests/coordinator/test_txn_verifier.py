@@ -1,0 +1,92 @@
+"""Transactions on a real 3-broker cluster whose partitions are led by brokers other than the
+transaction coordinator (issue 9), with confluent-kafka and strom's own client on the wire.
+
+KIP-890: a partition leader appends a producer's first transactional batch only once the
+coordinator confirmed the partition joined the transaction. Before the remote verifier, a
+leader that was not itself the coordinator answered NOT_ENOUGH_REPLICAS forever, so no
+transaction spanning brokers could commit. And the first FindCoordinators, reaching several
+brokers at once, raced to create the internal topic: the losers closed the client's
+connection (TOPIC_ALREADY_EXISTS) instead of answering COORDINATOR_NOT_AVAILABLE."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from strom.client.conn import Connection
+from strom.common.errors import error_class
+from strom.protocol.versions import ApiKey
+from strom.testing.chaos.workload import create_topic
+from strom.testing.chaos.zkview import ZooKeeperView
+from strom.testing.cluster import EmbeddedCluster
+
+FEW_INTERNAL = {"offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3}
+COORDINATOR_NOT_AVAILABLE = error_class("COORDINATOR_NOT_AVAILABLE").code
+
+
+def _leaders(cluster: EmbeddedCluster, topic: str, partitions: int) -> dict[int, int]:
+    view = ZooKeeperView(cluster.zookeeper_connect)
+    try:
+        states = {p: view.partition_state(topic, p) for p in range(partitions)}
+        return {p: int(str(s["leader"])) for p, s in states.items() if s is not None}
+    finally:
+        view.close()
+
+
+def test_a_transaction_spanning_partitions_led_by_every_broker_commits(
+        strom_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
+    cluster = strom_cluster_factory(3, configs=FEW_INTERNAL)
+    create_topic(cluster.bootstrap, "spread", 3, 3, {"min.insync.replicas": "2"})
+    assert sorted(_leaders(cluster, "spread", 3).values()) == [0, 1, 2]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "spread",
+                         "acks": "all"})
+    producer.init_transactions(30)
+    for round_ in range(3):  # commit, abort, commit: each marker reaches all three leaders
+        producer.begin_transaction()
+        for p in range(3):
+            producer.produce("spread", value=f"{round_}-{p}".encode(), partition=p)
+        if round_ == 1:
+            producer.flush(10)
+            producer.abort_transaction(10)
+        else:
+            producer.commit_transaction(10)  # NOT_ENOUGH_REPLICAS until timeout before
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": str(uuid.uuid4()),
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    consumer.assign([TopicPartition("spread", p, OFFSET_BEGINNING) for p in range(3)])
+    seen: list[str] = []
+    ended: set[int] = set()
+    for _ in range(100):
+        for msg in consumer.consume(100, 0.2):
+            if msg.error() is None:
+                seen.append(msg.value().decode())
+            else:
+                ended.add(msg.partition())
+        if ended == {0, 1, 2}:
+            break
+    consumer.close()
+    assert sorted(seen) == ["0-0", "0-1", "0-2", "2-0", "2-1", "2-2"]
+
+
+def test_concurrent_first_find_coordinators_answer_on_every_broker(
+        strom_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
+    """The first FindCoordinator of each kind, sent to the three brokers at once: each
+    answers the coordinator or COORDINATOR_NOT_AVAILABLE (15), none drops the connection."""
+    cluster = strom_cluster_factory(3, configs=FEW_INTERNAL)
+
+    async def ask_all(key_type: int) -> list[int]:
+        conns = [await Connection(b.host, b.port).open() for b in cluster.brokers.values()]
+        try:
+            answers = await asyncio.gather(*(
+                conn.request(ApiKey.FIND_COORDINATOR, {"key": "k", "key_type": key_type},
+                             version=2) for conn in conns))
+            return [int(a.error_code) for a in answers]
+        finally:
+            for conn in conns:
+                await conn.close()
+
+    for key_type in (0, 1):  # group, transactional id
+        codes = asyncio.run(ask_all(key_type))
+        assert set(codes) <= {0, COORDINATOR_NOT_AVAILABLE}, codes

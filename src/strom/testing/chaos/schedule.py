@@ -87,13 +87,7 @@ def run_schedule(cluster: Cluster, faults: Sequence[Fault],
                             history).start() for i in range(config.readers)]
     try:
         time.sleep(config.warmup)
-        try:
-            for fault in faults:
-                history.nemesis("fault", {"name": fault.name})
-                fault.apply(nemesis)
-                time.sleep(config.interval)
-        finally:
-            nemesis.heal_all()
+        apply_faults(nemesis, faults, config.interval)
         time.sleep(config.settle)
     finally:
         for producer in producers:
@@ -117,6 +111,18 @@ def run_schedule(cluster: Cluster, faults: Sequence[Fault],
     if config.history_path is not None:
         history.write_jsonl(config.history_path)
     return ScheduleResult(history, reads, replicas, result)
+
+
+def apply_faults(nemesis: Nemesis, faults: Sequence[Fault], interval: float) -> None:
+    """Apply each fault in turn (a ``fault`` event first), ``interval`` seconds apart, then
+    heal everything (also when a fault raised)."""
+    try:
+        for fault in faults:
+            nemesis.history.nemesis("fault", {"name": fault.name})
+            fault.apply(nemesis)
+            time.sleep(interval)
+    finally:
+        nemesis.heal_all()
 
 
 # -- the faults ------------------------------------------------------------------------------

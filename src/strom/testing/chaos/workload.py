@@ -177,12 +177,14 @@ def _consumer(bootstrap: str, name: str, config: Mapping[str, Any] | None = None
 
 
 class ReaderWorker:
-    """A consumer thread recording every record it sees as a ``poll`` event."""
+    """A consumer thread recording every record it sees as a ``poll`` event (with the
+    consumer's ``isolation`` level; ``config`` overrides the consumer's settings)."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: Iterable[int],
-                 history: History) -> None:
+                 history: History, config: Mapping[str, Any] | None = None) -> None:
         self.name, self.history = name, history
-        self.consumer = _consumer(bootstrap, name)
+        self.consumer = _consumer(bootstrap, name, config)
+        self.isolation = str((config or {}).get("isolation.level", "read_uncommitted"))
         self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"chaos-{name}", daemon=True)
@@ -201,7 +203,7 @@ class ReaderWorker:
                 record = _read_record(msg)
                 self.history.event(self.name, "ok", "poll", {
                     "value": record.value, "partition": record.partition,
-                    "offset": record.offset})
+                    "offset": record.offset, "isolation": self.isolation})
 
     def stop(self) -> None:
         self._stop.set()

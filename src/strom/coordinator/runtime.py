@@ -434,7 +434,11 @@ class CoordinatorRuntime(Generic[S]):
     def _resolved(self, slot: _Slot[S], write: _PendingWrite, future: asyncio.Future[int]
                   ) -> None:
         if not self._current(slot) or write not in slot.pending:
-            return  # unloaded meanwhile: the write was already failed with NOT_COORDINATOR
+            # unloaded meanwhile: the write was already failed with NOT_COORDINATOR; its
+            # outcome is read all the same, or asyncio logs it as a lost exception
+            if not future.cancelled():
+                future.exception()
+            return
         if future.cancelled():
             write.error = RequestTimedOutError("coordinator write cancelled")
         else:

@@ -11,17 +11,21 @@ connection (TOPIC_ALREADY_EXISTS) instead of answering COORDINATOR_NOT_AVAILABLE
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from strom.client.conn import Connection
 from strom.common.errors import error_class
+from strom.protocol.records.builder import BatchBuilder
 from strom.protocol.versions import ApiKey
 from strom.testing.chaos.workload import create_topic
 from strom.testing.chaos.zkview import ZooKeeperView
 from strom.testing.cluster import EmbeddedCluster
+from tests.broker.raw import RawClient
 
 FEW_INTERNAL = {"offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3}
 COORDINATOR_NOT_AVAILABLE = error_class("COORDINATOR_NOT_AVAILABLE").code
@@ -90,3 +94,55 @@ def test_concurrent_first_find_coordinators_answer_on_every_broker(
     for key_type in (0, 1):  # group, transactional id
         codes = asyncio.run(ask_all(key_type))
         assert set(codes) <= {0, COORDINATOR_NOT_AVAILABLE}, codes
+
+
+def test_a_leader_asks_the_remote_coordinator_and_answers_its_verdict_on_the_wire(
+        strom_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
+    """Raw requests: a transactional batch for a partition the producer never added, sent to
+    a leader that is not the coordinator, is refused INVALID_TXN_STATE (48) — the remote
+    coordinator's answer; once AddPartitionsToTxn added it, the same batch is appended."""
+    cluster = strom_cluster_factory(3, configs=FEW_INTERNAL)
+    create_topic(cluster.bootstrap, "wire", 3, 3, {"min.insync.replicas": "2"})
+    leaders = _leaders(cluster, "wire", 3)
+    any_broker = RawClient(cluster.brokers[0].bootstrap)
+    found = None
+    for _ in range(50):  # the first lookup creates __transaction_state
+        found = any_broker.call(ApiKey.FIND_COORDINATOR, 2, {"key": "wire", "key_type": 1})
+        if found.error_code == 0:
+            break
+        time.sleep(0.2)
+    assert found is not None and found.error_code == 0
+    coordinator = RawClient(f"{found.host}:{found.port}")
+    init: Any = None
+    for _ in range(50):  # the coordinator's shard may still be loading
+        init = coordinator.call(ApiKey.INIT_PRODUCER_ID, 2, {
+            "transactional_id": "wire", "transaction_timeout_ms": 60000})
+        if init.error_code == 0:
+            break
+        time.sleep(0.2)
+    assert init.error_code == 0
+    partition = next(p for p, leader in leaders.items() if leader != found.node_id)
+    leader = cluster.brokers[leaders[partition]]
+    to_leader = RawClient(leader.bootstrap)
+
+    def produce() -> int:
+        builder = BatchBuilder(producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                               base_sequence=0, transactional=True)
+        builder.append(int(time.time() * 1000), None, b"v")
+        resp = to_leader.call(ApiKey.PRODUCE, 9, {
+            "transactional_id": "wire", "acks": -1, "timeout_ms": 5000,
+            "topic_data": [{"name": "wire", "partition_data": [
+                {"index": partition, "records": builder.build()}]}]})
+        return int(resp.responses[0].partition_responses[0].error_code)
+
+    assert produce() == error_class("INVALID_TXN_STATE").code
+    added = coordinator.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": "wire",
+        "v3_and_below_producer_id": init.producer_id,
+        "v3_and_below_producer_epoch": init.producer_epoch,
+        "v3_and_below_topics": [{"name": "wire", "partitions": [partition]}]})
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
+        .partition_error_code == 0
+    assert produce() == 0
+    for client in (any_broker, coordinator, to_leader):
+        client.close()

@@ -111,6 +111,8 @@ class NetworkMarkerSender:
                                               for leader, tps in by_leader.items()))
             for errors in results:
                 for tp, code in errors.items():
+                    if code is None:
+                        continue  # no answer (connection failed: logged as such); retried
                     if code in _DONE:
                         remaining.discard(tp)
                     elif code in _FENCED:
@@ -128,8 +130,8 @@ class NetworkMarkerSender:
             on_done()
 
     async def _send_to(self, leader: Leader, job: MarkerJob, tps: set[TopicPartition]
-                       ) -> dict[TopicPartition, int]:
-        """Per-partition error codes from one WriteTxnMarkers request (-1: no answer)."""
+                       ) -> dict[TopicPartition, int | None]:
+        """Per-partition error codes from one WriteTxnMarkers request (None: no answer)."""
         by_topic: dict[str, list[int]] = {}
         for tp in sorted(tps):
             by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -144,7 +146,7 @@ class NetworkMarkerSender:
             # Refused TLS or SASL (or no listener) is a configuration problem: say so.
             _connect_failures.log("transaction markers: cannot connect to node %d at %s:%d: "
                                   "%s", leader.node_id, leader.host, leader.port, exc)
-            return dict.fromkeys(tps, -1)
+            return dict.fromkeys(tps, None)
         try:
             response = await conn.request(ApiKey.WRITE_TXN_MARKERS, fields,
                                           version=WRITE_TXN_MARKERS_VERSION,
@@ -152,8 +154,8 @@ class NetworkMarkerSender:
         except (KafkaError, OSError) as exc:
             log.debug("WriteTxnMarkers to node %d failed: %s", leader.node_id, exc)
             await self._peers.drop(leader.node_id)
-            return dict.fromkeys(tps, -1)
-        errors: dict[TopicPartition, int] = dict.fromkeys(tps, -1)
+            return dict.fromkeys(tps, None)
+        errors: dict[TopicPartition, int | None] = dict.fromkeys(tps, None)
         for marker in response.markers:
             for topic in marker.topics:
                 for p in topic.partitions:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from strom.client.conn import Connection
@@ -25,10 +26,21 @@ from strom.protocol.versions import ApiKey
 from strom.testing.chaos.workload import create_topic
 from strom.testing.chaos.zkview import ZooKeeperView
 from strom.testing.cluster import EmbeddedCluster
+from strom.testing.zookeeper import zookeeper_available
 from tests.broker.raw import RawClient
 
 FEW_INTERNAL = {"offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3}
 COORDINATOR_NOT_AVAILABLE = error_class("COORDINATOR_NOT_AVAILABLE").code
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[EmbeddedCluster]:
+    """One fresh cluster for the module: the FindCoordinator race (first below) needs the
+    internal topics not to exist yet; the other tests use topics and ids of their own."""
+    if not zookeeper_available():
+        pytest.skip("ZooKeeper is not installed")
+    with EmbeddedCluster(3, configs=FEW_INTERNAL) as started:
+        yield started
 
 
 def _leaders(cluster: EmbeddedCluster, topic: str, partitions: int) -> dict[int, int]:
@@ -40,9 +52,28 @@ def _leaders(cluster: EmbeddedCluster, topic: str, partitions: int) -> dict[int,
         view.close()
 
 
+def test_concurrent_first_find_coordinators_answer_on_every_broker(
+        cluster: EmbeddedCluster) -> None:
+    """The first FindCoordinator of each kind, sent to the three brokers at once: each
+    answers the coordinator or COORDINATOR_NOT_AVAILABLE (15), none drops the connection."""
+    async def ask_all(key_type: int) -> list[int]:
+        conns = [await Connection(b.host, b.port).open() for b in cluster.brokers.values()]
+        try:
+            answers = await asyncio.gather(*(
+                conn.request(ApiKey.FIND_COORDINATOR, {"key": "k", "key_type": key_type},
+                             version=2) for conn in conns))
+            return [int(a.error_code) for a in answers]
+        finally:
+            for conn in conns:
+                await conn.close()
+
+    for key_type in (0, 1):  # group, transactional id
+        codes = asyncio.run(ask_all(key_type))
+        assert set(codes) <= {0, COORDINATOR_NOT_AVAILABLE}, codes
+
+
 def test_a_transaction_spanning_partitions_led_by_every_broker_commits(
-        strom_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
-    cluster = strom_cluster_factory(3, configs=FEW_INTERNAL)
+        cluster: EmbeddedCluster) -> None:
     create_topic(cluster.bootstrap, "spread", 3, 3, {"min.insync.replicas": "2"})
     assert sorted(_leaders(cluster, "spread", 3).values()) == [0, 1, 2]
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "spread",
@@ -74,34 +105,11 @@ def test_a_transaction_spanning_partitions_led_by_every_broker_commits(
     assert sorted(seen) == ["0-0", "0-1", "0-2", "2-0", "2-1", "2-2"]
 
 
-def test_concurrent_first_find_coordinators_answer_on_every_broker(
-        strom_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
-    """The first FindCoordinator of each kind, sent to the three brokers at once: each
-    answers the coordinator or COORDINATOR_NOT_AVAILABLE (15), none drops the connection."""
-    cluster = strom_cluster_factory(3, configs=FEW_INTERNAL)
-
-    async def ask_all(key_type: int) -> list[int]:
-        conns = [await Connection(b.host, b.port).open() for b in cluster.brokers.values()]
-        try:
-            answers = await asyncio.gather(*(
-                conn.request(ApiKey.FIND_COORDINATOR, {"key": "k", "key_type": key_type},
-                             version=2) for conn in conns))
-            return [int(a.error_code) for a in answers]
-        finally:
-            for conn in conns:
-                await conn.close()
-
-    for key_type in (0, 1):  # group, transactional id
-        codes = asyncio.run(ask_all(key_type))
-        assert set(codes) <= {0, COORDINATOR_NOT_AVAILABLE}, codes
-
-
 def test_a_leader_asks_the_remote_coordinator_and_answers_its_verdict_on_the_wire(
-        strom_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
+        cluster: EmbeddedCluster) -> None:
     """Raw requests: a transactional batch for a partition the producer never added, sent to
     a leader that is not the coordinator, is refused INVALID_TXN_STATE (48) — the remote
     coordinator's answer; once AddPartitionsToTxn added it, the same batch is appended."""
-    cluster = strom_cluster_factory(3, configs=FEW_INTERNAL)
     create_topic(cluster.bootstrap, "wire", 3, 3, {"min.insync.replicas": "2"})
     leaders = _leaders(cluster, "wire", 3)
     any_broker = RawClient(cluster.brokers[0].bootstrap)

@@ -34,7 +34,14 @@ SCHEDULES: dict[str, list[Fault]] = {
     "kill-group-coordinator": [coordinators.kill_group_coordinator()],
     "pause-txn-coordinator-mid-commit": [coordinators.pause_txn_coordinator_mid_commit()],
     "kill-data-leader-mid-commit": [coordinators.kill_data_leader_mid_commit()],
+    # all four in one run, the mid-commit ones aimed at the other producer
+    "combined": [coordinators.kill_txn_coordinator(down=1.0),
+                 coordinators.pause_txn_coordinator_mid_commit(producer=1),
+                 coordinators.kill_data_leader_mid_commit(producer=1, down=1.0),
+                 coordinators.kill_group_coordinator(down=1.0)],
 }
+#: the combined schedule applies its faults 2 s apart (4 s would pass 60 s)
+INTERVALS = {"combined": 2.0}
 DEFAULT_RUN = {"kill-txn-coordinator"}
 
 
@@ -44,7 +51,8 @@ DEFAULT_RUN = {"kill-txn-coordinator"}
 def test_coordinator_schedule(name: str, tmp_path: Path) -> None:
     with EmbeddedCluster(3, configs=coordinators.CLUSTER_CONFIGS) as cluster:
         run = run_coordinator_schedule(cluster, SCHEDULES[name], CoordScheduleConfig(
-            **{**CONFIG.__dict__, "history_path": tmp_path / f"{name}.jsonl"}))
+            **{**CONFIG.__dict__, "interval": INTERVALS.get(name, CONFIG.interval),
+               "history_path": tmp_path / f"{name}.jsonl"}))
     print(f"{name}: {run.summary()}")  # the per-schedule figures (pytest -rP)
     assert run.valid, run.summary()
     # not vacuous: transactions committed and aborted, markers crossed brokers, the group

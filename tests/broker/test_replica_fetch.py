@@ -184,11 +184,13 @@ def test_acks_all_replicates_the_same_bytes_and_consumers_stop_at_the_high_water
                                                                 (501, b"late-2")]
     wait_identical(brokers, "rf3")
 
-    # on the wire: only the leader serves reads and epochs, checked by current_leader_epoch
+    # on the wire: only the leader serves writes, replicas and epochs, checked by
+    # current_leader_epoch; consumers read from followers from Fetch v11 (KIP-392)
     epoch, follower_id = state.leader_epoch, brokers.index(followers[0])
     on_follower, on_leader = RawClient(followers[0].bootstrap), RawClient(leader.bootstrap)
     try:
-        assert fetch_error(on_follower, -1, epoch) == NOT_LEADER_OR_FOLLOWER
+        assert fetch_error(on_follower, -1, epoch, version=10) == NOT_LEADER_OR_FOLLOWER
+        assert fetch_error(on_follower, -1, epoch) == 0
         batch = bytes(make_batch([b"to-a-follower"]))
         assert produce_raw(on_follower, "rf3", batch, acks=1) == (NOT_LEADER_OR_FOLLOWER, -1)
         assert produce_raw(on_follower, "rf3", batch, acks=-1)[0] == NOT_LEADER_OR_FOLLOWER
@@ -207,8 +209,8 @@ def test_acks_all_replicates_the_same_bytes_and_consumers_stop_at_the_high_water
 
 
 def fetch_error(client: RawClient, replica_id: int, current_leader_epoch: int,
-                topic: str = "rf3") -> int:
-    response = client.call(ApiKey.FETCH, 12, {
+                topic: str = "rf3", version: int = 12) -> int:
+    response = client.call(ApiKey.FETCH, version, {
         "replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
         "isolation_level": 0, "session_id": 0, "session_epoch": -1,
         "topics": [{"topic": topic, "partitions": [{

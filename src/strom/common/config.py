@@ -227,6 +227,19 @@ class ConfigKey:
         return str(value)
 
 
+#: Kafka's rack-aware replica selector (KIP-392), the one ``replica.selector.class`` strom has.
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+#: The values ``replica.selector.class`` accepts: Kafka's class name and a short alias.
+REPLICA_SELECTORS = (RACK_AWARE_REPLICA_SELECTOR, "rack-aware")
+
+
+def _known_replica_selector(value: Any) -> str | None:
+    if value is None or value in REPLICA_SELECTORS:
+        return None
+    return (f"class {value} is not a replica selector strom has (it has "
+            f"{RACK_AWARE_REPLICA_SELECTOR}, alias rack-aware)")
+
+
 def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
     return {k.name: k for k in keys}
 
@@ -635,6 +648,11 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "Bytes/s a follower fetches for the replicas its topics list in "
               "follower.replication.throttled.replicas.", at_least(0), dynamic=True),
     ConfigKey("broker.rack", ConfigType.STRING, None, "This broker's rack.", read_only=True),
+    ConfigKey("replica.selector.class", ConfigType.CLASS, None,
+              "Which replica a consumer (Fetch v11+) is sent to read from (KIP-392): unset, "
+              "the leader; " + RACK_AWARE_REPLICA_SELECTOR + " (or rack-aware), an in-sync "
+              "replica in the consumer's client.rack.", _known_replica_selector,
+              read_only=True),
     ConfigKey("cluster.id", ConfigType.STRING, None,
               "The cluster id (generated and stored in meta.properties when absent).",
               read_only=True),

@@ -44,7 +44,9 @@ proposal so a later check proposes again. A new leader epoch always starts commi
 
 Consumers read up to the high watermark (or, with read_committed, the last stable offset,
 with the aborted transactions overlapping the data read); followers read up to the leader's
-log end.
+log end. A follower's high watermark is the leader's as last reported to it, bounded by its
+own log end (:meth:`Partition.update_follower_high_watermark`); consumers fetching from a
+follower (KIP-392) read up to it.
 
 Owned by the broker's event-loop thread (the :class:`ReplicaManager`); not thread-safe.
 """
@@ -140,6 +142,7 @@ class ReplicaState:
 
     broker_id: int
     log_end_offset: int = -1
+    log_start_offset: int = -1  # as its fetches report it (-1: not yet, or before Fetch v5)
     last_caught_up_ms: int = -1
     last_fetch_ms: int = -1
     last_fetch_leader_log_end: int = -1  # the leader's log end at the previous fetch
@@ -364,8 +367,10 @@ class Partition:
     # ------------------------------------------------------------------------------------
     # the leader's view of its followers
     # ------------------------------------------------------------------------------------
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched from ``fetch_offset``: everything below it is on that replica.
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
+                                    log_start_offset: int = -1) -> None:
+        """A follower fetched from ``fetch_offset``: everything below it is on that replica
+        (and nothing below ``log_start_offset``, its log start, any more).
 
         Records when it was last caught up (for ISR shrinking by ``replica.lag.time.max.ms``)
         and may move the high watermark."""
@@ -386,6 +391,7 @@ class Partition:
         state.last_fetch_leader_log_end = leader_end
         state.last_fetch_ms = now
         state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
         self._maybe_expand_isr(state)
         self.maybe_increment_high_watermark()
 
@@ -505,12 +511,16 @@ class Partition:
         return self._high_watermark
 
     def read(
-        self, offset: int, max_bytes: int, isolation: FetchIsolation, *, min_one: bool = True
+        self, offset: int, max_bytes: int, isolation: FetchIsolation, *, min_one: bool = True,
+        fetch_only_leader: bool = True,
     ) -> ReadResult:
         """Read from ``offset`` up to what ``isolation`` allows. Consumers read from the
-        leader only (NOT_LEADER_OR_FOLLOWER otherwise). read_committed reads stop at the last
-        stable offset and carry the aborted transactions overlapping what they return."""
-        if isolation is not FetchIsolation.LOG_END and self.role is not Role.LEADER:
+        leader, or with ``fetch_only_leader`` False (Fetch v11+, KIP-392) from a follower too,
+        up to this replica's own high watermark / last stable offset (NOT_LEADER_OR_FOLLOWER
+        otherwise). read_committed reads stop at the last stable offset and carry the aborted
+        transactions overlapping what they return."""
+        if (isolation is not FetchIsolation.LOG_END and fetch_only_leader
+                and self.role is not Role.LEADER):
             raise NotLeaderOrFollowerError(f"this broker is not the leader of {self.tp}")
         return self.log.read(offset, max_bytes, upper_bound=self.upper_bound(isolation),
                              min_one=min_one,

@@ -23,7 +23,12 @@ the high watermark and the ISR; the answer carries the high watermark after that
 replication throttle (:mod:`strom.replication.quota`) leaves a throttled partition's records
 out (no error) while its quota is exceeded and the follower is not in the ISR, and records the
 throttled partitions' bytes of each follower response sent. Consumers
-read from the leader only (NOT_LEADER_OR_FOLLOWER on a follower).
+read from the leader, and from Fetch v11 from followers too, up to the follower's own high
+watermark (KIP-392; NOT_LEADER_OR_FOLLOWER on a follower before v11, and on a broker that
+holds no replica of a partition the metadata knows). With ``replica.selector.class`` set, a
+leader names the consumer's preferred read replica instead of reading
+(:mod:`strom.replication.replica_selector`): that partition is answered at once, without
+records, and the consumer moves its fetches there.
 
 Consumer fetches of a connection are paced by its :class:`~strom.broker.fetch_pacing.FetchPacer`
 once the client has shown that it stalls on its own queue (librdkafka's queue backoff): the
@@ -65,6 +70,11 @@ from strom.replication.delayed import DelayedFetch
 from strom.replication.partition import FetchIsolation, Partition
 from strom.replication.quota import should_leader_throttle, throttled_size
 from strom.replication.replica_manager import as_kafka_error
+from strom.replication.replica_selector import (
+    FOLLOWER_FETCH_MIN_VERSION,
+    preferred_read_replica,
+    replica_selector,
+)
 
 log = logging.getLogger("strom.broker.fetch")
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
@@ -86,6 +96,7 @@ class FetchHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
         self._max_bytes = int(state.config.get("fetch.max.bytes"))
+        self._selector = replica_selector(state.config.get("replica.selector.class"))
         self.sessions = FetchSessionCache(
             int(state.config.get("max.incremental.fetch.session.cache.slots")),
             int(state.config.get("min.incremental.fetch.session.eviction.ms")) / 1000)
@@ -214,6 +225,11 @@ class FetchHandler:
         """Encode a parked read once it completes (a session is updated from this read)."""
         return self._encode(req, version, await pending, context)
 
+    def _known(self, topic: str, partition: int) -> bool:
+        """Whether the metadata image has ``topic``-``partition`` (hosted or not)."""
+        info = self._state.store.image.topics.get(topic)
+        return info is not None and any(p.partition == partition for p in info.partitions)
+
     def _read(
         self, req: fast.FetchRequest, version: int, targets: list[_Target],
         cap: int | None = None,
@@ -228,6 +244,8 @@ class FetchHandler:
             isolation = FetchIsolation.HIGH_WATERMARK
         read_committed = isolation is FetchIsolation.TXN_COMMITTED
         throttle = self._state.replication_quotas.leader
+        fetch_only_leader = replica_id >= 0 or version < FOLLOWER_FETCH_MIN_VERSION
+        selector = self._selector if not fetch_only_leader else None
         budget = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, self._max_bytes)
         if cap is not None:
             budget = min(budget, cap)
@@ -255,6 +273,8 @@ class FetchHandler:
                 self._state.replicas.get(target.name, p.partition) if target.name else None)
             if partition is None:
                 error = UnknownTopicIdError if target.name is None else UnknownTopicOrPartitionError
+                if target.name is not None and self._known(target.name, p.partition):
+                    error = NotLeaderOrFollowerError  # known, but no replica here (as Kafka)
                 out.error_code = error.code
                 errors = True
                 continue
@@ -264,14 +284,22 @@ class FetchHandler:
                 if replica_id >= 0 and not partition.is_leader:
                     raise NotLeaderOrFollowerError(
                         f"this broker is not the leader of {target.name}-{p.partition}")
-                if (max_bytes <= 0 and not min_one) or (replica_id >= 0 and (
+                preferred = -1 if selector is None else preferred_read_replica(
+                    selector, partition, req.rack_id, p.fetch_offset,
+                    self._state.store.image.brokers)
+                if preferred >= 0:  # no read: answered now, as Kafka does (not an error)
+                    data = None
+                    out.preferred_read_replica = preferred
+                    errors = True
+                elif (max_bytes <= 0 and not min_one) or (replica_id >= 0 and (
                         should_leader_throttle(throttle, partition, replica_id))):
                     data = None
                 else:
                     data = partition.read(p.fetch_offset, max(max_bytes, 0), isolation,
-                                          min_one=min_one)
+                                          min_one=min_one, fetch_only_leader=fetch_only_leader)
                 if replica_id >= 0:  # the follower has everything below its fetch offset
-                    partition.update_follower_fetch_state(replica_id, p.fetch_offset)
+                    partition.update_follower_fetch_state(replica_id, p.fetch_offset,
+                                                          p.log_start_offset)
             except Exception as exc:
                 err = as_kafka_error(exc)
                 out.error_code = err.code

@@ -76,8 +76,14 @@ class WireTap:
                 downstream, _ = self._listener.accept()
             except OSError:
                 return
-            assert self.upstream is not None
-            upstream = socket.create_connection(self.upstream)
+            if self.upstream is None:
+                downstream.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.upstream)
+            except OSError:  # the upstream broker is down: the client sees a closed socket
+                downstream.close()
+                continue
             pending: dict[int, bytes] = {}
             threading.Thread(target=self._requests, args=(downstream, upstream, pending),
                              daemon=True).start()

@@ -198,11 +198,14 @@ def tapped_fetches(racked: Racked, client_id: str | None = None,
     return out
 
 
-def create_topic(racked: Racked, name: str, replicas: int = 3) -> tuple[int, list[int]]:
-    """Create ``name`` (one partition); returns (leader, followers) once every replica is in
-    the ISR."""
+def create_topic(racked: Racked, name: str, replicas: int = 3,
+                 assignment: list[int] | None = None) -> tuple[int, list[int]]:
+    """Create ``name`` (one partition, on ``assignment`` if given, its first broker the
+    leader); returns (leader, followers) once every replica is in the ISR."""
     admin = AdminClient({"bootstrap.servers": racked.cluster.bootstrap})
-    admin.create_topics([NewTopic(name, 1, replicas)])[name].result(15)
+    topic = (NewTopic(name, 1, replicas) if assignment is None else
+             NewTopic(name, num_partitions=1, replica_assignment=[assignment]))
+    admin.create_topics([topic])[name].result(15)
 
     def state() -> tuple[int, list[int], list[int]] | None:
         topic = admin.list_topics(name, timeout=5).topics[name]
@@ -417,6 +420,65 @@ def test_a_broker_without_a_replica_answers_not_leader_or_follower(racked: Racke
         assert raw_fetch(elsewhere, "ffr-none", 0).error_code == UNKNOWN_TOPIC_OR_PARTITION
     finally:
         elsewhere.close()
+
+
+def test_read_committed_on_a_follower_stops_at_its_lso_and_drops_aborted_records(
+        racked: Racked) -> None:
+    """The follower keeps the transactions' state from the batches and markers it
+    replicates: its last stable offset holds at an open transaction, and a read_committed
+    consumer of its rack gets the committed records only."""
+    cluster = racked.cluster
+    # The partition's leader is the transaction coordinator: main's produce path verifies a
+    # transactional write (KIP-890) with the local coordinator only (see the report).
+    finder = RawClient(cluster.brokers[0].bootstrap)
+    try:
+        wait_until(lambda: finder.call(ApiKey.FIND_COORDINATOR, 3, {
+            "key": "ffr-t", "key_type": 1}).error_code == 0, timeout=30,
+            what="a transaction coordinator")
+        coordinator = finder.call(ApiKey.FIND_COORDINATOR, 3,
+                                  {"key": "ffr-t", "key_type": 1}).node_id
+    finally:
+        finder.close()
+    _leader, followers = create_topic(
+        racked, "ffr-txn", assignment=[coordinator, *(b for b in range(3) if b != coordinator)])
+    near = followers[0]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "ffr-t"})
+    producer.init_transactions(30)
+    for values, commit in (([b"c0", b"c1"], True), ([b"x0", b"x1"], False), ([b"c2"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce("ffr-txn", value, partition=0)
+        producer.flush(30)  # written before the abort (which would drop unsent records)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce("ffr-txn", b"open", partition=0)
+    producer.flush(30)
+    on_near = RawClient(cluster.brokers[near].bootstrap)
+    on_leader = RawClient(cluster.brokers[coordinator].bootstrap)
+    try:
+        # the open transaction's record is committed (below the high watermark), not stable
+        on_leader_now = raw_fetch(on_leader, "ffr-txn", 0, isolation=1)
+        end = on_leader_now.high_watermark
+        wait_until(lambda: raw_fetch(on_near, "ffr-txn", 0).high_watermark == end,
+                   timeout=20, what="the follower's high watermark at the leader's")
+        answer = raw_fetch(on_near, "ffr-txn", 0, isolation=1)
+        assert answer.error_code == 0
+        assert answer.last_stable_offset == on_leader_now.last_stable_offset == end - 1
+        assert fetched(answer) == fetched(on_leader_now)
+        assert fetched(answer) == (0, end - 1)  # c0 c1 M x0 x1 M c2 M, not the open record
+        assert [(t.producer_id, t.first_offset) for t in answer.aborted_transactions] == \
+            [(t.producer_id, t.first_offset) for t in on_leader_now.aborted_transactions]
+        assert len(answer.aborted_transactions) == 1
+        got = confluent_read(racked, "ffr-txn", 3, **{
+            "client.id": "ffr-txn", "client.rack": RACK_NAMES[near],
+            "isolation.level": "read_committed"})
+        assert got == [b"c0", b"c1", b"c2"]
+        assert {f.broker for f in tapped_fetches(racked, "ffr-txn") if f.record_bytes} == \
+            {near}
+    finally:
+        on_near.close()
+        on_leader.close()
+        producer.abort_transaction(30)
 
 
 def test_when_the_follower_dies_librdkafka_goes_back_to_the_leader_and_loses_nothing(

@@ -8,7 +8,7 @@ import asyncio
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +17,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strom.client.consumer import Consumer as StromConsumer
+from strom.client.sync import SyncConsumer
 from strom.common.config import BROKER_KEYS, RACK_AWARE_REPLICA_SELECTOR
 from strom.common.errors import InvalidConfigError
+from strom.common.types import TopicPartition as StromTP
 from strom.metadata.image import BrokerInfo
 from strom.protocol import api, fast
 from strom.protocol.versions import ApiKey
@@ -422,6 +425,37 @@ def test_a_broker_without_a_replica_answers_not_leader_or_follower(racked: Racke
         elsewhere.close()
 
 
+async def strom_read(racked: Racked, topic: str, count: int, client_id: str,
+                     client_rack: str) -> list[bytes]:
+    """strom.client's group Consumer (assigned, from the beginning)."""
+    consumer = StromConsumer(racked.cluster.bootstrap, client_id=client_id, group_id=client_id,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             max_wait_ms=100, client_rack=client_rack)
+    await consumer.start()
+    got: list[bytes] = []
+    try:
+        consumer.assign([StromTP(topic, 0)])
+        deadline = time.monotonic() + 30
+        while len(got) < count and time.monotonic() < deadline:
+            got.extend(bytes(r.value) for r in await consumer.poll(0.2))
+    finally:
+        await consumer.close()
+    return got
+
+
+def test_strom_client_with_client_rack_reads_from_its_racks_follower(racked: Racked) -> None:
+    leader, followers = create_topic(racked, "ffr-strom")
+    values = [b"s%d" % i for i in range(1000)]
+    produce(racked, "ffr-strom", values)
+    near = followers[1]
+    got = asyncio.run(strom_read(racked, "ffr-strom", len(values), "ffr-strom",
+                                 RACK_NAMES[near]))
+    assert got == values
+    fetches = tapped_fetches(racked, "ffr-strom")
+    assert {f.broker for f in fetches if f.record_bytes} == {near}
+    assert any(f.preferred == (near,) for f in fetches if f.broker == leader)
+
+
 def test_read_committed_on_a_follower_stops_at_its_lso_and_drops_aborted_records(
         racked: Racked) -> None:
     """The follower keeps the transactions' state from the batches and markers it
@@ -481,36 +515,56 @@ def test_read_committed_on_a_follower_stops_at_its_lso_and_drops_aborted_records
         producer.abort_transaction(30)
 
 
-def test_when_the_follower_dies_librdkafka_goes_back_to_the_leader_and_loses_nothing(
-        racked: Racked) -> None:
+def rack_reader(racked: Racked, client: str, topic: str, client_id: str, rack: str
+                ) -> tuple[Callable[[], list[bytes]], Callable[[], None]]:
+    """(poll, close) of a consumer of ``topic``-0 from offset 0 in ``rack``: librdkafka's
+    or strom.client's."""
+    if client == "librdkafka":
+        consumer = Consumer({"bootstrap.servers": racked.cluster.bootstrap,
+                             "client.id": client_id, "group.id": client_id,
+                             "enable.auto.commit": False, "client.rack": rack,
+                             "fetch.wait.max.ms": 100})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+
+        def poll() -> list[bytes]:
+            msg = consumer.poll(0.2)
+            return [msg.value()] if msg is not None and msg.error() is None else []
+
+        return poll, consumer.close
+    strom = SyncConsumer(racked.cluster.bootstrap, client_id=client_id, group_id=client_id,
+                         enable_auto_commit=False, auto_offset_reset="earliest",
+                         max_wait_ms=100, client_rack=rack)
+    strom.assign([StromTP(topic, 0)])
+    return (lambda: [bytes(r.value) for r in strom.poll(0.2)]), strom.close
+
+
+@pytest.mark.parametrize("client", ["librdkafka", "strom"])
+def test_when_the_follower_dies_the_consumer_goes_back_to_the_leader_and_loses_nothing(
+        racked: Racked, client: str) -> None:
     cluster = racked.cluster
-    leader, followers = create_topic(racked, "ffr-kill")
+    topic = client_id = f"ffr-kill-{client}"
+    leader, followers = create_topic(racked, topic)
     near = followers[0]
-    produce(racked, "ffr-kill", [b"k%d" % i for i in range(200)])
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "client.id": "ffr-kill",
-                         "group.id": "ffr-kill", "enable.auto.commit": False,
-                         "client.rack": RACK_NAMES[near], "fetch.wait.max.ms": 100})
+    produce(racked, topic, [b"k%d" % i for i in range(200)])
+    poll, close = rack_reader(racked, client, topic, client_id, RACK_NAMES[near])
     got: list[bytes] = []
 
     def read_until(count: int, seconds: float = 40.0) -> None:
         deadline = time.monotonic() + seconds
         while len(got) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
+            got.extend(poll())
 
     try:
-        consumer.assign([TopicPartition("ffr-kill", 0, 0)])
         read_until(200)
-        assert {f.broker for f in tapped_fetches(racked, "ffr-kill") if f.record_bytes} == \
+        assert {f.broker for f in tapped_fetches(racked, client_id) if f.record_bytes} == \
             {near}
         seen = {broker: len(tap.of(ApiKey.FETCH)) for broker, tap in racked.taps.items()}
         cluster.brokers[near].kill()
-        produce(racked, "ffr-kill", [b"k%d" % i for i in range(200, 400)])
+        produce(racked, topic, [b"k%d" % i for i in range(200, 400)])
         read_until(400)
         assert got == [b"k%d" % i for i in range(400)]  # nothing lost, nothing twice
-        after = tapped_fetches(racked, "ffr-kill", since=seen)
+        after = tapped_fetches(racked, client_id, since=seen)
         assert {f.broker for f in after if f.record_bytes} == {leader}
     finally:
-        consumer.close()
+        close()
         cluster.brokers[near].start()

@@ -20,12 +20,19 @@ earlier records skipped; control batches (transaction markers) never reach the a
 ``isolation_level="read_committed"`` (or 1) fetches stop at the last stable offset and the
 records of aborted transactions are dropped by Kafka's rule
 (:mod:`strom.client.read_committed`).
+
+Follower fetching (KIP-392): ``client_rack`` is sent as the Fetch ``rack_id``; a partition
+whose leader answers with a ``preferred_read_replica`` is read from that broker for
+:data:`PREFERRED_REPLICA_LEASE_S` (then the leader is asked again), and goes back to its
+leader at once when that broker fails or answers the partition with an error (an offset out
+of range there is not taken as definitive and resets nothing, as Kafka's consumers do).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
@@ -57,6 +64,10 @@ log = logging.getLogger("strom.client.fetcher")
 RESET_POLICIES = ("earliest", "latest", "none")
 
 #: Top-level Fetch errors that end the fetch session (the next request is a full one).
+#: How long a partition is read from the preferred replica its leader named before the
+#: leader is asked again (librdkafka's lease; the Java consumer's metadata.max.age.ms).
+PREFERRED_REPLICA_LEASE_S = 300.0
+
 SESSION_ERRORS = frozenset({error_class("FETCH_SESSION_ID_NOT_FOUND").code,
                             error_class("INVALID_FETCH_SESSION_EPOCH").code})
 
@@ -78,6 +89,8 @@ class PartitionState:
     log_start_offset: int = -1
     last_stable_offset: int = -1
     max_bytes: int = 0
+    read_from: int = -1  # the preferred read replica the leader named (-1: the leader)
+    read_from_until: float = 0.0  # time.monotonic() when that lease ends
 
 
 class Fetcher:
@@ -100,6 +113,7 @@ class Fetcher:
         auto_offset_reset: str = "latest",
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         security: ClientSecurity | None = None,
+        client_rack: str = "",
     ) -> None:
         if auto_offset_reset not in RESET_POLICIES:
             raise ClientConfigError(
@@ -116,6 +130,7 @@ class Fetcher:
         self.isolation_level = isolation_level
         self.auto_offset_reset = auto_offset_reset
         self.request_timeout_s = request_timeout_s
+        self.client_rack = client_rack
         self._state: dict[TopicPartition, PartitionState] = {}
         self._paused: set[TopicPartition] = set()
         self._sessions: dict[int, FetchSession] = {}
@@ -277,11 +292,16 @@ class Fetcher:
 
     async def leaders(self, partitions: Iterable[TopicPartition]
                       ) -> dict[int, list[TopicPartition]]:
-        """``partitions`` grouped by their leader's node id (metadata refreshed for unknown
-        leaders)."""
+        """``partitions`` grouped by the node id to read them from: their leader (metadata
+        refreshed for unknown leaders), or the preferred read replica it named."""
         groups: dict[int, list[TopicPartition]] = defaultdict(list)
+        now = time.monotonic()
         for tp in partitions:
-            groups[await self.cluster.leader_for(tp)].append(tp)
+            state = self._state.get(tp)
+            if state is not None and state.read_from >= 0 and now < state.read_from_until:
+                groups[state.read_from].append(tp)
+            else:
+                groups[await self.cluster.leader_for(tp)].append(tp)
         return groups
 
     async def fetch_from(self, node: int, tps: list[TopicPartition], max_wait_ms: int,
@@ -312,6 +332,8 @@ class Fetcher:
             log.debug("fetch from broker %d failed: %s", node, exc)
             for tp in tps:
                 self.cluster.invalidate(tp)
+                if (state := self._state.get(tp)) is not None and state.read_from == node:
+                    state.read_from = -1  # back to the leader
             await asyncio.sleep(0.1)
             return {}
         except KafkaError:
@@ -335,8 +357,15 @@ class Fetcher:
                         or state.position != position:
                     continue  # not asked for, reassigned, or sought since the request
                 if p.error_code:
+                    if state.read_from == node:  # from a follower: back to the leader
+                        state.read_from = -1
+                        continue
                     errors.append((tp, error_for(p.error_code, f"fetching {tp}")))
                     continue
+                preferred = getattr(p, "preferred_read_replica", -1)
+                if preferred is not None and preferred >= 0 and preferred != node:
+                    state.read_from = preferred
+                    state.read_from_until = time.monotonic() + PREFERRED_REPLICA_LEASE_S
                 state.high_watermark = p.high_watermark
                 state.log_start_offset = getattr(p, "log_start_offset", -1)
                 state.last_stable_offset = getattr(p, "last_stable_offset", -1)
@@ -381,7 +410,7 @@ class Fetcher:
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
             "forgotten_topics_data": [{"topic": t, "partitions": ps}
                                       for t, ps in forgotten.items()],
-            "rack_id": "",
+            "rack_id": self.client_rack,
         }
         return await conn.request(ApiKey.FETCH, fields, version=version,
                                   timeout_s=self.request_timeout_s + max_wait_ms / 1000)

@@ -129,6 +129,7 @@ CONSUMER: dict[str, tuple[str | None, Parser]] = {
     "fetch.min.bytes": ("min_bytes", _integer(0)),
     "fetch.max.bytes": ("max_bytes", _integer(1)),
     "max.partition.fetch.bytes": ("max_partition_bytes", _integer(1)),
+    "client.rack": ("client_rack", _text),
     "isolation.level": ("isolation_level", _choice(
         "read_uncommitted", "read_committed",
         values={"read_uncommitted": 0, "read_committed": 1})),

@@ -119,6 +119,7 @@ class Consumer:
         isolation_level: int | str = READ_UNCOMMITTED,
         auto_offset_reset: str = "latest",
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        client_rack: str = "",
     ) -> None:
         if max_poll_records < 1:
             raise ClientConfigError("max_poll_records must be ≥ 1")
@@ -129,7 +130,7 @@ class Consumer:
                                max_partition_bytes=max_partition_bytes,
                                isolation_level=isolation_level,
                                auto_offset_reset=auto_offset_reset,
-                               request_timeout_s=request_timeout_s)
+                               request_timeout_s=request_timeout_s, client_rack=client_rack)
         self.cluster = self.fetcher.cluster
         self.group_id = group_id
         self.group_instance_id = group_instance_id

@@ -28,7 +28,9 @@ watermark (KIP-392; NOT_LEADER_OR_FOLLOWER on a follower before v11, and on a br
 holds no replica of a partition the metadata knows). With ``replica.selector.class`` set, a
 leader names the consumer's preferred read replica instead of reading
 (:mod:`strom.replication.replica_selector`): that partition is answered at once, without
-records, and the consumer moves its fetches there.
+records, and the consumer moves its fetches there. From v16 NOT_LEADER_OR_FOLLOWER /
+FENCED_LEADER_EPOCH carry the current-leader hint and the response the leaders' endpoints
+(:mod:`.leader_hints`, KIP-951).
 
 Consumer fetches of a connection are paced by its :class:`~strom.broker.fetch_pacing.FetchPacer`
 once the client has shown that it stalls on its own queue (librdkafka's queue backoff): the
@@ -55,6 +57,7 @@ from strom.broker.fetch_sessions import (
     SessionContext,
     open_context,
 )
+from strom.broker.handlers import leader_hints
 from strom.broker.handlers.common import check_leader_epoch, topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
@@ -137,8 +140,9 @@ class FetchHandler:
                           "fetches at %.1f MB/s, queue limit about %.1f MB", request.conn.peer,
                           request.conn.client_id, pacer.rate / 1e6, pacer.queue_bytes / 1e6)
             if hold > 0:
-                return self._held(hold, req, version, targets, pacer, context)
-        return self._respond(req, version, targets, pacer, context)
+                return self._held(hold, req, version, targets, pacer, context,
+                                  request.conn.listener)
+        return self._respond(req, version, targets, pacer, context, request.conn.listener)
 
     def _denied(self, request: Request, req: fast.FetchRequest, name: str | None,
                 follower_denied: bool) -> bool:
@@ -168,43 +172,47 @@ class FetchHandler:
 
     async def _held(
         self, hold: float, req: fast.FetchRequest, version: int, targets: list[_Target],
-        pacer: FetchPacer, context: SessionContext | None,
+        pacer: FetchPacer, context: SessionContext | None, listener: str | None,
     ) -> ResponseParts:
         await asyncio.sleep(hold)
-        result = self._respond(req, version, targets, pacer, context)
+        result = self._respond(req, version, targets, pacer, context, listener)
         return result if isinstance(result, list) else await result
 
     def _respond(
         self, req: fast.FetchRequest, version: int, targets: list[_Target],
-        pacer: FetchPacer | None, context: SessionContext | None,
+        pacer: FetchPacer | None, context: SessionContext | None, listener: str | None,
     ) -> ResponseParts | Awaitable[ResponseParts]:
         cap = pacer.budget(self._state.clock.monotonic()) if pacer is not None else None
         topics, size, errors, backlogged = self._read(req, version, targets, cap)
         if size >= req.min_bytes or req.max_wait_ms <= 0 or errors or not targets:
             if pacer is not None:
                 pacer.after_read(self._state.clock.monotonic(), size, backlogged)
-            return self._encode(req, version, topics, context)
+            return self._encode(req, version, topics, context, listener)
         if pacer is not None:  # parking: the consumer has caught up
             pacer.after_read(self._state.clock.monotonic(), 0, False)
-        return self._wait(req, version, targets, context)
+        return self._wait(req, version, targets, context, listener)
 
     def _encode(self, req: fast.FetchRequest, version: int,
                 topics: list[fast.FetchTopicResult],
-                context: SessionContext | None) -> ResponseParts:
+                context: SessionContext | None, listener: str | None) -> ResponseParts:
         quota = self._state.replication_quotas.leader
         if req.replica_id >= 0 and quota.throttles_any:  # final: count what the throttle sent
             image = self._state.store.image
             quota.record(throttled_size(quota, topics, lambda t: topic_name_for(
                 image, t.name, t.topic_id)))
-        if context is None:
-            return fast.encode_fetch_response(version, topics)
-        answer = context.finish(req, topics, self._state.clock.monotonic())
-        return fast.encode_fetch_response(version, answer.topics, error_code=answer.error_code,
-                                          session_id=answer.session_id)
+        error_code = session_id = 0
+        if context is not None:
+            answer = context.finish(req, topics, self._state.clock.monotonic())
+            topics, error_code, session_id = answer.topics, answer.error_code, answer.session_id
+        endpoints = (leader_hints.node_endpoints(self._state, listener,
+                                                 leader_hints.fetch_hints(topics))
+                     if version >= leader_hints.FETCH_HINT_VERSION else None)
+        return fast.encode_fetch_response(version, topics, error_code=error_code,
+                                          session_id=session_id, node_endpoints=endpoints)
 
     def _wait(
         self, req: fast.FetchRequest, version: int, targets: list[_Target],
-        context: SessionContext | None,
+        context: SessionContext | None, listener: str | None,
     ) -> Awaitable[ResponseParts]:
         keys = [TopicPartition(t.name, t.request.partition) for t in targets if t.name]
         loop = asyncio.get_running_loop()
@@ -216,14 +224,14 @@ class FetchHandler:
 
         self._state.replicas.park_fetch(
             DelayedFetch(req.max_wait_ms, max(req.min_bytes, 1), read, future), keys)
-        return self._encode_when_read(future, req, version, context)
+        return self._encode_when_read(future, req, version, context, listener)
 
     async def _encode_when_read(
         self, pending: asyncio.Future[list[fast.FetchTopicResult]], req: fast.FetchRequest,
-        version: int, context: SessionContext | None,
+        version: int, context: SessionContext | None, listener: str | None,
     ) -> ResponseParts:
         """Encode a parked read once it completes (a session is updated from this read)."""
-        return self._encode(req, version, await pending, context)
+        return self._encode(req, version, await pending, context, listener)
 
     def _known(self, topic: str, partition: int) -> bool:
         """Whether the metadata image has ``topic``-``partition`` (hosted or not)."""
@@ -277,6 +285,7 @@ class FetchHandler:
                     error = NotLeaderOrFollowerError  # known, but no replica here (as Kafka)
                 out.error_code = error.code
                 errors = True
+                self._hint(out, version, target.name)
                 continue
             try:
                 check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
@@ -307,6 +316,7 @@ class FetchHandler:
                 out.last_stable_offset = partition.last_stable_offset
                 out.log_start_offset = partition.log_start_offset
                 errors = True
+                self._hint(out, version, target.name)
                 continue
             out.high_watermark = partition.high_watermark
             out.last_stable_offset = partition.last_stable_offset
@@ -322,3 +332,9 @@ class FetchHandler:
             else:
                 out.records = []
         return results, total, errors, backlogged
+
+    def _hint(self, out: fast.FetchPartitionResult, version: int, name: str | None) -> None:
+        """The current-leader hint of a partition answered with an error that carries one."""
+        if (name is not None and version >= leader_hints.FETCH_HINT_VERSION
+                and out.error_code in leader_hints.FETCH_HINTED):
+            out.current_leader = leader_hints.current_leader(self._state, name, out.partition)

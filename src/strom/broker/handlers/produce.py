@@ -22,6 +22,10 @@ broker, the question goes to it over the wire (AddPartitionsToTxn v4 ``verify_on
 Authorization (:mod:`strom.broker.access`): WRITE on each topic (TOPIC_AUTHORIZATION_FAILED
 for the topic's partitions, existing or not); transactional batches also need WRITE on the
 transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition).
+
+A partition this broker does not lead is answered NOT_LEADER_OR_FOLLOWER (also when it does
+not host a partition the metadata has, as Kafka), from v10 with the current-leader hint and
+the leader's endpoint (:mod:`.leader_hints`, KIP-951).
 """
 
 from __future__ import annotations
@@ -30,14 +34,16 @@ import inspect
 
 from strom.broker.access import TopicDenied
 from strom.broker.dispatch import CloseConnection, HandlerResult, Request, ResponseParts
-from strom.broker.handlers import produce_checks
+from strom.broker.handlers import leader_hints, produce_checks
 from strom.broker.handlers.common import topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import (
     InvalidTxnStateError,
     KafkaError,
+    NotLeaderOrFollowerError,
     UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
     error_class,
 )
 from strom.common.types import TopicPartition
@@ -112,13 +118,15 @@ class ProduceHandler:
         if remote:
             assert req.transactional_id is not None
             return self._verify_remotely(req, req.transactional_id, remote, entries, slots,
-                                         version, results, request.throttle_ms)
-        return self._append(req, entries, slots, version, results, request.throttle_ms)
+                                         version, results, request.throttle_ms,
+                                         request.conn.listener)
+        return self._append(req, entries, slots, version, results, request.throttle_ms,
+                            request.conn.listener)
 
     def _append(self, req: fast.ProduceRequest, entries: dict[TopicPartition, memoryview | None],
                 slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
-                version: int, results: list[fast.ProduceTopicResult], throttle_ms: int
-                ) -> HandlerResult:
+                version: int, results: list[fast.ProduceTopicResult], throttle_ms: int,
+                listener: str | None) -> HandlerResult:
         outcome = self._state.replicas.append(
             entries, required_acks=req.acks, origin=AppendOrigin.CLIENT,
             timeout_ms=max(req.timeout_ms, 0))
@@ -128,16 +136,41 @@ class ProduceHandler:
                 raise CloseConnection("acks=0 produce failed; closing so the client notices")
             return None
         if outcome.done is not None:
-            return self._when_acknowledged(outcome, slots, version, results, throttle_ms)
+            return self._when_acknowledged(outcome, slots, version, results, throttle_ms,
+                                           listener)
         _fill(slots, outcome)
-        return [fast.encode_produce_response(version, results, throttle_ms)]
+        return self._encode(slots, version, results, throttle_ms, listener)
+
+    def _encode(self, slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
+                version: int, results: list[fast.ProduceTopicResult], throttle_ms: int,
+                listener: str | None) -> ResponseParts:
+        """The response, with the leader hints of partitions led elsewhere (see
+        :mod:`.leader_hints`)."""
+        state = self._state
+        for result, tp in slots:
+            if tp is None:
+                continue
+            if (result.error_code == UnknownTopicOrPartitionError.code
+                    and leader_hints.in_image(state, tp.topic, tp.partition)):
+                result.error_code = NotLeaderOrFollowerError.code
+                result.error_message = f"this broker does not host {tp}"
+            if (version >= leader_hints.PRODUCE_HINT_VERSION
+                    and result.error_code in leader_hints.PRODUCE_HINTED):
+                result.current_leader = leader_hints.current_leader(
+                    state, tp.topic, tp.partition)
+        endpoints = (leader_hints.node_endpoints(state, listener,
+                                                 leader_hints.produce_hints(results))
+                     if version >= leader_hints.PRODUCE_HINT_VERSION else None)
+        return [fast.encode_produce_response(version, results, throttle_ms,
+                                             node_endpoints=endpoints)]
 
     async def _verify_remotely(
         self, req: fast.ProduceRequest, transactional_id: str,
         remote: dict[TopicPartition, tuple[fast.ProducePartitionResult, memoryview | None]],
         entries: dict[TopicPartition, memoryview | None],
         slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
-        version: int, results: list[fast.ProduceTopicResult], throttle_ms: int
+        version: int, results: list[fast.ProduceTopicResult], throttle_ms: int,
+        listener: str | None,
     ) -> ResponseParts | None:
         """KIP-890 verification by a coordinator on another broker, then the append of what
         it confirmed (the others answer its error, loading / unreachable as the retriable
@@ -162,7 +195,7 @@ class ProduceHandler:
                 else:
                     entries[tp] = records
         slots = [(result, None if tp in refused else tp) for result, tp in slots]
-        answer = self._append(req, entries, slots, version, results, throttle_ms)
+        answer = self._append(req, entries, slots, version, results, throttle_ms, listener)
         return await answer if inspect.isawaitable(answer) else answer
 
     def _verify(self, transactional_id: str, tp: TopicPartition,
@@ -188,11 +221,12 @@ class ProduceHandler:
         self, outcome: AppendOutcome,
         slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
         version: int, results: list[fast.ProduceTopicResult], throttle_ms: int,
+        listener: str | None,
     ) -> ResponseParts:
         assert outcome.done is not None
         await outcome.done
         _fill(slots, outcome)
-        return [fast.encode_produce_response(version, results, throttle_ms)]
+        return self._encode(slots, version, results, throttle_ms, listener)
 
 
 def _records_error(version: int, records: memoryview | None) -> KafkaError | None:

@@ -6,7 +6,8 @@ Produce v10+ answers NOT_LEADER_OR_FOLLOWER with ``current_leader`` (the new lea
 epoch) and the leader's endpoint in ``node_endpoints``; Fetch v16+ does the same for
 NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH; older versions carry neither. A broker that
 does not host a partition the metadata has answers NOT_LEADER_OR_FOLLOWER (with the hint)
-rather than UNKNOWN_TOPIC_OR_PARTITION, as Kafka.
+rather than UNKNOWN_TOPIC_OR_PARTITION, as Kafka. A fetch whose ``last_fetched_epoch`` shows
+a diverged log gets ``diverging_epoch`` and no records.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tests.metadata.zk_helpers import wait_until
 from tests.storage.helpers import make_batch
 
 NOT_LEADER_OR_FOLLOWER = 6
+OFFSET_OUT_OF_RANGE = 1
 FENCED_LEADER_EPOCH = 74
 
 
@@ -182,5 +184,33 @@ def test_fetch_from_the_old_leader_names_the_new_one_from_v16(
         p = current.responses[0].partitions[0]
         assert p.error_code == 0 and p.current_leader is None
         assert endpoints(current) == []
+    finally:
+        on_a.close()
+
+
+def test_fetch_with_a_diverged_last_fetched_epoch_gets_the_epoch_end_and_no_records(
+        moved: Moved) -> None:
+    cluster, a, topic_id = moved.cluster, moved.a, moved.topic_id
+    on_a = RawClient(cluster[a].bootstrap)
+    try:
+        # epoch 0 ended at offset 3 here: a fetcher at 5 that last saw epoch 0 diverged
+        p = fetch(on_a, 12, "hints", topic_id, offset=5,
+                  last_fetched_epoch=0).responses[0].partitions[0]
+        assert p.error_code == 0 and p.records == b""
+        assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (0, 3)
+        assert p.high_watermark == 5
+        # at offset 3 with epoch 0 (or anywhere in epoch 1) nothing diverged: records
+        for offset, epoch in ((3, 0), (4, 1), (1, 0)):
+            p = fetch(on_a, 16, "hints", topic_id, offset=offset,
+                      last_fetched_epoch=epoch).responses[0].partitions[0]
+            assert p.error_code == 0 and p.records, (offset, epoch)
+            assert p.diverging_epoch is None
+        # an epoch the leader never had, above its latest: out of range
+        p = fetch(on_a, 16, "hints", topic_id, offset=4,
+                  last_fetched_epoch=7).responses[0].partitions[0]
+        assert p.error_code == OFFSET_OUT_OF_RANGE
+        # before v12 there is no last_fetched_epoch: an ordinary read
+        p = fetch(on_a, 11, "hints", topic_id, offset=3).responses[0].partitions[0]
+        assert p.error_code == 0 and p.records
     finally:
         on_a.close()

@@ -551,6 +551,27 @@ class Partition:
         """OffsetForLeaderEpoch: (epoch, end offset) from the leader epoch cache."""
         return self.log.end_offset_for_epoch(leader_epoch)
 
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int
+                        ) -> tuple[int, int] | None:
+        """Fetch v12+ (KIP-320, KIP-595): whether a fetcher whose last fetched batch has
+        ``last_fetched_epoch`` and that fetches from ``fetch_offset`` diverged from this
+        log. None if not (read as usual); else (epoch, end offset) from the leader epoch
+        cache — the largest epoch <= ``last_fetched_epoch`` and where it ends here — to be
+        answered with no records: the fetcher truncates to it. As Kafka's
+        ``Partition.readRecords``: an epoch above every cached one, and a fetch offset
+        below the log start, raise OFFSET_OUT_OF_RANGE whether diverged or not."""
+        epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0 or end < 0:
+            raise OffsetOutOfRangeError(
+                f"{self.tp}: no end offset for the last fetched epoch {last_fetched_epoch}")
+        if fetch_offset < self.log.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"{self.tp}: fetch offset {fetch_offset} is below the log start "
+                f"{self.log.log_start_offset}")
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords (leader only): ``offset`` -1 means the high watermark; offsets above
         the high watermark are refused. Returns the new log start offset."""

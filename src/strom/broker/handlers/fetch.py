@@ -28,9 +28,12 @@ watermark (KIP-392; NOT_LEADER_OR_FOLLOWER on a follower before v11, and on a br
 holds no replica of a partition the metadata knows). With ``replica.selector.class`` set, a
 leader names the consumer's preferred read replica instead of reading
 (:mod:`strom.replication.replica_selector`): that partition is answered at once, without
-records, and the consumer moves its fetches there. From v16 NOT_LEADER_OR_FOLLOWER /
-FENCED_LEADER_EPOCH carry the current-leader hint and the response the leaders' endpoints
-(:mod:`.leader_hints`, KIP-951).
+records, and the consumer moves its fetches there. A fetch (v12+) whose
+``last_fetched_epoch`` shows that the fetcher's log diverged from this replica's is answered
+with ``diverging_epoch`` (epoch, end offset) and no records
+(:meth:`~strom.replication.partition.Partition.diverging_epoch`); a follower's fetch offset
+is then not recorded. From v16 NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH carry the
+current-leader hint and the response the leaders' endpoints (:mod:`.leader_hints`, KIP-951).
 
 Consumer fetches of a connection are paced by its :class:`~strom.broker.fetch_pacing.FetchPacer`
 once the client has shown that it stalls on its own queue (librdkafka's queue backoff): the
@@ -296,17 +299,24 @@ class FetchHandler:
                 preferred = -1 if selector is None else preferred_read_replica(
                     selector, partition, req.rack_id, p.fetch_offset,
                     self._state.store.image.brokers)
+                # as Kafka: a preferred replica is named before the log is looked at
+                diverging = (partition.diverging_epoch(p.fetch_offset, p.last_fetched_epoch)
+                             if preferred < 0 and p.last_fetched_epoch >= 0 else None)
                 if preferred >= 0:  # no read: answered now, as Kafka does (not an error)
                     data = None
                     out.preferred_read_replica = preferred
                     errors = True
+                elif diverging is not None:  # no records: the fetcher truncates first
+                    out.diverging_epoch = diverging
+                    data = None
                 elif (max_bytes <= 0 and not min_one) or (replica_id >= 0 and (
                         should_leader_throttle(throttle, partition, replica_id))):
                     data = None
                 else:
                     data = partition.read(p.fetch_offset, max(max_bytes, 0), isolation,
                                           min_one=min_one, fetch_only_leader=fetch_only_leader)
-                if replica_id >= 0:  # the follower has everything below its fetch offset
+                if replica_id >= 0 and diverging is None:
+                    # the follower has everything below its fetch offset
                     partition.update_follower_fetch_state(replica_id, p.fetch_offset,
                                                           p.log_start_offset)
             except Exception as exc:

@@ -3,7 +3,12 @@ it registers and elects itself controller, and real clients work as against the 
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
+import socket
+import struct
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,7 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from strom.metadata.zookeeper import ZooKeeperMetadataStore
 from strom.testing.cluster import EmbeddedCluster
 from strom.testing.pytest_plugin import BrokerFactory
-from strom.testing.zookeeper import free_port
+from strom.testing.zookeeper import ZooKeeperServer, free_port
+from tests.broker.wire_tap import _frames
 from tests.metadata.zk_helpers import wait_until
 
 NODE = 5
@@ -183,3 +189,109 @@ def test_a_clean_stop_without_a_reachable_controller_waits_only_the_configured_b
         assert took < SHUTDOWN_SLACK_S
         assert "controlled shutdown of broker" in "".join(second.output)
         assert "skipped: no ZooKeeper session" in "".join(second.output)
+
+
+class StallingZooKeeper:
+    """A TCP forwarder in front of ZooKeeper that, once armed with :meth:`stall_after_watch`,
+    passes the next watch notification (a reply with xid -1) to the broker and then holds
+    the reply after it for ``seconds`` (and so every later one): the broker learns that the
+    metadata changed and finds ZooKeeper unresponsive when it reads it, as when ZooKeeper
+    pauses in the middle of a refresh. Requests still reach ZooKeeper."""
+
+    def __init__(self, port: int) -> None:
+        self._target = port
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        self._armed: float | None = None
+        self.stalling = threading.Event()
+        self._sockets: list[socket.socket] = [self._server]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stall_after_watch(self, seconds: float) -> None:
+        self.stalling.clear()
+        self._armed = seconds
+
+    def close(self) -> None:
+        for s in self._sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self._target))
+            self._sockets += [client, upstream]
+            # requests: forwarded as they are (deque(…, 0) drains the generator)
+            threading.Thread(target=collections.deque, args=(_frames(client, upstream), 0),
+                             daemon=True).start()
+            threading.Thread(target=self._replies, args=(upstream, client), daemon=True).start()
+
+    def _replies(self, source: socket.socket, sink: socket.socket) -> None:
+        """ZooKeeper's replies, frame by frame (each seen before it is forwarded); the first
+        one, the session's connect reply, has no xid."""
+        first, hold = True, None
+        for frame in _frames(source, sink):
+            if hold is not None:
+                self.stalling.set()
+                time.sleep(hold)
+                hold = None
+            if not first and self._armed is not None and struct.unpack_from(">i", frame)[0] == -1:
+                hold, self._armed = self._armed, None
+            first = False
+
+
+def test_a_zookeeper_that_stops_answering_mid_refresh_does_not_stall_produce_or_fetch(
+        zookeeper_server: ZooKeeperServer, strom_broker_factory: BrokerFactory) -> None:
+    """The broker reads ZooKeeper off its event loop: while a refresh waits 5 s for
+    ZooKeeper's replies, produce and fetch are answered at once (before, the loop waited
+    with the refresh); the image it read is installed once ZooKeeper answers."""
+    from strom.controller.updates import update
+    from strom.metadata.changes import PutTopic
+    from strom.metadata.image import PartitionInfo, TopicInfo
+    from strom.protocol.records.reader import decode_batches
+    from strom.protocol.versions import ApiKey
+    from tests.broker.raw import RawClient
+    from tests.broker.test_data_path import fetch, produce
+    from tests.storage.helpers import make_batch
+
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    proxy = StallingZooKeeper(zookeeper_server.port)
+    observer = ZooKeeperMetadataStore(zookeeper_server.connect + chroot, timeout=5.0)
+    try:
+        broker = strom_broker_factory({
+            "zookeeper.connect": f"127.0.0.1:{proxy.port}{chroot}", "node.id": NODE,
+            "zookeeper.session.timeout.ms": 30000, "zookeeper.connection.timeout.ms": 20000})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("steady", 1, 1)])["steady"].result(15)
+        client = RawClient(broker.bootstrap)
+        assert produce(client, "steady", bytes(make_batch([b"before"])))[0] == 0
+
+        wait_until(lambda: "steady" in observer.image.topics, what="the topic observed")
+        proxy.stall_after_watch(5.0)
+        # another topic, led by a broker that does not exist
+        update(observer, lambda image: ([PutTopic(TopicInfo("elsewhere", uuid.uuid4(), (
+            PartitionInfo(0, 99, 0, (99,), (99,)),), {}))], None), False)
+        assert proxy.stalling.wait(10), "no watch notification reached the broker"
+        time.sleep(0.2)  # the reply held is the broker's refresh's first read
+        started = time.monotonic()
+        error, offset = produce(client, "steady", bytes(make_batch([b"during"])))
+        produced = time.monotonic() - started
+        read = fetch(client, "steady", 1)
+        took = time.monotonic() - started
+        values = [r.value for _, rs in decode_batches(read.records) for r in rs]  # type: ignore[attr-defined]
+        assert (error, offset) == (0, 1), (error, offset, produced)
+        assert values == [b"during"], (values, took)
+        assert produced < 2.0 and took < 2.0, (produced, took)
+        metadata = client.call(ApiKey.METADATA, 12, {
+            "topics": None, "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False})
+        assert "elsewhere" not in {t.name for t in metadata.topics}  # not read yet
+        wait_until(lambda: "elsewhere" in admin.list_topics(timeout=5).topics, timeout=20,
+                   what="the new image once ZooKeeper answers")
+        client.close()
+    finally:
+        observer.close()
+        proxy.close()

@@ -5,9 +5,14 @@ data directory (the default, which needs no ZooKeeper).
 The store, the broker's ephemeral registration, its candidacy for controller and, while it
 is the controller, the :class:`~strom.controller.driver.ControllerDriver` that re-elects
 leaders when brokers come and go. On a clean stop the broker first asks the controller for a
-controlled shutdown (:func:`controlled_shutdown`). The store's watch reactions run on the
-broker's event loop (``run=loop.call_soon_threadsafe``), like everything else that touches
-the image; each ZooKeeper call is bounded by ``zookeeper.connection.timeout.ms``.
+controlled shutdown (:func:`controlled_shutdown`). The store's watch reactions (refreshes,
+re-registration after a session expiry, the controller election) read ZooKeeper on the
+store session's worker thread, never on the event loop, so a slow or unreachable ZooKeeper
+does not stall produce / fetch; the images they read are installed on the loop
+(``install=loop.call_soon_threadsafe``), in order, like everything else that touches the
+image. Each ZooKeeper call is bounded by ``zookeeper.connection.timeout.ms``. Still on the
+loop: registration at start, topic / config / ACL administration writes and producer-id
+blocks (each waits on ZooKeeper, bounded by that timeout).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ def open_store(config: BrokerConfig, connect: str) -> ZooKeeperMetadataStore:
     return ZooKeeperMetadataStore(
         connect, timeout=int(config.get("zookeeper.connection.timeout.ms")) / 1000,
         session_timeout=int(config.get("zookeeper.session.timeout.ms")) / 1000,
-        run=asyncio.get_running_loop().call_soon_threadsafe)
+        install=asyncio.get_running_loop().call_soon_threadsafe)
 
 
 def stand_for_controller(store: ZooKeeperMetadataStore, node_id: int,
@@ -49,7 +54,9 @@ def stand_for_controller(store: ZooKeeperMetadataStore, node_id: int,
                          topic_config: Callable[[str], TopicConfig]
                          ) -> tuple[ControllerElection, ControllerDriver]:
     """Start this broker's candidacy and the driver that acts while it is controller; once
-    elected its image names it controller at once, and the driver reconciles everything."""
+    elected its image names it controller at once, and the driver reconciles everything.
+    The callbacks run on the store session's worker thread: the refresh reads there and
+    hands its image to the loop ahead of the driver's activation."""
     def elected(epoch: int) -> None:
         log.info("broker %d elected controller (controller epoch %d)", node_id, epoch)
         store.refresh()

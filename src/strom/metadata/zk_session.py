@@ -173,6 +173,10 @@ class ZkSession:
                 raise TransactionFailedError(index, op, result)
         return results
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def submit(self, job: Callable[[], None]) -> None:
         """Run ``job`` on the worker thread (or through ``run``), after the jobs submitted
         before it."""

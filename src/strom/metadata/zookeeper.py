@@ -22,6 +22,14 @@ Threads: the owner calls the methods; refreshes and re-registration run on the s
 worker thread, or on the owner's event loop when the store is opened with
 ``run=loop.call_soon_threadsafe`` (then everything runs on that one thread, as the contract
 wants). One re-entrant lock serialises them, so listeners run with it held, and may write.
+A broker opens it with ``install=loop.call_soon_threadsafe`` instead: ZooKeeper is then read
+on the worker thread only — a slow or unreachable ZooKeeper never stalls the loop's
+produce / fetch — and each image read there is handed to ``install`` and installed (listeners
+notified) on the loop, in the order the reads began. Every read is a :class:`_Snapshot`
+numbered when it begins; installing one takes its data only if newer than the image's (data
+version) and its brokers and controller only if no later-begun read was installed, so a
+read that finishes late never moves the image back (a change after a read re-arms a watch,
+so a newer read always follows). In this mode the worker holds the lock only to install.
 
 Every ZooKeeper call waits at most ``timeout`` seconds and then raises
 :class:`~strom.metadata.zk_session.ZooKeeperUnavailableError`; the store never blocks forever.
@@ -105,6 +113,17 @@ class ControllerFence:
 
 
 @dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """One refresh's reads: ``seq`` numbers it by when it began; ``data`` None when the data
+    version had not moved past the one the read started from."""
+
+    seq: int
+    data: _Data | None
+    brokers: dict[int, BrokerInfo]
+    controller: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Data:
     """What the data znodes say, at one data version."""
 
@@ -124,10 +143,17 @@ class ZooKeeperMetadataStore:
 
     def __init__(self, connect: str, *, timeout: float = DEFAULT_TIMEOUT,
                  session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-                 run: Callable[[Callable[[], None]], object] | None = None) -> None:
+                 run: Callable[[Callable[[], None]], object] | None = None,
+                 install: Callable[[Callable[[], None]], object] | None = None) -> None:
+        if run is not None and install is not None:
+            raise ValueError("run and install exclude each other")
         self.session = ZkSession(connect, timeout=timeout, session_timeout=session_timeout,
                                  run=run)
+        self._install = install
         self._lock = threading.RLock()
+        self._seq_lock = threading.Lock()
+        self._next_seq = 1
+        self._live_seq = 0  # the snapshot whose brokers and controller the image holds
         self._listeners = Listeners()
         self._registrations: dict[int, BrokerInfo] = {}
         self._refresh_pending = False
@@ -216,7 +242,8 @@ class ZooKeeperMetadataStore:
             raise MetadataWriteRefusedError(str(e)) from e
 
     def register_broker(self, broker: BrokerInfo) -> None:
-        """Register (or update) ``broker`` as an ephemeral znode of this store's session."""
+        """Register (or update) ``broker`` as an ephemeral znode of this store's session
+        (the image has it on return; ZooKeeper is called on the caller's thread)."""
         with self._lock:
             path = zk.broker_path(broker.node_id)
             data = zk.encode_broker(broker)
@@ -277,20 +304,56 @@ class ZooKeeperMetadataStore:
 
     def refresh(self) -> None:
         """Re-read ZooKeeper now (watches do it soon anyway): e.g. right after this broker
-        was elected, so its image names it controller at once."""
-        with self._lock:
-            self._refresh_locked()
+        was elected, so its image names it controller at once. With ``install`` the read
+        runs on the caller's thread (never call it on the loop then) and the image is
+        installed through ``install``, after whatever was handed over before."""
+        if self._install is None:
+            with self._lock:
+                self._refresh_locked()
+        else:
+            self._deliver(self._read_snapshot())
 
     def _refresh(self) -> None:
         self._refresh_pending = False
         self.refresh()
 
     def _refresh_locked(self) -> None:
-        """Re-read what may have changed (re-arming the watches); install a new image if it
-        differs from the current one."""
+        """Re-read what may have changed (re-arming the watches) and install it, on the
+        caller's thread."""
+        self._apply(self._read_snapshot())
+
+    def _read_snapshot(self) -> _Snapshot:
+        with self._seq_lock:
+            seq, self._next_seq = self._next_seq, self._next_seq + 1
         data = self._read_data(self._data_version)
         brokers, controller = self._read_live()
+        return _Snapshot(seq, data, brokers, controller)
+
+    def _deliver(self, snapshot: _Snapshot) -> None:
+        """Hand ``snapshot`` to ``install`` (the broker's loop), which applies it."""
+        assert self._install is not None
+
+        def apply() -> None:
+            if not self.session.closed:
+                with self._lock:
+                    self._apply(snapshot)
+        try:
+            self._install(apply)
+        except RuntimeError:  # the loop is closed: the broker is stopping
+            log.debug("metadata read after the event loop closed; dropped")
+
+    def _apply(self, snapshot: _Snapshot) -> None:
+        """Install what ``snapshot`` read if it changes the image (lock held): its data only
+        when newer than the image's, its brokers and controller only when it began after the
+        read that supplied the image's."""
         image = self._image
+        data = snapshot.data
+        if data is not None and data.version <= self._data_version:
+            data = None
+        brokers, controller = image.brokers, image.controller_id
+        if snapshot.seq > self._live_seq:
+            self._live_seq = snapshot.seq
+            brokers, controller = snapshot.brokers, snapshot.controller
         if data is None and brokers == image.brokers and controller == image.controller_id:
             return
         new = dataclasses.replace(image, epoch=image.epoch + 1, brokers=brokers,
@@ -345,14 +408,16 @@ class ZooKeeperMetadataStore:
                 f"{path})") from None
 
     def _reregister(self) -> None:
-        """After a session expiry: the ephemeral registrations again (worker thread)."""
+        """After a session expiry: the ephemeral registrations again (worker thread; the
+        lock is not held while ZooKeeper answers)."""
         with self._lock:
-            for node_id, broker in self._registrations.items():
-                try:
-                    self._create_registration(node_id, zk.encode_broker(broker))
-                except BrokerIdAlreadyRegisteredError as e:
-                    log.error("cannot re-register after a session expiry: %s", e)
-            self._refresh_locked()
+            registrations = dict(self._registrations)
+        for node_id, broker in registrations.items():
+            try:
+                self._create_registration(node_id, zk.encode_broker(broker))
+            except BrokerIdAlreadyRegisteredError as e:
+                log.error("cannot re-register after a session expiry: %s", e)
+        self.refresh()
 
 
 def _read_data_znodes(session: ZkSession, version: int) -> _Data:

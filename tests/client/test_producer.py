@@ -17,7 +17,11 @@ from strom.common.errors import (
     NotEnoughReplicasError,
     RequestTimedOutError,
 )
+from strom.common.types import TopicPartition
+from tests.broker import test_leader_hints as leader_hints
 from tests.client.producer_helpers import make_topic, read_all
+from tests.controller.cluster import leader_seen_by
+from tests.metadata.zk_helpers import wait_until
 
 #: A topic every acks=all write to fails retriably: one replica, two required in sync.
 STUCK = {"min.insync.replicas": "2"}
@@ -142,3 +146,36 @@ def test_sync_producer_callback_and_max_block(broker: Any) -> None:
         for future in futures[:2]:
             with pytest.raises(NotEnoughReplicasError):
                 future.result(10)
+
+
+led_by_b = leader_hints.led_by_b  # fixture: a 3-broker cluster, topic "hints" led by b
+
+
+def test_a_leader_move_is_followed_from_the_produce_answers_hint(led_by_b: Any) -> None:
+    """After an ElectLeaders move the first send reaches the old leader, whose
+    NOT_LEADER_OR_FOLLOWER answer names the new one (KIP-951): the retry goes there at once,
+    without a Metadata request."""
+    cluster, a, b = led_by_b.cluster, led_by_b.a, led_by_b.b
+
+    async def scenario() -> tuple[list[int], int, int]:
+        bootstrap = ",".join(broker.bootstrap for broker in cluster.values())
+        async with Producer(bootstrap, linger_ms=0, idempotent=True) as producer:
+            first = await (await producer.send("hints", b"before", partition=0))
+            refreshes = 0
+            refresh = producer.cluster.refresh
+
+            async def counted(*args: Any, **kwargs: Any) -> Any:
+                nonlocal refreshes
+                refreshes += 1
+                return await refresh(*args, **kwargs)
+
+            producer.cluster.refresh = counted  # type: ignore[method-assign]
+            assert producer.cluster.metadata.leader(TopicPartition("hints", 0)) == b
+            await asyncio.to_thread(leader_hints.elect_a, led_by_b)
+            await asyncio.to_thread(wait_until, lambda: leader_seen_by(cluster[b], "hints") == a)
+            second = await (await producer.send("hints", b"after", partition=0))
+            return [first.offset, second.offset], refreshes, \
+                producer.cluster.metadata.leader(TopicPartition("hints", 0)) or -1
+
+    offsets, refreshes, leader = asyncio.run(scenario())
+    assert offsets == [0, 1] and leader == a and refreshes == 0

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
-from strom.client.metadata import ClusterMetadata, from_response
+from strom.client.metadata import BrokerNode, ClusterMetadata, from_response
 from strom.client.security import ClientSecurity
 from strom.common.errors import (
     KafkaError,
@@ -337,6 +337,16 @@ class Cluster:
         meta = self.metadata
         topics = {k: v for k, v in meta.topics.items() if k not in gone}
         self.metadata = ClusterMetadata(meta.brokers, topics, meta.controller_id, meta.cluster_id)
+
+    def apply_leader_hint(self, tp: TopicPartition, leader: int, leader_epoch: int,
+                          endpoints: Iterable[BrokerNode] = ()) -> bool:
+        """Take a KIP-951 current-leader hint into the snapshot
+        (:meth:`ClusterMetadata.with_leader_hint`); False when it could not be used."""
+        hinted = self.metadata.with_leader_hint(tp, leader, leader_epoch, endpoints)
+        if hinted is None:
+            return False
+        self.metadata = hinted
+        return True
 
     def invalidate(self, tp: TopicPartition | None = None) -> None:
         """Forget what is known about ``tp``'s topic (all topics if None) so the next lookup

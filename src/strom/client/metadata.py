@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from strom.common.types import TopicPartition
@@ -83,6 +83,25 @@ class ClusterMetadata:
         """``newer``'s brokers and controller; its topics over ours unless ``replace_topics``."""
         topics = dict(newer.topics) if replace_topics else {**self.topics, **newer.topics}
         return ClusterMetadata(newer.brokers, topics, newer.controller_id, newer.cluster_id)
+
+    def with_leader_hint(self, tp: TopicPartition, leader: int, leader_epoch: int,
+                         endpoints: Iterable[BrokerNode] = ()) -> ClusterMetadata | None:
+        """This snapshot with ``tp`` led by ``leader`` at ``leader_epoch`` (a KIP-951 hint
+        from a Produce / Fetch answer; ``endpoints`` the answer's node endpoints, added for
+        brokers not known yet); None when the hint teaches nothing usable: the partition is
+        unknown, the epoch is not newer than the known one, or the leader's address is
+        unknown (then metadata must be refreshed, as before hints)."""
+        topic = self.topics.get(tp.topic)
+        known = topic.partitions.get(tp.partition) if topic is not None else None
+        if topic is None or known is None or leader < 0 or leader_epoch <= known.leader_epoch:
+            return None
+        brokers = {**{e.node_id: e for e in endpoints}, **self.brokers}
+        if leader not in brokers:
+            return None
+        partitions = {**topic.partitions, tp.partition: replace(
+            known, leader=leader, leader_epoch=leader_epoch)}
+        topics = {**self.topics, tp.topic: replace(topic, partitions=partitions)}
+        return ClusterMetadata(brokers, topics, self.controller_id, self.cluster_id)
 
 
 def uuid_text(value: Any) -> str | None:

@@ -64,6 +64,7 @@ from strom.client.batching import build_batch, estimate_record_size
 from strom.client.cluster import DEFAULT_BOOTSTRAP, Cluster
 from strom.client.conn import DEFAULT_REQUEST_TIMEOUT_S, Connection
 from strom.client.interceptors import InterceptorChain, ProducerInterceptor, ProducerRecord
+from strom.client.metadata import BrokerNode
 from strom.client.partitioner import PartitionerSpec, partitioner_for
 from strom.client.records import ClientConfigError, Header, RecordMetadata, codec_id
 from strom.client.security import ClientSecurity
@@ -245,6 +246,9 @@ class Producer:
         self._open: dict[TopicPartition, _Batch] = {}
         self._ready: dict[TopicPartition, deque[_Batch]] = defaultdict(deque)
         self._in_flight: dict[TopicPartition, int] = defaultdict(int)
+        #: Partitions whose last answer carried a usable current-leader hint (KIP-951): their
+        #: retry goes to the hinted leader without a metadata refresh.
+        self._hinted: set[TopicPartition] = set()
         self._sequencer = Sequencer()
         self._order = itertools.count()
         self._incomplete: dict[_Batch, asyncio.Future[None]] = {}
@@ -923,7 +927,9 @@ class Producer:
             if error is None:
                 self._complete(batch, base_offset)
             else:
-                self._retry_or_fail(batch, error)
+                hinted = batch.tp in self._hinted
+                self._hinted.discard(batch.tp)
+                self._retry_or_fail(batch, error, hinted=hinted)
         self._wakeup.set()
 
     async def _request(
@@ -946,9 +952,15 @@ class Producer:
         response = await conn.request(ApiKey.PRODUCE, fields,
                                       timeout_s=self.request_timeout_s + 5.0)
         out: dict[TopicPartition, tuple[KafkaError | None, int]] = {}
+        endpoints = [BrokerNode(e.node_id, e.host, e.port, e.rack)
+                     for e in getattr(response, "node_endpoints", None) or ()]
         for topic in response.responses:
             for p in topic.partition_responses:
                 tp = TopicPartition(topic.name, p.index)
+                hint = getattr(p, "current_leader", None)  # Produce v10+ (KIP-951)
+                if p.error_code and hint is not None and self.cluster.apply_leader_hint(
+                        tp, hint.leader_id, hint.leader_epoch, endpoints):
+                    self._hinted.add(tp)
                 if p.error_code == DuplicateSequenceNumberError.code:
                     out[tp] = (None, -1)
                 elif p.error_code:
@@ -973,7 +985,9 @@ class Producer:
             batch.outcome.set_result(None)
         self._finish(batch)
 
-    def _retry_or_fail(self, batch: _Batch, error: KafkaError) -> None:
+    def _retry_or_fail(self, batch: _Batch, error: KafkaError, *, hinted: bool = False) -> None:
+        """Retry a retriable error (after refreshing the partition's metadata, unless the
+        answer's leader hint already updated it) or fail the batch for good."""
         now = time.monotonic()
         if (isinstance(error, MessageTooLargeError) and len(batch.records) > 1
                 and batch.outcome is None and not self.idempotent and not self._closed):
@@ -986,7 +1000,8 @@ class Producer:
             batch.attempts += 1
             batch.last_error = error
             batch.retry_at = now + min(RETRY_BACKOFF_S * 2 ** (batch.attempts - 1), 1.0)
-            self.cluster.invalidate(batch.tp)
+            if not hinted:
+                self.cluster.invalidate(batch.tp)
             log.debug("retrying batch for %s after %s", batch.tp, error)
             self._requeue(batch)
             return

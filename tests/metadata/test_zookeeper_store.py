@@ -5,6 +5,7 @@ contract itself runs in test_store_contract.py.)"""
 from __future__ import annotations
 
 import json
+import queue
 import threading
 import time
 import uuid
@@ -412,3 +413,26 @@ def test_an_ensemble_that_loses_its_quorum_fails_calls_in_time_and_recovers() ->
             assert set(store.session.children("/brokers/topics")) == set(written[0].topics)
         finally:
             store.close()
+
+
+def test_with_install_reads_are_handed_over_and_a_late_read_never_moves_the_image_back(
+        open_store: Opener) -> None:
+    """A broker's store (``install=loop.call_soon_threadsafe``) reads ZooKeeper on its
+    worker thread and hands each image to ``install``; installing a read that began before
+    the one already installed changes nothing."""
+    handed: queue.Queue[Callable[[], None]] = queue.Queue()
+    store = open_store(install=handed.put)
+    writer = open_store()
+    time.sleep(0.5)  # the first connection's refresh, if any
+    while not handed.empty():
+        handed.get()()
+    writer.write(writer.image.epoch, [PutTopic(topic("first"))])
+    early = handed.get(timeout=10)
+    assert "first" not in store.image.topics  # read, not installed: the owner installs
+    writer.write(writer.image.epoch, [PutTopic(topic("second"))])
+    late = handed.get(timeout=10)
+    late()
+    image = store.image
+    assert {"first", "second"} <= set(image.topics)
+    early()  # began before the installed read: nothing moves back
+    assert store.image is image

@@ -36,6 +36,7 @@ from strom.testing.chaos.replicas import read_replica
 from strom.testing.pytest_plugin import BrokerFactory
 from tests.broker.raw import RawClient
 from tests.broker.test_data_path import produce as produce_raw
+from tests.controller.cluster import leader_seen_by
 from tests.metadata.zk_helpers import wait_until
 from tests.storage.helpers import make_batch
 
@@ -289,8 +290,10 @@ def test_a_leader_change_makes_the_old_leader_truncate_by_epoch_and_follow(
 
     # Paused, the followers miss what the old leader acknowledges alone, which is then lost
     # when leadership moves (as in Kafka). A fetch each follower had parked at the leader is
-    # answered by the first record ("maybe"), which may reach a follower when it resumes;
-    # nothing asks for the orphans after it.
+    # answered by the first record ("maybe"), which may reach a follower when it resumes.
+    # A follower that fetched the orphans before it read the new image would keep them (as
+    # in Kafka; its image arrives from ZooKeeper while it goes on fetching), so the old
+    # leader is held paused until the followers have moved on.
     with Paused(*others) as paused:
         assert produce(old.bootstrap, "moved", [b"maybe"], acks=1) == [None]
         time.sleep(1.0)  # parked fetches answered (replica.fetch.wait.max.ms is 500)
@@ -302,7 +305,10 @@ def test_a_leader_change_makes_the_old_leader_truncate_by_epoch_and_follow(
         moved = dataclasses.replace(current, leader=new_id,
                                     leader_epoch=current.leader_epoch + 1)
         observer.write(image.epoch, [SetPartitions("moved", (moved,))])
-        paused.resume()
+        with Paused(old):
+            paused.resume()
+            wait_until(lambda: all(leader_seen_by(f, "moved") == new_id for f in others),
+                       what="the followers on the new image")
 
     # the old leader truncates its tail (it follows at the new epoch) and replicates
     more = [f"n{i}".encode() for i in range(30)]

@@ -195,7 +195,10 @@ def test_a_reassignment_moves_a_partition_and_its_records_across_the_cluster(
                 started[0].removing_replicas, started[0].leader) == (
             (controller, b, a), (controller,), (a,), a)
         assert started[0].leader_epoch == 1 and done.leader_epoch == 2
-        assert admin.list_partition_reassignments() == {}
+        # the controller answers from its image, which reads the completion back from
+        # ZooKeeper (off its event loop) a moment after the observer may have
+        wait_until(lambda: admin.list_partition_reassignments() == {},
+                   what="the controller's image past the reassignment")
         wait_until(lambda: not (cluster[a].data_dir / "moving-0").exists(),
                    what="the removed replica's log deleted")
         wait_until(lambda: leader_seen_by(cluster[b], "moving") == controller,

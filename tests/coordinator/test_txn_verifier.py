@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from strom.client.conn import Connection
 from strom.common.errors import error_class
@@ -28,6 +29,7 @@ from strom.testing.chaos.zkview import ZooKeeperView
 from strom.testing.cluster import EmbeddedCluster
 from strom.testing.zookeeper import zookeeper_available
 from tests.broker.raw import RawClient
+from tests.metadata.zk_helpers import wait_until
 
 FEW_INTERNAL = {"offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3}
 COORDINATOR_NOT_AVAILABLE = error_class("COORDINATOR_NOT_AVAILABLE").code
@@ -112,6 +114,14 @@ def test_a_leader_asks_the_remote_coordinator_and_answers_its_verdict_on_the_wir
     coordinator's answer; once AddPartitionsToTxn added it, the same batch is appended."""
     create_topic(cluster.bootstrap, "wire", 3, 3, {"min.insync.replicas": "2"})
     leaders = _leaders(cluster, "wire", 3)
+    # each leader answers from its own image, read from ZooKeeper (off its event loop) a
+    # moment after the creation: wait until it names itself
+    for p, node in leaders.items():
+        admin = AdminClient({"bootstrap.servers": cluster.brokers[node].bootstrap})
+        wait_until(lambda p=p, node=node, admin=admin: (  # type: ignore[misc]
+            (t := admin.list_topics("wire", timeout=5).topics.get("wire")) is not None
+            and p in t.partitions and t.partitions[p].leader == node),
+            what="the leader's image holding the topic")
     any_broker = RawClient(cluster.brokers[0].bootstrap)
     found = None
     for _ in range(50):  # the first lookup creates __transaction_state

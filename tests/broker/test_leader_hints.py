@@ -164,23 +164,35 @@ def test_produce_to_the_old_leader_names_the_new_one_from_v10(
             client.close()
 
 
-def test_fetch_from_the_old_leader_names_the_new_one_from_v16(
-        moved: Moved) -> None:
-    cluster, a, b, topic_id = moved.cluster, moved.a, moved.b, moved.topic_id
+def test_fetch_errors_name_the_new_leader_from_v16(moved: Moved) -> None:
+    """Followers serve consumers from v11 (KIP-392), so the hints show on a broker without a
+    replica (NOT_LEADER_OR_FOLLOWER), on the old leader for a consumer still at epoch 0
+    (FENCED_LEADER_EPOCH), and on the new leader for that consumer."""
+    cluster, controller, a, b = moved.cluster, moved.controller, moved.a, moved.b
+    topic_id = moved.topic_id
     wait_until(lambda: leader_seen_by(cluster[b], "hints") == a, what="b following")
-    on_b = RawClient(cluster[b].bootstrap)
+    elsewhere = RawClient(cluster[controller].bootstrap)
     try:
-        response = fetch(on_b, 16, "hints", topic_id)
+        response = fetch(elsewhere, 16, "hints", topic_id)
         p = response.responses[0].partitions[0]
         assert p.error_code == NOT_LEADER_OR_FOLLOWER and p.records == b""
         assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (a, 1)
         assert endpoints(response) == [(a, *address(cluster[a]))]
         # v12-15 have the tag but Kafka fills it from v16 only
         for version in (12, 15):
-            older = fetch(on_b, version, "hints", topic_id)
+            older = fetch(elsewhere, version, "hints", topic_id)
             p = older.responses[0].partitions[0]
             assert p.error_code == NOT_LEADER_OR_FOLLOWER
             assert p.current_leader is None
+    finally:
+        elsewhere.close()
+    on_b = RawClient(cluster[b].bootstrap)
+    try:  # the old leader, a follower at epoch 1 now, fences a consumer at epoch 0
+        response = fetch(on_b, 16, "hints", topic_id, current_leader_epoch=0)
+        p = response.responses[0].partitions[0]
+        assert p.error_code == FENCED_LEADER_EPOCH
+        assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (a, 1)
+        assert endpoints(response) == [(a, *address(cluster[a]))]
     finally:
         on_b.close()
     on_a = RawClient(cluster[a].bootstrap)

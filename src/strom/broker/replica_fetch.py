@@ -8,12 +8,13 @@ the same one: CRC-32 of the topic name plus the partition number, modulo the cou
 fetcher runs as one task with one connection to its leader's inter-broker listener (TLS / SASL
 from :mod:`strom.broker.security.inter_broker`, as transaction markers connect): it sends
 OffsetForLeaderEpoch (v4) for the partitions that must truncate, then Fetch (v12, by topic
-name, sessionless) for the others, one request at a time, feeding every answer back to the
-state machine; with nothing ready it sleeps until a paused partition is due or partitions
-are added. A connection that fails is dropped (reopened on the next request) and the
-request's partitions pause for ``replica.fetch.backoff.ms``. A fetcher left without
-partitions ends its task and closes its connection. A stopped fetcher sends nothing more: its
-task is cancelled and its loop also checks a stop flag (a cancellation can be lost when it
+name, sessionless; hand-written codec :mod:`strom.protocol.follower_fetch`, the records
+appended as slices of the response) for the others, one request at a time, feeding every
+answer back to the state machine; with nothing ready it sleeps until a paused partition is
+due or partitions are added. A connection that fails is dropped (reopened on the next
+request) and the request's partitions pause for ``replica.fetch.backoff.ms``. A fetcher left
+without partitions ends its task and closes its connection. A stopped fetcher sends nothing
+more: its task is cancelled and its loop also checks a stop flag (a cancellation can be lost when it
 races a response, and a broker shutting down must neither keep fetching — the leader would put
 it back in the ISR — nor wait for it).
 
@@ -39,6 +40,13 @@ from strom.common.errors import KafkaError
 from strom.common.rate_limited_log import RateLimitedLog
 from strom.common.types import TopicPartition
 from strom.metadata.store import MetadataStore
+from strom.protocol import api
+from strom.protocol import fast as wire_fetch
+from strom.protocol.follower_fetch import (
+    FOLLOWER_FETCH_VERSION,
+    decode_follower_fetch_response,
+    encode_follower_fetch_request,
+)
 from strom.protocol.versions import ApiKey
 from strom.replication.fetcher import (
     EpochAnswer,
@@ -56,7 +64,6 @@ from strom.replication.replica_manager import ReplicaManager
 log = logging.getLogger("strom.broker.replica_fetch")
 _connect_failures = RateLimitedLog(log, logging.WARNING)
 
-FETCH_VERSION = 12  # current_leader_epoch, log_start_offset; topics by name
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 IDLE_POLL_S = 0.01  # the shortest sleep of an idle fetcher
 
@@ -257,11 +264,18 @@ class _FetcherRunner:
     async def _call(self, api_key: ApiKey, version: int, fields: dict[str, Any],
                     timeout_s: float) -> Any:
         """The decoded response, or None (connection dropped) when there is none."""
+        body = await self._send(api_key, version, api.request(api_key, version, fields),
+                                timeout_s)
+        return None if body is None else api.decode_response(api_key, version, body)
+
+    async def _send(self, api_key: ApiKey, version: int, body: bytes, timeout_s: float
+                    ) -> memoryview | None:
+        """The response body, or None (connection dropped) when there is none."""
         conn = await self._connection()
         if conn is None:
             return None
         try:
-            return await conn.request(api_key, fields, version=version, timeout_s=timeout_s)
+            return await conn.send(api_key, version, body, timeout_s=timeout_s)
         except (KafkaError, OSError) as exc:
             log.debug("%s to leader %d failed: %s", api_key.name, self.fetcher.source_id, exc)
             self._conn = None
@@ -289,26 +303,35 @@ class _FetcherRunner:
         self.fetcher.on_epoch_response(request, answers, self._clock.now_ms())
 
     async def _send_fetch(self, request: FetchRequest) -> None:
-        by_topic: dict[str, list[dict[str, int]]] = {}
-        for q in request.partitions:
-            by_topic.setdefault(q.tp.topic, []).append({
-                "partition": q.tp.partition, "current_leader_epoch": q.current_leader_epoch,
-                "fetch_offset": q.fetch_offset, "last_fetched_epoch": -1,
-                "log_start_offset": q.log_start_offset,
-                "partition_max_bytes": q.partition_max_bytes})
-        fields = {
-            "replica_id": request.replica_id, "max_wait_ms": request.max_wait_ms,
-            "min_bytes": request.min_bytes, "max_bytes": request.max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-            "forgotten_topics_data": [], "rack_id": ""}
-        response = await self._call(ApiKey.FETCH, FETCH_VERSION, fields,
-                                    self._timeout_s + request.max_wait_ms / 1000)
+        body = await self._send(ApiKey.FETCH, FOLLOWER_FETCH_VERSION,
+                                encode_follower_fetch_request(_wire_request(request)),
+                                self._timeout_s + request.max_wait_ms / 1000)
+        response = None
+        if body is not None:
+            try:
+                response = decode_follower_fetch_response(body)
+            except KafkaError as exc:
+                log.warning("malformed Fetch response from leader %d: %s",
+                            self.fetcher.source_id, exc)
         if response is None or response.error_code:
             self.fetcher.on_request_failed(request.partitions, self._clock.now_ms())
             await asyncio.sleep(self.fetcher.settings.backoff_ms / 1000)
             return
-        answers = {TopicPartition(t.topic, p.partition_index): FetchAnswer(
-            p.error_code, p.high_watermark, p.log_start_offset, p.records or b"")
-            for t in response.responses for p in t.partitions}
+        answers = {TopicPartition(p.topic, p.partition): FetchAnswer(
+            p.error_code, p.high_watermark, p.log_start_offset, p.records)
+            for p in response.partitions}
         self.fetcher.on_fetch_response(request, answers, self._clock.now_ms())
+
+
+def _wire_request(request: FetchRequest) -> wire_fetch.FetchRequest:
+    """The fetcher's request as Fetch v12 fields (sessionless, read_uncommitted)."""
+    by_topic: dict[str, list[wire_fetch.FetchPartition]] = {}
+    for q in request.partitions:
+        by_topic.setdefault(q.tp.topic, []).append(wire_fetch.FetchPartition(
+            q.tp.partition, q.current_leader_epoch, q.fetch_offset, -1, q.log_start_offset,
+            q.partition_max_bytes))
+    return wire_fetch.FetchRequest(
+        request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
+        isolation_level=0, session_id=0, session_epoch=-1,
+        topics=[wire_fetch.FetchTopic(t, None, ps) for t, ps in by_topic.items()],
+        forgotten=[], rack_id="")

@@ -30,11 +30,13 @@ partitions led by brokers 1 and 2 are read from their follower on broker 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -102,41 +104,83 @@ class Row:
     cpu: list[float] = field(default_factory=list)
 
 
-PRODUCE_ROWS = [
-    Row("RF=1 acks=1", 1, "1"),
-    Row("RF=3 acks=1", 3, "1"),
-    Row("RF=3 acks=all (min ISR 2)", 3, "all", {"min.insync.replicas": "2"}),
-]
+def produce_rows() -> list[Row]:
+    return [Row("RF=1 acks=1", 1, "1"), Row("RF=3 acks=1", 3, "1"),
+            Row("RF=3 acks=all (min ISR 2)", 3, "all", {"min.insync.replicas": "2"})]
 
 
-def bench_produce(cluster: EmbeddedCluster, view: ZooKeeperView, records: int, repeats: int,
-                  out: list[str]) -> str:
-    """Runs every produce row ``repeats`` times, interleaved; returns the acks=1 RF=3 topic
-    last written (for the consume rows)."""
+def produce_round(cluster: EmbeddedCluster, view: ZooKeeperView, rows: list[Row],
+                  records: int, repeat: int) -> str:
+    """Runs every produce row once, each on a fresh topic; returns the RF=3 acks=1 topic
+    (for the consume rows)."""
     target = SimpleNamespace(bootstrap=cluster.bootstrap)
-    last_rf3 = ""
-    for repeat in range(repeats):
-        for i, row in enumerate(PRODUCE_ROWS):
-            topic = f"p{i}-r{repeat}"
-            create_topic(cluster.bootstrap, topic, row.rf, row.configs, view)
-            cpu0, t0 = cpu_seconds(cluster), time.perf_counter()
-            produce(target, topic, records, row.acks)
-            elapsed = time.perf_counter() - t0
-            row.rates.append(records / elapsed)
-            row.cpu.append((cpu_seconds(cluster) - cpu0) / records * 1e6)
-            print(f"  {row.name} #{repeat}: {records / elapsed:,.0f} rec/s, "
-                  f"{row.cpu[-1]:.1f} CPU s/M", file=sys.stderr, flush=True)
-            if row.rf == 3 and row.acks == "1":
-                last_rf3 = topic
-    base = statistics.median(PRODUCE_ROWS[0].rates)
+    rf3_topic = ""
+    for i, row in enumerate(rows):
+        topic = f"p{i}-r{repeat}"
+        create_topic(cluster.bootstrap, topic, row.rf, row.configs, view)
+        cpu0, t0 = cpu_seconds(cluster), time.perf_counter()
+        produce(target, topic, records, row.acks)
+        elapsed = time.perf_counter() - t0
+        row.rates.append(records / elapsed)
+        row.cpu.append((cpu_seconds(cluster) - cpu0) / records * 1e6)
+        print(f"  {row.name} #{repeat}: {records / elapsed:,.0f} rec/s, "
+              f"{row.cpu[-1]:.1f} CPU s/M", file=sys.stderr, flush=True)
+        if row.rf == 3 and row.acks == "1":
+            rf3_topic = topic
+    return rf3_topic
+
+
+def produce_table(rows: list[Row], out: list[str]) -> None:
+    base = statistics.median(rows[0].rates)
     out += ["| produce | records/s | MB/s | ratio to RF=1 | broker CPU s / M records "
             "(3 brokers) | runs (records/s) |", "|---|---|---|---|---|---|"]
-    for row in PRODUCE_ROWS:
+    for row in rows:
         rate = statistics.median(row.rates)
         runs = ", ".join(f"{r:,.0f}" for r in row.rates)
         out.append(f"| {row.name} | {rate:,.0f} | {rate * len(VALUE) / MB:.2f} | "
                    f"{rate / base:.2f} | {statistics.median(row.cpu):.1f} | {runs} |")
-    return last_rf3
+
+
+def paired_produce(sources: dict[str, str | None], configs: dict[str, object], records: int,
+                   repeats: int, out: list[str]) -> None:
+    """``--also-source``: the produce rows on a cluster per source tree, one round each in
+    turn per repeat (a before / after pair on the same machine state)."""
+    rows = {name: produce_rows() for name in sources}
+    for repeat in range(repeats):
+        for name, source in sources.items():
+            with source_tree(source), EmbeddedCluster(BROKERS, configs=configs,
+                                                      racks=RACKS) as cluster:
+                view = ZooKeeperView(cluster.zookeeper_connect)
+                try:
+                    print(f" {name}:", file=sys.stderr)
+                    produce_round(cluster, view, rows[name], records, repeat)
+                finally:
+                    view.close()
+    for name in sources:
+        out += ["", f"{name}:", ""]
+        produce_table(rows[name], out)
+    first, *others = sources
+    for other in others:
+        out += ["", f"{first} / {other} (records/s; CPU per record):", ""]
+        for a, b in zip(rows[first], rows[other], strict=True):
+            out.append(f"- {a.name}: {statistics.median(a.rates) / statistics.median(b.rates):.2f}x"
+                       f" records/s, {statistics.median(a.cpu) / statistics.median(b.cpu):.2f}x"
+                       " CPU")
+
+
+@contextlib.contextmanager
+def source_tree(source: str | None) -> Iterator[None]:
+    """Brokers started inside run strom from ``source`` (None: this process's strom)."""
+    saved = os.environ.get("PYTHONPATH")
+    if source is not None:
+        os.environ["PYTHONPATH"] = os.path.abspath(source)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 @dataclass
@@ -282,6 +326,9 @@ def main() -> None:
     parser.add_argument("--rows", default="produce,failover,consume")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a broker setting for every broker")
+    parser.add_argument("--also-source", metavar="DIR", action="append", default=[],
+                        help="produce rows only: also run brokers from this source tree "
+                             "(e.g. /path/to/main/src), rounds interleaved")
     parser.add_argument("--out")
     args = parser.parse_args()
     rows = set(args.rows.split(","))
@@ -292,13 +339,30 @@ def main() -> None:
     out: list[str] = [f"3 brokers + ZooKeeper (tickTime=200, session {args.session_ms} ms), "
                       f"{args.records:,} records of {len(VALUE)} bytes, {PARTITIONS} "
                       f"partitions, median of {args.repeats}:", ""]
+    if args.also_source:
+        sources: dict[str, str | None] = {"this tree": None}
+        sources.update((f"@{s}", s) for s in args.also_source)
+        paired_produce(sources, configs, args.records, args.repeats, out)
+    else:
+        run_cluster(rows, configs, args, out)
+    text = "\n".join(out)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+
+
+def run_cluster(rows: set[str], configs: dict[str, object], args: argparse.Namespace,
+                out: list[str]) -> None:
     with EmbeddedCluster(BROKERS, configs=configs, racks=RACKS) as cluster:
         view = ZooKeeperView(cluster.zookeeper_connect)
         try:
             topic = ""
             if "produce" in rows or "consume" in rows:
-                topic = bench_produce(cluster, view, args.records,
-                                      args.repeats if "produce" in rows else 1, out)
+                stats = produce_rows()
+                for repeat in range(args.repeats if "produce" in rows else 1):
+                    topic = produce_round(cluster, view, stats, args.records, repeat)
+                if "produce" in rows:
+                    produce_table(stats, out)
             if "failover" in rows:
                 bench_failover(cluster, view, args.failovers, args.failover_rate,
                                args.session_ms, out)
@@ -306,10 +370,6 @@ def main() -> None:
                 bench_consume(cluster, topic, args.records, args.repeats, out)
         finally:
             view.close()
-    text = "\n".join(out)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""Run every real-process fault schedule (``strom.testing.chaos.catalogue``: the ones a plain
+``pytest`` run keeps and the ``-m faults`` ones) with the given seeds and report what was
+found, as a Markdown table (the one in ``docs/reliability.md``).
+
+    python bench/fault_report.py [--seeds 1,2,3] [--only NAME,...] [--out FILE]
+                                 [--histories DIR]
+
+Per schedule and seed: acknowledged / failed / unknown (timed out) sends, the anomalies the
+checker found (``none``, or ``name=count``), whether that is what the schedule expects
+(``single-cut-acked-tail`` loses acknowledged records on purpose: there the checker must find
+them), and the run time. Each run gets a fresh :class:`~strom.testing.cluster.EmbeddedCluster`
+(real ZooKeeper, ``tickTime=200``, 2 s sessions). Schedules that need network namespaces are
+listed as skipped, with the reason, where this machine cannot make them (not root, no
+iproute2). ``--histories DIR`` keeps each run's history as JSON lines for a post-mortem.
+Exits 1 if any run did not end as expected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import time
+from pathlib import Path
+
+from strom.testing.chaos import catalogue, netns
+
+
+def anomalies(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name}={n}" for name, n in counts.items() if n) or "none"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
+    parser.add_argument("--only", help="comma-separated schedule names (default: all)")
+    parser.add_argument("--out")
+    parser.add_argument("--histories", type=Path)
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    names = args.only.split(",") if args.only else list(catalogue.SCHEDULES)
+    no_netns = netns.unavailable_reason()
+    started = datetime.datetime.now(datetime.UTC)
+    lines = ["| schedule | seed | brokers | acknowledged | failed | unknown | anomalies found "
+             "| expected | as expected | run time s |", "|---" * 10 + "|"]
+    ran = unexpected = 0
+    skipped: list[str] = []
+    for name in names:
+        entry = catalogue.SCHEDULES[name]
+        if entry.network and no_netns is not None:
+            skipped.append(f"{name} ({no_netns})")
+            continue
+        for seed in seeds:
+            history = None
+            if args.histories is not None:
+                args.histories.mkdir(parents=True, exist_ok=True)
+                history = args.histories / f"{name}-{seed}.jsonl"
+            t0 = time.monotonic()
+            try:
+                result = catalogue.run_named(entry, seed, history).check
+                found, stats = anomalies(result.counts), result.stats
+                ok = result.valid == entry.expect_valid
+            except Exception as exc:  # a schedule that crashed is a finding, not the end
+                found, stats, ok = f"run failed: {type(exc).__name__}: {exc}", {}, False
+            elapsed = time.monotonic() - t0
+            ran += 1
+            unexpected += not ok
+            expected = "none" if entry.expect_valid else "lost records"
+            line = (f"| {name} | {seed} | {entry.brokers} | {stats.get('send-ok', 0)} | "
+                    f"{stats.get('send-fail', 0)} | {stats.get('send-info', 0)} | {found} | "
+                    f"{expected} | {'yes' if ok else '**NO**'} | {elapsed:.0f} |")
+            print(line, file=sys.stderr, flush=True)
+            lines.append(line)
+    lines += ["", f"{ran} runs ({len(names) - len(skipped)} schedules x {len(seeds)} seeds), "
+              f"{ran - unexpected} as expected, {unexpected} not; started "
+              f"{started:%Y-%m-%d %H:%M} UTC."]
+    if skipped:
+        lines.append("Skipped: " + "; ".join(skipped) + ".")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 1 if unexpected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

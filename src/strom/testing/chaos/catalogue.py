@@ -1,0 +1,124 @@
+"""The named real-process fault schedules: what ``tests/testing/chaos/test_schedule.py`` runs
+and what ``bench/fault_report.py`` reports (``docs/reliability.md``), kept in one place so
+the two cannot drift apart.
+
+    entry = SCHEDULES["kill-leader"]
+    result = run_named(entry, seed=9)          # a fresh EmbeddedCluster, run, check
+    assert result.check.valid == entry.expect_valid
+
+Each :class:`NamedSchedule` says how many brokers it needs, whether it needs network
+namespaces (root and iproute2: ``netns.unavailable_reason()`` is None), its faults (built
+fresh per run: a fault may keep state), its :class:`ScheduleConfig` (the seed is given per
+run) and what the checker must say: ``expect_valid`` False marks a schedule that loses
+acknowledged writes on purpose (a single broker whose acknowledged tail is cut off), where an
+anomaly found is the checker doing its job. ``default_run`` marks the subset a plain
+``pytest`` run keeps (the others need ``-m faults``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from strom.testing.chaos import schedule
+from strom.testing.chaos.nemesis import Nemesis
+from strom.testing.chaos.schedule import Fault, ScheduleConfig, ScheduleResult, run_schedule
+from strom.testing.chaos.workload import probe_send
+from strom.testing.cluster import EmbeddedCluster
+
+#: One broker, RF=1: fast faults, short phases.
+SINGLE = ScheduleConfig(partitions=2, replication_factor=1, min_insync_replicas=1,
+                        warmup=1.5, interval=1.5, settle=1.0)
+#: RF=3, min.insync.replicas=2, idempotent acks=all producers (the issue's setting).
+RF3 = ScheduleConfig(partitions=3, replication_factor=3, min_insync_replicas=2,
+                     warmup=2.0, interval=4.0, settle=6.0, seed=9)
+
+#: The history event a probe records: ``{"answer": error name or None}``.
+PROBE = "probe-send"
+
+
+@dataclass(frozen=True)
+class NamedSchedule:
+    name: str
+    doc: str
+    faults: Callable[[], list[Fault]]
+    config: ScheduleConfig = RF3
+    brokers: int = 3
+    network: bool = False
+    expect_valid: bool = True
+    default_run: bool = False
+
+
+def two_followers_down() -> Fault:
+    """kill -9 both followers of partition 0, wait for the ISR to shrink to the leader, then
+    probe one acks=all send; its answer (NOT_ENOUGH_REPLICAS expected) is recorded as a
+    :data:`PROBE` event."""
+    def apply(nemesis: Nemesis) -> None:
+        config = RF3
+        leader = nemesis.leader(config.topic, 0)
+        for node in sorted(set(nemesis.cluster.brokers) - {leader}):
+            nemesis.kill(node)
+        nemesis.view.wait_for("the ISR to shrink to the leader", lambda: (
+            nemesis.view.partition_state(config.topic, 0) or {}).get("isr") == [leader], 30)
+        answer = probe_send(nemesis.cluster.bootstrap, config.topic, 0)
+        nemesis.history.nemesis(PROBE, {"answer": answer})
+    return Fault("two-followers-down", apply)
+
+
+def _entries(*entries: NamedSchedule) -> dict[str, NamedSchedule]:
+    return {entry.name: entry for entry in entries}
+
+
+SCHEDULES: dict[str, NamedSchedule] = _entries(
+    NamedSchedule("single-kill-restart", "one broker (RF=1) killed -9 and restarted 4 times",
+                  lambda: [schedule.kill_restart(0, down=0.3) for _ in range(4)],
+                  SINGLE, brokers=1, default_run=True),
+    NamedSchedule("single-cut-acked-tail",
+                  "one broker loses its last 25 acknowledged records while down: the checker "
+                  "must report them lost",
+                  lambda: [schedule.cut_log_tail(0, SINGLE.topic, 0, records=25)],
+                  SINGLE, brokers=1, expect_valid=False, default_run=True),
+    NamedSchedule("kill-leader", "kill -9 the leader of partition 0, then of partition 1 "
+                  "(3 s down each)",
+                  lambda: [schedule.kill_leader(), schedule.kill_leader(partition=1)],
+                  default_run=True),
+    NamedSchedule("pause-leader", "SIGSTOP the leader for 5 s (session lost), then SIGCONT: "
+                  "a zombie leader", lambda: [schedule.pause_leader(paused=5.0)],
+                  default_run=True),
+    NamedSchedule("kill-controller", "kill -9 the controller twice (3 s down each)",
+                  lambda: [schedule.kill_controller(), schedule.kill_controller()]),
+    NamedSchedule("expire-leader-session", "expire the leader's ZooKeeper session",
+                  lambda: [schedule.expire_leader_session()]),
+    NamedSchedule("rolling-restart", "restart every broker in turn (SIGTERM, controlled "
+                  "shutdown)", lambda: [schedule.rolling_restart()]),
+    NamedSchedule("truncated-follower", "a follower restarts with its last 30 records cut",
+                  lambda: [schedule.truncate_follower(records=30)]),
+    NamedSchedule("too-small-isr", "both followers of partition 0 killed: acks=all answered "
+                  "NOT_ENOUGH_REPLICAS once the ISR is the leader alone",
+                  lambda: [two_followers_down()], default_run=True),
+    NamedSchedule("isolate-leader", "cut the leader off from the other brokers for 6 s "
+                  "(network namespaces)", lambda: [schedule.isolate_leader()], network=True),
+    NamedSchedule("isolate-leader-and-zookeeper", "cut the leader off from the brokers and "
+                  "ZooKeeper for 6 s", lambda: [schedule.isolate_leader(zookeeper=True)],
+                  network=True),
+)
+
+
+def run_named(entry: NamedSchedule, seed: int | None = None,
+              history_path: Path | None = None) -> ScheduleResult:
+    """Run ``entry`` on a fresh :class:`EmbeddedCluster` (closed afterwards) with ``seed``
+    (None: the entry's own) and return what :func:`run_schedule` returns."""
+    config = entry.config
+    if seed is not None:
+        config = dataclasses.replace(config, seed=seed)
+    if history_path is not None:
+        config = dataclasses.replace(config, history_path=history_path)
+    with EmbeddedCluster(entry.brokers, network=entry.network) as cluster:
+        return run_schedule(cluster, entry.faults(), config)
+
+
+def probe_answers(result: ScheduleResult) -> list[object]:
+    """The answers :func:`two_followers_down` recorded, in order."""
+    return [op.value.get("answer") for op in result.history.ops if op.f == PROBE]

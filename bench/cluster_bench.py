@@ -1,8 +1,9 @@
 """A 3-broker strom cluster (real ZooKeeper, broker subprocesses): replicated produce
 throughput against unreplicated, failover time after kill -9 of a leader, consume throughput.
 
-    python bench/cluster_bench.py [--records 300000] [--repeats 3] [--failovers 3]
-                                  [--rows produce,failover,consume] [--out FILE]
+    python bench/cluster_bench.py [--records 1000000] [--repeats 3] [--failovers 3]
+                                  [--rows produce,latency,failover,consume] [--out FILE]
+                                  [--also-source DIR]
 
 Produce rows (confluent-kafka, 100-byte records, 8 partitions, ``linger.ms=5``: the client
 settings of ``broker_bench.py``'s produce row), each against a fresh topic, interleaved per
@@ -13,11 +14,13 @@ repeat so a noisy shared machine hits them alike, medians of ``--repeats``:
 * RF=3 acks=all, ``min.insync.replicas=2`` — answered once every ISR member has the records.
 
 Broker CPU is summed over the three broker processes (utime + stime from ``/proc``), per
-million records. Failover: an idempotent acks=all producer writes ``--failover-rate``
-records/s round-robin over 8 partitions of an RF=3 topic while the leader of partition 0 is
-killed with SIGKILL; reported are the seconds from the kill until the first record sent after
-the kill to a partition that broker led is acknowledged, and until every partition has
-acknowledged one (the victim is restarted and the ISR full again before the next repeat).
+million records. Latency: one record at a time (``linger.ms=0``) to partition 0 of each kind
+of topic, p50 / p99 of the acknowledgement. Failover: an idempotent acks=all producer writes
+``--failover-rate`` records/s round-robin over 8 partitions of an RF=3 topic while the leader
+of partition 0 is killed with SIGKILL; reported are the seconds from the kill until the first
+record sent after the kill to a partition that broker led is acknowledged, and until every
+partition has acknowledged one (the victim is restarted and the ISR full again before the next
+repeat).
 ZooKeeper runs with ``tickTime=200``; the brokers' session timeout is
 ``zookeeper.session.timeout.ms`` (2000 unless ``--session-ms``).
 
@@ -25,6 +28,9 @@ Consume rows read the RF=3 acks=1 topic from the beginning (``fetch.queue.backof
 ``broker_bench.py``'s first consume row): from the leaders, and — when the brokers know
 ``replica.selector.class`` (KIP-392) — with ``client.rack`` naming broker 0's rack, so the
 partitions led by brokers 1 and 2 are read from their follower on broker 0.
+
+``--also-source DIR`` (repeatable) runs only the produce rows, on a fresh cluster per source
+tree and round (this tree's first, then each DIR's, per repeat): a paired before / after.
 """
 
 from __future__ import annotations
@@ -183,6 +189,32 @@ def source_tree(source: str | None) -> Iterator[None]:
             os.environ["PYTHONPATH"] = saved
 
 
+def bench_latency(cluster: EmbeddedCluster, view: ZooKeeperView, sends: int,
+                  out: list[str]) -> None:
+    """One record at a time (``linger.ms=0``, flush after each) to partition 0: the
+    acknowledgement's round trip, replication included for acks=all."""
+    rows = produce_rows()
+    results: list[tuple[str, float, float]] = []
+    for i, row in enumerate(rows):
+        topic = f"lat{i}"
+        create_topic(cluster.bootstrap, topic, row.rf, row.configs, view)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": row.acks,
+                             "linger.ms": 0})
+        samples = []
+        for n in range(sends + 50):
+            t0 = time.perf_counter()
+            producer.produce(topic, VALUE, partition=0)
+            producer.flush(30)
+            if n >= 50:  # the first sends connect and fetch metadata
+                samples.append((time.perf_counter() - t0) * 1000)
+        samples.sort()
+        results.append((row.name, statistics.median(samples),
+                        samples[int(len(samples) * 0.99) - 1]))
+    out += ["", f"Produce latency ({sends} sends of one record, linger.ms=0, each flushed "
+            "before the next):", "", "| produce | p50 ms | p99 ms |", "|---|---|---|"]
+    out += [f"| {name} | {p50:.2f} | {p99:.2f} |" for name, p50, p99 in results]
+
+
 @dataclass
 class FailoverRun:
     victim: int
@@ -318,12 +350,13 @@ def bench_consume(cluster: EmbeddedCluster, topic: str, records: int, repeats: i
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--failovers", type=int, default=3)
     parser.add_argument("--failover-rate", type=int, default=1000)
     parser.add_argument("--session-ms", type=int, default=SESSION_TIMEOUT_MS)
-    parser.add_argument("--rows", default="produce,failover,consume")
+    parser.add_argument("--rows", default="produce,latency,failover,consume")
+    parser.add_argument("--latency-sends", type=int, default=1000)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a broker setting for every broker")
     parser.add_argument("--also-source", metavar="DIR", action="append", default=[],
@@ -363,6 +396,8 @@ def run_cluster(rows: set[str], configs: dict[str, object], args: argparse.Names
                     topic = produce_round(cluster, view, stats, args.records, repeat)
                 if "produce" in rows:
                     produce_table(stats, out)
+            if "latency" in rows:
+                bench_latency(cluster, view, args.latency_sends, out)
             if "failover" in rows:
                 bench_failover(cluster, view, args.failovers, args.failover_rate,
                                args.session_ms, out)

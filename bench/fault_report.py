@@ -57,15 +57,20 @@ def main() -> int:
                 history = args.histories / f"{name}-{seed}.jsonl"
             t0 = time.monotonic()
             try:
-                result = catalogue.run_named(entry, seed, history).check
-                found, stats = anomalies(result.counts), result.stats
-                ok = result.valid == entry.expect_valid
+                run = catalogue.run_named(entry, seed, history)
+                found, stats = anomalies(run.check.counts), run.check.stats
+                if entry.expect_probes:
+                    found += "; probe answered " + ", ".join(
+                        str(answer) for answer in catalogue.probe_answers(run))
+                ok = catalogue.as_expected(entry, run)
             except Exception as exc:  # a schedule that crashed is a finding, not the end
                 found, stats, ok = f"run failed: {type(exc).__name__}: {exc}", {}, False
             elapsed = time.monotonic() - t0
             ran += 1
             unexpected += not ok
             expected = "none" if entry.expect_valid else "lost records"
+            if entry.expect_probes:
+                expected += "; probe " + ", ".join(str(a) for a in entry.expect_probes)
             line = (f"| {name} | {seed} | {entry.brokers} | {stats.get('send-ok', 0)} | "
                     f"{stats.get('send-fail', 0)} | {stats.get('send-info', 0)} | {found} | "
                     f"{expected} | {'yes' if ok else '**NO**'} | {elapsed:.0f} |")

@@ -98,6 +98,7 @@ def test_rf3_too_small_an_isr_refuses_acks_all() -> None:
     """Both followers down: once the ISR is the leader alone, an acks=all send is answered
     NOT_ENOUGH_REPLICAS (19) on the wire, and nothing is acknowledged below min ISR."""
     run = catalogue.run_named(catalogue.SCHEDULES["too-small-isr"])
-    assert catalogue.probe_answers(run) == ["NOT_ENOUGH_REPLICAS"]
+    assert catalogue.probe_answers(run) == ("NOT_ENOUGH_REPLICAS",)
+    assert catalogue.as_expected(catalogue.SCHEDULES["too-small-isr"], run)
     assert run.check.valid, run.check.summary()
     assert run.check.stats["partition-states"] >= 3

@@ -11,7 +11,8 @@ namespaces (root and iproute2: ``netns.unavailable_reason()`` is None), its faul
 fresh per run: a fault may keep state), its :class:`ScheduleConfig` (the seed is given per
 run) and what the checker must say: ``expect_valid`` False marks a schedule that loses
 acknowledged writes on purpose (a single broker whose acknowledged tail is cut off), where an
-anomaly found is the checker doing its job. ``default_run`` marks the subset a plain
+anomaly found is the checker doing its job; ``expect_probes``, the wire answers its probe
+sends must get (:func:`as_expected` judges both). ``default_run`` marks the subset a plain
 ``pytest`` run keeps (the others need ``-m faults``).
 """
 
@@ -49,6 +50,8 @@ class NamedSchedule:
     network: bool = False
     expect_valid: bool = True
     default_run: bool = False
+    #: the answers the schedule's probe sends must get (:data:`PROBE` events), if it probes.
+    expect_probes: tuple[str | None, ...] = ()
 
 
 def two_followers_down() -> Fault:
@@ -97,7 +100,8 @@ SCHEDULES: dict[str, NamedSchedule] = _entries(
                   lambda: [schedule.truncate_follower(records=30)]),
     NamedSchedule("too-small-isr", "both followers of partition 0 killed: acks=all answered "
                   "NOT_ENOUGH_REPLICAS once the ISR is the leader alone",
-                  lambda: [two_followers_down()], default_run=True),
+                  lambda: [two_followers_down()], default_run=True,
+                  expect_probes=("NOT_ENOUGH_REPLICAS",)),
     NamedSchedule("isolate-leader", "cut the leader off from the other brokers for 6 s "
                   "(network namespaces)", lambda: [schedule.isolate_leader()], network=True),
     NamedSchedule("isolate-leader-and-zookeeper", "cut the leader off from the brokers and "
@@ -119,6 +123,13 @@ def run_named(entry: NamedSchedule, seed: int | None = None,
         return run_schedule(cluster, entry.faults(), config)
 
 
-def probe_answers(result: ScheduleResult) -> list[object]:
+def probe_answers(result: ScheduleResult) -> tuple[object, ...]:
     """The answers :func:`two_followers_down` recorded, in order."""
-    return [op.value.get("answer") for op in result.history.ops if op.f == PROBE]
+    return tuple(op.value.get("answer") for op in result.history.ops if op.f == PROBE)
+
+
+def as_expected(entry: NamedSchedule, result: ScheduleResult) -> bool:
+    """The checker's verdict is the one ``entry`` expects and its probes got the answers it
+    expects."""
+    return (result.check.valid == entry.expect_valid
+            and probe_answers(result) == entry.expect_probes)

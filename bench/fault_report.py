@@ -1,6 +1,6 @@
 """Run every real-process fault schedule (``strom.testing.chaos.catalogue``: the ones a plain
-``pytest`` run keeps and the ``-m faults`` ones) with the given seeds and report what was
-found, as a Markdown table (the one in ``docs/reliability.md``).
+``pytest`` run keeps and the ``-m faults`` ones, data path and coordinators) with the given
+seeds and report what was found, as Markdown tables (the ones in ``docs/reliability.md``).
 
     python bench/fault_report.py [--seeds 1,2,3] [--only NAME,...] [--out FILE]
                                  [--histories DIR]
@@ -9,7 +9,9 @@ Per schedule and seed: acknowledged / failed / unknown (timed out) sends, the an
 checker found (``none``, or ``name=count``), whether that is what the schedule expects
 (``single-cut-acked-tail`` loses acknowledged records on purpose: there the checker must find
 them), and the run time. Each run gets a fresh :class:`~strom.testing.cluster.EmbeddedCluster`
-(real ZooKeeper, ``tickTime=200``, 2 s sessions). Schedules that need network namespaces are
+(real ZooKeeper, ``tickTime=200``, 2 s sessions). The coordinator schedules get a table of
+their own: transactions committed / aborted / unknown, group offset commits acknowledged, and
+what the transaction and group checkers found. Schedules that need network namespaces are
 listed as skipped, with the reason, where this machine cannot make them (not root, no
 iproute2). ``--histories DIR`` keeps each run's history as JSON lines for a post-mortem.
 Exits 1 if any run did not end as expected.
@@ -38,7 +40,8 @@ def main() -> int:
     parser.add_argument("--histories", type=Path)
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    names = args.only.split(",") if args.only else list(catalogue.SCHEDULES)
+    names = [n for n in (args.only.split(",") if args.only else catalogue.SCHEDULES)
+             if n in catalogue.SCHEDULES]
     no_netns = netns.unavailable_reason()
     started = datetime.datetime.now(datetime.UTC)
     lines = ["| schedule | seed | brokers | acknowledged | failed | unknown | anomalies found "
@@ -76,7 +79,40 @@ def main() -> int:
                     f"{expected} | {'yes' if ok else '**NO**'} | {elapsed:.0f} |")
             print(line, file=sys.stderr, flush=True)
             lines.append(line)
-    lines += ["", f"{ran} runs ({len(names) - len(skipped)} schedules x {len(seeds)} seeds), "
+    coord_names = [n for n in (args.only.split(",") if args.only
+                               else catalogue.COORDINATOR_SCHEDULES)
+                   if n in catalogue.COORDINATOR_SCHEDULES]
+    if coord_names:
+        lines += ["", "| coordinator schedule | seed | transactions committed | aborted | "
+                  "unknown | group commits acknowledged | anomalies found | as expected | "
+                  "run time s |", "|---" * 9 + "|"]
+    for name in coord_names:
+        for seed in seeds:
+            history = None
+            if args.histories is not None:
+                args.histories.mkdir(parents=True, exist_ok=True)
+                history = args.histories / f"{name}-{seed}.jsonl"
+            t0 = time.monotonic()
+            try:
+                crun = catalogue.run_coordinator_named(
+                    catalogue.COORDINATOR_SCHEDULES[name], seed, history)
+                txn, group = crun.txn.stats, crun.group.stats
+                found = ", ".join(f for f in (anomalies(crun.txn.counts),
+                                              anomalies(crun.group.counts)) if f != "none")
+                found, ok = found or "none", crun.valid
+            except Exception as exc:  # a schedule that crashed is a finding, not the end
+                txn, group, ok = {}, {}, False
+                found = f"run failed: {type(exc).__name__}: {exc}"
+            ran += 1
+            unexpected += not ok
+            line = (f"| {name} | {seed} | {txn.get('txn-committed', 0)} | "
+                    f"{txn.get('txn-aborted', 0)} | {txn.get('txn-unknown', 0)} | "
+                    f"{group.get('commit-ok', 0)} | {found} | {'yes' if ok else '**NO**'} | "
+                    f"{time.monotonic() - t0:.0f} |")
+            print(line, file=sys.stderr, flush=True)
+            lines.append(line)
+    schedules = len(names) - len(skipped) + len(coord_names)
+    lines += ["", f"{ran} runs ({schedules} schedules x {len(seeds)} seeds), "
               f"{ran - unexpected} as expected, {unexpected} not; started "
               f"{started:%Y-%m-%d %H:%M} UTC."]
     if skipped:

@@ -14,6 +14,11 @@ acknowledged writes on purpose (a single broker whose acknowledged tail is cut o
 anomaly found is the checker doing its job; ``expect_probes``, the wire answers its probe
 sends must get (:func:`as_expected` judges both). ``default_run`` marks the subset a plain
 ``pytest`` run keeps (the others need ``-m faults``).
+
+:data:`COORDINATOR_SCHEDULES` names the coordinator schedules
+(:mod:`~strom.testing.chaos.coordinators`: transactions and a consumer group under faults
+aimed at their coordinators; ``tests/testing/chaos/test_coordinators.py``);
+:func:`run_coordinator_named` runs one on a fresh cluster.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from strom.testing.chaos import schedule
+from strom.testing.chaos import coordinators, schedule
+from strom.testing.chaos.coordinators import CoordScheduleConfig, CoordScheduleResult
 from strom.testing.chaos.nemesis import Nemesis
 from strom.testing.chaos.schedule import Fault, ScheduleConfig, ScheduleResult, run_schedule
 from strom.testing.chaos.workload import probe_send
@@ -133,3 +139,49 @@ def as_expected(entry: NamedSchedule, result: ScheduleResult) -> bool:
     expects."""
     return (result.check.valid == entry.expect_valid
             and probe_answers(result) == entry.expect_probes)
+
+
+#: The coordinator schedules' shared settings (seed 5 unless given per run).
+COORDINATOR_CONFIG = CoordScheduleConfig(seed=5, warmup=2.0, interval=4.0, settle=6.0)
+
+
+@dataclass(frozen=True)
+class NamedCoordinatorSchedule:
+    name: str
+    doc: str
+    faults: Callable[[], list[Fault]]
+    #: seconds between faults (the combined schedule's four faults 2 s apart stay under 60 s)
+    interval: float = COORDINATOR_CONFIG.interval
+    default_run: bool = False
+
+
+COORDINATOR_SCHEDULES: dict[str, NamedCoordinatorSchedule] = {entry.name: entry for entry in (
+    NamedCoordinatorSchedule("kill-txn-coordinator", "kill -9 the transaction coordinator",
+                             lambda: [coordinators.kill_txn_coordinator()], default_run=True),
+    NamedCoordinatorSchedule("kill-group-coordinator", "kill -9 the group coordinator",
+                             lambda: [coordinators.kill_group_coordinator()]),
+    NamedCoordinatorSchedule("pause-txn-coordinator-mid-commit",
+                             "SIGSTOP the transaction coordinator 5 s as a commit starts",
+                             lambda: [coordinators.pause_txn_coordinator_mid_commit()]),
+    NamedCoordinatorSchedule("kill-data-leader-mid-commit",
+                             "kill -9 a data partition's leader as a commit starts",
+                             lambda: [coordinators.kill_data_leader_mid_commit()]),
+    # all four in one run, the mid-commit ones aimed at the other producer
+    NamedCoordinatorSchedule("combined", "all four, 2 s apart", lambda: [
+        coordinators.kill_txn_coordinator(down=1.0),
+        coordinators.pause_txn_coordinator_mid_commit(producer=1),
+        coordinators.kill_data_leader_mid_commit(producer=1, down=1.0),
+        coordinators.kill_group_coordinator(down=1.0)], interval=2.0),
+)}
+
+
+def run_coordinator_named(entry: NamedCoordinatorSchedule, seed: int | None = None,
+                          history_path: Path | None = None) -> CoordScheduleResult:
+    """Run ``entry`` on a fresh :class:`EmbeddedCluster` with few internal partitions
+    (``coordinators.CLUSTER_CONFIGS``), closed afterwards."""
+    config = dataclasses.replace(COORDINATOR_CONFIG, interval=entry.interval,
+                                 history_path=history_path)
+    if seed is not None:
+        config = dataclasses.replace(config, seed=seed)
+    with EmbeddedCluster(3, configs=coordinators.CLUSTER_CONFIGS) as cluster:
+        return coordinators.run_coordinator_schedule(cluster, entry.faults(), config)

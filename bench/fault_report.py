@@ -23,6 +23,7 @@ import argparse
 import datetime
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from strom.testing.chaos import catalogue, netns
@@ -30,6 +31,41 @@ from strom.testing.chaos import catalogue, netns
 
 def anomalies(counts: dict[str, int]) -> str:
     return ", ".join(f"{name}={n}" for name, n in counts.items() if n) or "none"
+
+
+def data_row(name: str, seed: int, history: Path | None) -> tuple[list[str], bool]:
+    """The cells after (schedule, seed) of a data-path schedule's row, and its verdict."""
+    entry = catalogue.SCHEDULES[name]
+    expected = "none" if entry.expect_valid else "lost records"
+    if entry.expect_probes:
+        expected += "; probe " + ", ".join(str(a) for a in entry.expect_probes)
+    run = catalogue.run_named(entry, seed, history)
+    found, stats = anomalies(run.check.counts), run.check.stats
+    if entry.expect_probes:
+        found += "; probe answered " + ", ".join(
+            str(answer) for answer in catalogue.probe_answers(run))
+    return ([str(entry.brokers), str(stats.get("send-ok", 0)), str(stats.get("send-fail", 0)),
+             str(stats.get("send-info", 0)), found, expected],
+            catalogue.as_expected(entry, run))
+
+
+def coordinator_row(name: str, seed: int, history: Path | None) -> tuple[list[str], bool]:
+    """The cells after (schedule, seed) of a coordinator schedule's row, and its verdict."""
+    run = catalogue.run_coordinator_named(catalogue.COORDINATOR_SCHEDULES[name], seed,
+                                          history)
+    txn, group = run.txn.stats, run.group.stats
+    found = ", ".join(f for f in (anomalies(run.txn.counts), anomalies(run.group.counts))
+                      if f != "none") or "none"
+    return ([str(txn.get("txn-committed", 0)), str(txn.get("txn-aborted", 0)),
+             str(txn.get("txn-unknown", 0)), str(group.get("commit-ok", 0)), found],
+            run.valid)
+
+
+DATA_HEADER = ("| schedule | seed | brokers | acknowledged | failed | unknown | anomalies found "
+               "| expected | as expected | run time s |")
+COORDINATOR_HEADER = ("| coordinator schedule | seed | transactions committed | aborted | "
+                      "unknown | group commits acknowledged | anomalies found | as expected | "
+                      "run time s |")
 
 
 def main() -> int:
@@ -40,78 +76,43 @@ def main() -> int:
     parser.add_argument("--histories", type=Path)
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    names = [n for n in (args.only.split(",") if args.only else catalogue.SCHEDULES)
-             if n in catalogue.SCHEDULES]
+    wanted = args.only.split(",") if args.only else [
+        *catalogue.SCHEDULES, *catalogue.COORDINATOR_SCHEDULES]
     no_netns = netns.unavailable_reason()
+    skipped = [f"{n} ({no_netns})" for n in wanted if n in catalogue.SCHEDULES
+               and catalogue.SCHEDULES[n].network and no_netns is not None]
+    tables: list[tuple[str, Callable[[str, int, Path | None], tuple[list[str], bool]],
+                       list[str]]] = [
+        (DATA_HEADER, data_row, [n for n in wanted if n in catalogue.SCHEDULES and not (
+            catalogue.SCHEDULES[n].network and no_netns is not None)]),
+        (COORDINATOR_HEADER, coordinator_row,
+         [n for n in wanted if n in catalogue.COORDINATOR_SCHEDULES])]
     started = datetime.datetime.now(datetime.UTC)
-    lines = ["| schedule | seed | brokers | acknowledged | failed | unknown | anomalies found "
-             "| expected | as expected | run time s |", "|---" * 10 + "|"]
-    ran = unexpected = 0
-    skipped: list[str] = []
-    for name in names:
-        entry = catalogue.SCHEDULES[name]
-        if entry.network and no_netns is not None:
-            skipped.append(f"{name} ({no_netns})")
+    lines: list[str] = []
+    ran = unexpected = schedules = 0
+    for header, row, names in tables:
+        if not names:
             continue
-        for seed in seeds:
-            history = None
-            if args.histories is not None:
-                args.histories.mkdir(parents=True, exist_ok=True)
-                history = args.histories / f"{name}-{seed}.jsonl"
-            t0 = time.monotonic()
-            try:
-                run = catalogue.run_named(entry, seed, history)
-                found, stats = anomalies(run.check.counts), run.check.stats
-                if entry.expect_probes:
-                    found += "; probe answered " + ", ".join(
-                        str(answer) for answer in catalogue.probe_answers(run))
-                ok = catalogue.as_expected(entry, run)
-            except Exception as exc:  # a schedule that crashed is a finding, not the end
-                found, stats, ok = f"run failed: {type(exc).__name__}: {exc}", {}, False
-            elapsed = time.monotonic() - t0
-            ran += 1
-            unexpected += not ok
-            expected = "none" if entry.expect_valid else "lost records"
-            if entry.expect_probes:
-                expected += "; probe " + ", ".join(str(a) for a in entry.expect_probes)
-            line = (f"| {name} | {seed} | {entry.brokers} | {stats.get('send-ok', 0)} | "
-                    f"{stats.get('send-fail', 0)} | {stats.get('send-info', 0)} | {found} | "
-                    f"{expected} | {'yes' if ok else '**NO**'} | {elapsed:.0f} |")
-            print(line, file=sys.stderr, flush=True)
-            lines.append(line)
-    coord_names = [n for n in (args.only.split(",") if args.only
-                               else catalogue.COORDINATOR_SCHEDULES)
-                   if n in catalogue.COORDINATOR_SCHEDULES]
-    if coord_names:
-        lines += ["", "| coordinator schedule | seed | transactions committed | aborted | "
-                  "unknown | group commits acknowledged | anomalies found | as expected | "
-                  "run time s |", "|---" * 9 + "|"]
-    for name in coord_names:
-        for seed in seeds:
-            history = None
-            if args.histories is not None:
-                args.histories.mkdir(parents=True, exist_ok=True)
-                history = args.histories / f"{name}-{seed}.jsonl"
-            t0 = time.monotonic()
-            try:
-                crun = catalogue.run_coordinator_named(
-                    catalogue.COORDINATOR_SCHEDULES[name], seed, history)
-                txn, group = crun.txn.stats, crun.group.stats
-                found = ", ".join(f for f in (anomalies(crun.txn.counts),
-                                              anomalies(crun.group.counts)) if f != "none")
-                found, ok = found or "none", crun.valid
-            except Exception as exc:  # a schedule that crashed is a finding, not the end
-                txn, group, ok = {}, {}, False
-                found = f"run failed: {type(exc).__name__}: {exc}"
-            ran += 1
-            unexpected += not ok
-            line = (f"| {name} | {seed} | {txn.get('txn-committed', 0)} | "
-                    f"{txn.get('txn-aborted', 0)} | {txn.get('txn-unknown', 0)} | "
-                    f"{group.get('commit-ok', 0)} | {found} | {'yes' if ok else '**NO**'} | "
-                    f"{time.monotonic() - t0:.0f} |")
-            print(line, file=sys.stderr, flush=True)
-            lines.append(line)
-    schedules = len(names) - len(skipped) + len(coord_names)
+        schedules += len(names)
+        lines += ["" if lines else header, *([header] if lines else []),
+                  "|---" * header.count(" | ") + "|---|"]
+        for name in names:
+            for seed in seeds:
+                history = None
+                if args.histories is not None:
+                    args.histories.mkdir(parents=True, exist_ok=True)
+                    history = args.histories / f"{name}-{seed}.jsonl"
+                t0 = time.monotonic()
+                try:
+                    cells, ok = row(name, seed, history)
+                except Exception as exc:  # a schedule that crashed is a finding, not the end
+                    cells, ok = [f"run failed: {type(exc).__name__}: {exc}"], False
+                ran += 1
+                unexpected += not ok
+                line = " | ".join(["", name, str(seed), *cells, "yes" if ok else "**NO**",
+                                   f"{time.monotonic() - t0:.0f} |"]).strip()
+                print(line, file=sys.stderr, flush=True)
+                lines.append(line)
     lines += ["", f"{ran} runs ({schedules} schedules x {len(seeds)} seeds), "
               f"{ran - unexpected} as expected, {unexpected} not; started "
               f"{started:%Y-%m-%d %H:%M} UTC."]

@@ -71,6 +71,25 @@ def test_acks_all_waits_for_the_isr_and_times_out(tmp_path: Path) -> None:
     run(scenario)
 
 
+def test_acks_all_parked_on_a_leader_that_resigns_fails_at_once(tmp_path: Path) -> None:
+    """An acks=all produce waiting on a leader that an image makes a follower is answered
+    NOT_LEADER_OR_FOLLOWER then and there (Kafka's makeFollowers completes the delayed
+    produces and fetches), not after its timeout: librdkafka waited 30 s for such answers
+    after a leader move while the old leader learned of it late."""
+    async def scenario() -> None:
+        h = Harness(tmp_path)
+        h.apply(make_image(partition_info(replicas=(1, 2))))
+        outcome = h.produce(2, acks=-1, timeout_ms=30_000)
+        assert outcome.done is not None and not outcome.done.done()
+        h.apply(make_image(partition_info(leader=2, epoch=1, replicas=(1, 2)), epoch=2))
+        await asyncio.sleep(0)
+        assert outcome.done.done()
+        assert code(outcome.results[TP].error) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert len(h.replicas.produce_purgatory) == 0
+        h.close()
+    run(scenario)
+
+
 def test_min_insync_replicas_on_one_broker(tmp_path: Path) -> None:
     async def scenario() -> None:
         h = Harness(tmp_path)

@@ -244,6 +244,11 @@ class ReplicaManager:
             del self._topic_configs[name]
         self.logs.delete_logs([tp for tp in self.logs.partitions() if tp not in wanted])
         for tp, epoch in resigned:
+            # Waiting acks=-1 produces and fetches complete now (NOT_LEADER_OR_FOLLOWER), as
+            # Kafka's makeFollowers does, instead of at their timeouts: a client whose
+            # requests reached the old leader before it learned of the move would otherwise
+            # wait out its request timeout.
+            self._wake(tp)
             for listener in self._listeners.get(tp.topic, ()):
                 listener.on_resign(tp.partition, epoch)
         for tp, epoch in became_leader:

@@ -7,8 +7,11 @@ Every figure is measured for both brokers in the same run; the table reports str
 ratios so a noisy shared machine affects both sides alike. Clients run in this process.
 ``--only ROW`` (a key of ``ROWS``: ``backoff-10ms``, ``queued-min-1M``, ``defaults``) measures
 that consume row alone (after the produce that fills its topic), without the durable broker,
-acks=all and latency: long steady-state runs. ``--also-source DIR`` adds a strom run from
-another source tree (e.g. ``/path/to/main/src``) to the same table: a paired before/after.
+acks=all and latency: long steady-state runs. Its brokers all run at once and take turns, one
+consume each per round (the order rotating every round), so a change in the machine's load
+falls on every broker alike; the table adds the median of the per-round ratios. ``--also-source
+DIR`` adds a strom run from another source tree (e.g. ``/path/to/main/src``) to the same table:
+a paired before/after.
 """
 
 from __future__ import annotations
@@ -139,33 +142,60 @@ def latency(broker: RunningBroker, topic: str, rate: int = 2000, seconds: float 
     return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
 
 
-def bench_broker(broker: RunningBroker, records: int, repeats: int = 1,
-                 only: str | None = None) -> dict[str, float]:
+def bench_broker(broker: RunningBroker, records: int, repeats: int = 1) -> dict[str, float]:
     out: dict[str, float] = {}
     create_topic(broker, "b1")
     r = measure(broker, lambda: produce(broker, "b1", records, "1"))
     out["produce acks=1 rec/s"], out["produce CPU s/M"] = r.records_per_s, r.cpu_s_per_million
-    if only is None:
-        create_topic(broker, "ball")
-        r = measure(broker, lambda: produce(broker, "ball", records, "all"))
-        out["produce acks=all rec/s"] = r.records_per_s
+    create_topic(broker, "ball")
+    r = measure(broker, lambda: produce(broker, "ball", records, "all"))
+    out["produce acks=all rec/s"] = r.records_per_s
     for row, config in CONSUMERS.items():
-        if only is not None and row != ROWS[only]:
-            continue
         runs = [measure(broker, lambda c=config: consume(broker, "b1", records, **c))
                 for _ in range(repeats)]
         out[row] = statistics.median(r.records_per_s for r in runs)
-        if only is not None:
-            out[row + ", runs"] = len(runs)
-            out[row + ", min"] = min(r.records_per_s for r in runs)
-            out[row + ", max"] = max(r.records_per_s for r in runs)
         if row == "consume rec/s":
             out["consume CPU s/M"] = statistics.median(r.cpu_s_per_million for r in runs)
-    if only is not None:
-        return out
     create_topic(broker, "lat")
     out["latency p50 ms"], out["latency p99 ms"] = latency(broker, "lat")
     return out
+
+
+def bench_interleaved(starts: list[Callable[[], RunningBroker]], records: int, repeats: int,
+                      row: str) -> dict[str, dict[str, float]]:
+    """``row`` on every broker at once: each fills its topic, then ``repeats`` rounds of one
+    consume per broker, the order rotated each round. The first broker started is the peer
+    the per-round ratios are taken to."""
+    brokers: list[RunningBroker] = []
+    try:
+        for start in starts:
+            brokers.append(start())
+        out: dict[str, dict[str, float]] = {}
+        for broker in brokers:
+            create_topic(broker, "b1")
+            r = measure(broker, lambda b=broker: produce(b, "b1", records, "1"))
+            out[broker.name] = {"produce acks=1 rec/s": r.records_per_s,
+                                "produce CPU s/M": r.cpu_s_per_million}
+        runs: dict[str, list[float]] = {broker.name: [] for broker in brokers}
+        for i in range(repeats):
+            turn = i % len(brokers)
+            for broker in brokers[turn:] + brokers[:turn]:
+                result = measure(broker, lambda b=broker: consume(b, "b1", records,
+                                                                   **CONSUMERS[row]))
+                runs[broker.name].append(result.records_per_s)
+        peer = runs[brokers[0].name]
+        for name, values in runs.items():
+            out[name][row] = statistics.median(values)
+            out[name][row + ", runs"] = len(values)
+            out[name][row + ", min"] = min(values)
+            out[name][row + ", max"] = max(values)
+            out[name][row + ", median of per-round ratios to " + brokers[0].name] = (
+                statistics.median(v / p for v, p in zip(values, peer, strict=True)))
+            print(f"{name}: {row}: " + ", ".join(f"{v:,.0f}" for v in values))
+        return out
+    finally:
+        for broker in brokers:
+            broker.stop()
 
 
 def main() -> None:
@@ -185,10 +215,13 @@ def main() -> None:
     if args.also_source:
         starts.append(lambda: start_strom(name="strom @" + args.also_source,
                                           source=args.also_source))
+    if args.only is not None:
+        results = bench_interleaved(starts, args.records, args.repeats, ROWS[args.only])
+        starts = []
     for start in starts:
         broker = start()
         try:
-            results[broker.name] = bench_broker(broker, args.records, args.repeats, args.only)
+            results[broker.name] = bench_broker(broker, args.records, args.repeats)
             if broker.name == "strom" and args.big_records:
                 create_topic(broker, "big")
                 produce(broker, "big", args.big_records, "1")

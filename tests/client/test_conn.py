@@ -139,3 +139,29 @@ def test_connect_refused_is_network_error() -> None:
             await Connection("127.0.0.1", 1).open()
 
     asyncio.run(test())
+
+
+def test_a_request_cancelled_as_its_response_arrives_is_cancelled(broker: Any) -> None:
+    """The caller's cancel wins even when the response was read in the same loop turn.
+
+    Python 3.11's ``asyncio.wait_for`` returned the result then and dropped the cancel: a
+    consumer's heartbeat task cancelled by ``close()`` while a heartbeat answer was being
+    delivered kept heartbeating, and ``close()`` waited for it forever (real strom broker)."""
+    async def test() -> None:
+        host, port = broker.bootstrap.rsplit(":", 1)
+        conn = await Connection(host, int(port)).open()
+        try:
+            for _ in range(20):
+                request = asyncio.create_task(conn.request(ApiKey.METADATA, {"topics": []}))
+                await asyncio.sleep(0)
+                assert conn.in_flight == 1
+                while conn.in_flight:  # the read loop took the answer and resolved it
+                    await asyncio.sleep(0)
+                assert not request.done()
+                request.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await request
+        finally:
+            await conn.close()
+
+    asyncio.run(asyncio.wait_for(test(), 30))

@@ -192,7 +192,11 @@ class Connection:
             return None
         timeout = self.request_timeout_s if timeout_s is None else timeout_s
         try:
-            return await asyncio.wait_for(future, timeout)
+            # Not asyncio.wait_for: on Python 3.11 it returns the result when the answer is
+            # delivered in the same loop turn as the caller's cancel, dropping the cancel (a
+            # heartbeat task cancelled by close() then heartbeated on). A cancel always wins.
+            async with asyncio.timeout(timeout):
+                return await future
         except TimeoutError:
             self._pending.pop(correlation_id, None)
             raise RequestTimedOutError(

@@ -29,7 +29,6 @@ heartbeat task is started by :meth:`GroupMember.join` and cancelled by ``leave``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -274,7 +273,9 @@ class GroupMember:
 
     async def _heartbeat_loop(self) -> None:
         interval = self.heartbeat_interval_ms / 1000
-        while self.state is MemberState.STABLE:
+        # Only the member's current heartbeat task heartbeats: one whose cancel was lost
+        # stops at its next turn once _stop_heartbeat has dropped it.
+        while self.state is MemberState.STABLE and self._heartbeat is asyncio.current_task():
             await asyncio.sleep(interval)
             if self.poll_expired():
                 log.warning("group %s: no poll within max.poll.interval.ms; leaving the group "
@@ -353,8 +354,11 @@ class GroupMember:
         task = self._heartbeat
         self._stop_heartbeat()
         if task is not None and task is not asyncio.current_task():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # asyncio.wait, not ``await task`` under suppress(CancelledError): a cancel of
+            # the caller (a close() bounded by a timeout) must propagate, not be swallowed.
+            await asyncio.wait([task])
+            if not task.cancelled():
+                task.result()
         if leave:
             await self.leave("the consumer is being closed")
 

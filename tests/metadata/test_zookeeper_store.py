@@ -375,6 +375,29 @@ def test_calls_fail_with_a_clear_error_within_the_timeout_when_zookeeper_is_gone
             store.close()
 
 
+def test_closing_while_a_background_job_waits_on_a_gone_zookeeper_returns_at_once() -> None:
+    """A broker's clean stop closes its store: with ZooKeeper gone, a refresh waiting on it
+    can only run out the timeout, and close() does not wait for that."""
+    with ZooKeeperServer() as server:
+        store = ZooKeeperMetadataStore(server.connect + "/closing", timeout=10.0,
+                                       session_timeout=4.0)
+        try:
+            server.stop()
+            wait_until(lambda: not store.session.connected, what="the connection drop")
+            waiting = threading.Event()
+
+            def read() -> None:
+                waiting.set()
+                store.session.get("/")
+
+            store.session.submit(read)
+            assert waiting.wait(5)
+        finally:
+            started = time.monotonic()
+            store.close()
+        assert time.monotonic() - started < 3.0
+
+
 def test_connecting_to_no_zookeeper_fails_within_the_timeout() -> None:
     started = time.monotonic()
     with pytest.raises(ZooKeeperUnavailableError, match="could not connect"):

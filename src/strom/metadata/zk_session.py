@@ -203,7 +203,11 @@ class ZkSession:
         self._closed = True
         self._jobs.put(None)
         if self._worker.is_alive() and threading.current_thread() is not self._worker:
-            self._worker.join(timeout=self.timeout)
+            # The running job may finish while ZooKeeper is connected; while it is not (a
+            # ZooKeeper gone), its call can only run out the timeout: stopping the client
+            # below ends the session instead of waiting for that (a clean stop of a broker
+            # without ZooKeeper took the whole timeout).
+            self._worker.join(timeout=self.timeout if self.connected else 0.0)
         try:
             self.client.stop()
         finally:

@@ -60,10 +60,21 @@ class NamedSchedule:
     expect_probes: tuple[str | None, ...] = ()
 
 
+#: Probes sent at most while the leader has not yet applied the shrunk ISR.
+_PROBES = 5
+
+
 def two_followers_down() -> Fault:
     """kill -9 both followers of partition 0, wait for the ISR to shrink to the leader, then
     probe one acks=all send; its answer (NOT_ENOUGH_REPLICAS expected) is recorded as a
-    :data:`PROBE` event."""
+    :data:`PROBE` event.
+
+    The controller writes the shrunk ISR to ZooKeeper before the leader applies it: a probe in
+    between is appended and then answered NOT_ENOUGH_REPLICAS_AFTER_APPEND (as Kafka answers a
+    produce parked while the ISR shrinks), so the probe is sent again, up to :data:`_PROBES`
+    times; the earlier answers go into the event as ``before``. Each probe is a send in the
+    history (a unique value), so the checker holds it to its answer: a refused probe must never
+    be read, an appended one may be."""
     def apply(nemesis: Nemesis) -> None:
         config = RF3
         leader = nemesis.leader(config.topic, 0)
@@ -71,8 +82,14 @@ def two_followers_down() -> Fault:
             nemesis.kill(node)
         nemesis.view.wait_for("the ISR to shrink to the leader", lambda: (
             nemesis.view.partition_state(config.topic, 0) or {}).get("isr") == [leader], 30)
-        answer = probe_send(nemesis.cluster.bootstrap, config.topic, 0)
-        nemesis.history.nemesis(PROBE, {"answer": answer})
+        before: list[str | None] = []
+        while True:
+            answer = probe_send(nemesis.cluster.bootstrap, config.topic, 0,
+                                history=nemesis.history, value=f"probe-{len(before)}")
+            if answer != "NOT_ENOUGH_REPLICAS_AFTER_APPEND" or len(before) + 1 >= _PROBES:
+                break
+            before.append(answer)
+        nemesis.history.nemesis(PROBE, {"answer": answer, "before": before})
     return Fault("two-followers-down", apply)
 
 

@@ -150,23 +150,42 @@ class ProducerWorker:
             self.history.complete(op, "info", {"error": "unreported"})
 
 
-def probe_send(bootstrap: str, topic: str, partition: int, timeout: float = 15.0) -> str | None:
-    """One ``acks=all`` send with no retries (and no idempotence, whose retries would hide
-    the broker's answer): the error name the broker answered (e.g. ``NOT_ENOUGH_REPLICAS``),
-    None when it was acknowledged."""
+#: Broker answers that say the record was not appended (Kafka refuses before the append).
+_REFUSED = frozenset({"NOT_ENOUGH_REPLICAS"})
+
+
+def probe_send(bootstrap: str, topic: str, partition: int, timeout: float = 15.0,
+               history: History | None = None, value: str = "probe") -> str | None:
+    """One ``acks=all`` send of ``value`` with no retries (and no idempotence, whose retries
+    would hide the broker's answer): the error name the broker answered (e.g.
+    ``NOT_ENOUGH_REPLICAS``), None when it was acknowledged. With ``history`` the send is
+    recorded like a workload's send (``value`` must then be unique): ``ok``, ``fail`` for a refusal
+    before the append (NOT_ENOUGH_REPLICAS: the checker then flags the value if it is ever
+    read), ``info`` otherwise (NOT_ENOUGH_REPLICAS_AFTER_APPEND: written, not acknowledged)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0,
                          "enable.idempotence": False, "message.timeout.ms": int(timeout * 1000),
                          **FAST_RECONNECT})
-    outcome: list[str | None] = []
+    outcome: list[tuple[KafkaError | None, Any]] = []
+    op = (history.invoke("probe", "send", {"value": value, "topic": topic})
+          if history is not None else None)
 
-    def report(err: KafkaError | None, _msg: Any) -> None:
-        outcome.append(None if err is None else err.name())
+    def report(err: KafkaError | None, msg: Any) -> None:
+        outcome.append((err, msg))
 
-    producer.produce(topic, b"probe", partition=partition, on_delivery=report)
+    producer.produce(topic, value.encode(), partition=partition, on_delivery=report)
     producer.flush(timeout + 5)
     if not outcome:
+        if history is not None and op is not None:
+            history.complete(op, "info", {"error": "no delivery report"})
         raise TimeoutError("the probe send got no delivery report")
-    return outcome[0]
+    err, msg = outcome[0]
+    if history is not None and op is not None:
+        if err is None:
+            history.complete(op, "ok", {"partition": msg.partition(), "offset": msg.offset()})
+        else:
+            kind: OpType = ("fail" if err.name() in DEFINITE_FAILURES | _REFUSED else "info")
+            history.complete(op, kind, {"error": err.name(), "code": err.code()})
+    return None if err is None else err.name()
 
 
 def _consumer(bootstrap: str, name: str, config: Mapping[str, Any] | None = None) -> Consumer:

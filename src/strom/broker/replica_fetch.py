@@ -235,7 +235,8 @@ class _FetcherRunner:
         self._wakeup.clear()
         timeout = None if due is None else max(IDLE_POLL_S, (due - now) / 1000)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._wakeup.wait()
 
     async def _connection(self) -> Connection | None:
         conn = self._conn

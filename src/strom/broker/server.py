@@ -381,7 +381,8 @@ class BrokerServer:
                 conn.close()
             for server in self._servers:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(server.wait_closed(), SHUTDOWN_GRACE_S)
+                    async with asyncio.timeout(SHUTDOWN_GRACE_S):
+                        await server.wait_closed()
             self._servers = []
         for task in self._tasks:
             task.cancel()

@@ -104,9 +104,9 @@ async def controlled_shutdown(config: BrokerConfig, store: ZooKeeperMetadataStor
             me = image.brokers.get(node_id)  # its epoch: this registration's
             epoch = me.epoch if me is not None else codec.UNKNOWN_BROKER_EPOCH
             try:
-                outcome = await asyncio.wait_for(
-                    _ask(controller.host, controller.port, controller.node_id, node_id, epoch,
-                         timeout, security), timeout)
+                async with asyncio.timeout(timeout):
+                    outcome = await _ask(controller.host, controller.port, controller.node_id,
+                                         node_id, epoch, timeout, security)
             except TimeoutError:
                 outcome = f"controller {controller.node_id} did not answer within {timeout:g}s"
             if outcome is None:

@@ -30,11 +30,12 @@ def brokers_listed(address: str, timeout: float = PROBE_TIMEOUT_S) -> set[int] |
     when it does not answer in time."""
 
     async def probe() -> set[int]:
-        async with Cluster(address, client_id="strom-cluster", request_timeout_s=timeout) as c:
+        async with asyncio.timeout(timeout), Cluster(
+                address, client_id="strom-cluster", request_timeout_s=timeout) as c:
             return set(c.metadata.brokers)
 
     try:
-        return asyncio.run(asyncio.wait_for(probe(), timeout))
+        return asyncio.run(probe())
     except (KafkaError, StromError, OSError, TimeoutError):
         return None
 

@@ -108,11 +108,10 @@ class Connection:
         """Connect and negotiate API versions; NetworkError if the broker cannot be reached."""
         context = None if self.security is None else self.security.ssl_context
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, ssl=context,
-                                        server_hostname=self.host if context else None),
-                self.connect_timeout_s
-            )
+            async with asyncio.timeout(self.connect_timeout_s):
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=context,
+                    server_hostname=self.host if context else None)
         except ssl.SSLError as exc:
             raise NetworkError(f"TLS handshake with {self.address} failed: "
                                f"{exc.reason or exc}") from None

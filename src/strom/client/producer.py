@@ -291,7 +291,8 @@ class Producer:
             if self.transaction is not None and self._sender is not None:
                 await self.transaction.close(timeout_s)  # aborts an open transaction
             if self._sender is not None:
-                await asyncio.wait_for(self.flush(), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await self.flush()
         finally:
             self._closed = True
             for batch in list(self._incomplete):
@@ -590,7 +591,8 @@ class Producer:
             self._wakeup.set()  # the sender sends open batches now (see _close_lingered)
             left = deadline - time.monotonic()
             try:
-                await asyncio.wait_for(self._room.wait(), max(left, 0.0))
+                async with asyncio.timeout(max(left, 0.0)):
+                    await self._room.wait()
             except TimeoutError:
                 raise RequestTimedOutError(
                     f"no room for a record of {size} bytes in buffer_memory="
@@ -681,7 +683,8 @@ class Producer:
                     break
             timeout = None if next_wake is None else max(next_wake - time.monotonic(), 0.0)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
 
     def _close_lingered(self, now: float) -> float | None:
         """Close open batches whose linger time is up (all of them while flushing or while a

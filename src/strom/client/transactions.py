@@ -716,7 +716,8 @@ async def _wait_for(task: asyncio.Future[None], what: str, timeout_s: float | No
     TimeoutException: the call may be made again to keep waiting)."""
     timeout = DEFAULT_BLOCK_S if timeout_s is None else timeout_s
     try:
-        await asyncio.wait_for(asyncio.shield(task), timeout)
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(task)
     except TimeoutError:
         raise RequestTimedOutError(
             f"{what} did not complete within {timeout:g}s; call it again to keep waiting"

@@ -518,3 +518,44 @@ def test_transaction_state_matches_a_model(ops: list[tuple[int, str]], cut: int)
         assert crashed.producer_state.first_unstable_offset() == min(
             _model(kept).values(), default=None)
         crashed.close()
+
+
+# -- appends by origin: only a client's batches are deduplicated --------------------------------
+def coordinator_txn_batch(plog: Log, *, pid: int = PID, epoch: int = 0) -> tuple[int, bool]:
+    """A transactional batch as the group coordinator writes a TxnOffsetCommit: the producer's
+    id and epoch, no sequence (-1). Returns (base offset, duplicate)."""
+    batch = make_batch(values(1), producer_id=pid, producer_epoch=epoch,
+                       attributes=TRANSACTIONAL_MASK)
+    result = plog.append(payload(batch), leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+    return result.base_offset, result.duplicate
+
+
+def test_coordinator_batches_and_markers_are_never_deduplicated(open_log: OpenLog) -> None:
+    """Kafka checks duplicates for client appends only: every transactional offset commit
+    and every marker of the same producer epoch (all with sequence -1) is written."""
+    plog = open_log()
+    state = plog.producer_state
+    offsets = []
+    for _ in range(3):  # three transactions of one producer epoch, each with its offsets
+        first, dup = coordinator_txn_batch(plog)
+        assert not dup
+        assert state.ongoing_transactions() == {PID: first}
+        second, dup = coordinator_txn_batch(plog)  # a second commit in the same transaction
+        assert not dup and second == first + 1
+        end = marker(plog, commit=True)
+        assert end == second + 1
+        assert state.ongoing_transactions() == {}
+        offsets += [first, second, end]
+    assert offsets == list(range(9)) and plog.log_end_offset == 9
+    assert [start for start, _ in batch_offsets(read_all(plog))] == offsets
+
+
+def test_a_client_retry_is_still_deduplicated_after_markers(open_log: OpenLog) -> None:
+    plog = open_log()
+    first = txn_send(plog, 0)
+    marker(plog, commit=True)
+    batch = make_batch(values(2), producer_id=PID, producer_epoch=0, base_sequence=0,
+                       attributes=TRANSACTIONAL_MASK)
+    retry = plog.append(payload(batch), leader_epoch=0)
+    assert retry.duplicate and retry.base_offset == first
+    assert plog.log_end_offset == 3

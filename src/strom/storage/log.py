@@ -324,9 +324,14 @@ class Log:
                           for header in headers]
 
         state = self.producer_state
-        if has_producer:
+        from_client = origin is AppendOrigin.CLIENT
+        if has_producer and from_client:
+            # A client's retry of a batch still in the producer state is answered with the
+            # first append's offsets. Only a client's data batches: a coordinator's own
+            # writes (transactional offsets, markers) carry no sequence (-1), so each of
+            # them would look like a retry of the one before (Kafka: AppendOrigin.CLIENT).
             for header in headers:
-                if header.producer_id >= 0:
+                if header.producer_id >= 0 and not header.is_control:
                     dup = state.find_duplicate(header)
                     if dup is not None:
                         return AppendResult(
@@ -344,7 +349,6 @@ class Log:
             header.base_offset = next_offset
             header.partition_leader_epoch = leader_epoch
             next_offset += header.last_offset_delta + 1
-        from_client = origin is AppendOrigin.CLIENT
         pending = (state.validate(headers, _marker_reader(buf), check_sequences=from_client)
                    if has_producer else None)
 

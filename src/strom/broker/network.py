@@ -13,8 +13,10 @@ the connection before anything is buffered (Kafka does the same); a frame's buff
 the bytes that arrive, never with the size announced; a connection without traffic for
 ``connections.max.idle.ms`` is closed, whether it is between requests (Kafka's rule) or has
 stopped in the middle of one — time spent waiting on the broker (a request being processed,
-reading paused for memory between frames) does not count. Rejections are logged rate-limited,
-so an attack cannot flood the log.
+reading paused for memory between frames) does not count; while the request memory is
+exhausted, connections whose incomplete frames have stalled are closed at once to get it back
+(see :mod:`strom.broker.request_memory`). Rejections are logged rate-limited, so an attack
+cannot flood the log.
 
 Responses are lists of parts. Small file regions are read with ``os.pread`` and written with
 the rest; large ones go out with ``loop.sendfile`` (``os.sendfile`` on plain TCP), so record
@@ -144,6 +146,7 @@ class KafkaConnection(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._last_active = self._loop.time()
+        self._last_byte = self._last_active
         self.context = ConnectionContext(peer="?")
         #: (listener, ip) this connection is counted under in the connection limits.
         self.counted: tuple[str | None, str] | None = None
@@ -158,6 +161,17 @@ class KafkaConnection(asyncio.Protocol):
     @property
     def mid_frame(self) -> bool:
         return self._decoder.in_frame
+
+    @property
+    def frame_progress(self) -> float:
+        """When the last byte arrived (of the incomplete frame, when one is being read)."""
+        return self._last_byte
+
+    def reclaim(self, reason: str) -> None:
+        """Closed by the request memory pool to get back the memory a stalled frame holds
+        (the pool logs a summary, rate-limited)."""
+        log.debug("closing %s: %s", self.context.peer, reason)
+        self.close()
 
     def idle_since(self, now: float) -> float:
         """When the connection last made progress; ``now`` while it waits on the broker.
@@ -211,7 +225,7 @@ class KafkaConnection(asyncio.Protocol):
             self._task.cancel()
 
     def data_received(self, data: bytes) -> None:
-        self._last_active = self._loop.time()
+        self._last_active = self._last_byte = self._loop.time()
         try:
             frames = self._decoder.feed(data)
         except FrameTooLargeError as exc:

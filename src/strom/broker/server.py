@@ -95,7 +95,10 @@ class BrokerServer:
         queued_max = int(config.get("queued.max.request.bytes"))
         idle_ms = int(config.get("connections.max.idle.ms"))
         self._connections = Connections(
-            RequestMemoryPool(None if queued_max == -1 else queued_max),
+            RequestMemoryPool(None if queued_max == -1 else queued_max,
+                              clock=lambda: asyncio.get_running_loop().time(),
+                              call_later=lambda s, f: asyncio.get_running_loop().call_later(
+                                  s, f)),
             None if idle_ms == -1 else idle_ms / 1000.0,
             ConnectionLimits(lambda: self.state.config if self.state is not None else config))
         self._tasks: list[asyncio.Task[None]] = []

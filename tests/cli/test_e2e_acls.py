@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from strom.protocol.versions import ApiKey
+from strom.testing import EmbeddedBroker
 from tests.broker.security.test_acls import USERS, AclBroker, acl_broker, code  # noqa: F401
 from tests.cli.conftest import Result
 
@@ -111,3 +112,20 @@ def test_usage_errors(acl_broker: AclBroker,  # noqa: F811
     any_kind = cli("acls", "add", "--allow-principal", "User:a", "--topic", "t",
                    "--resource-pattern-type", "any", *b)
     assert any_kind.code == 1 and "not valid when adding acls" in any_kind.err
+
+
+def test_a_broker_without_an_authorizer_refuses_acls_as_kafka(
+        broker: EmbeddedBroker, cli: Callable[..., Result]) -> None:
+    """kafka-acls.sh's line and status against a broker without ``authorizer.class.name``
+    (Kafka 4.4 prints the same message; its add lists the resource's ACLs first, so it
+    quotes DescribeAcls' "... on the broker")."""
+    b = ["--bootstrap-server", broker.bootstrap]
+    added = cli("acls", "add", "--allow-principal", "User:carol", "--operation", "Read",
+                "--topic", "t", *b)
+    assert (added.code, added.out) == (1, "")
+    assert added.err.strip() == "Error while executing ACL command: No Authorizer is configured."
+    listed = cli("acls", "list", *b)
+    assert listed.code == 1 and listed.err.strip() == (
+        "Error while executing ACL command: No Authorizer is configured on the broker")
+    removed = cli("acls", "remove", "--topic", "t", "--force", *b)
+    assert removed.code == 1 and "No Authorizer is configured" in removed.err

@@ -197,6 +197,10 @@ class BrokerServer:
         state_ref.append(state)
         self.state = state
         state.access = Access(authorizer)
+        if authorizer is None and store.image.acls:
+            log.warning("ACLs on %d resource patterns are stored but authorizer.class.name is "
+                        "empty: they are not enforced (set authorizer.class.name=acls to "
+                        "enforce them)", len(store.image.acls))
         logs.load(state.topic_config)
         if store.recovered_from_previous:
             keep_topics_on_disk(state, logs)

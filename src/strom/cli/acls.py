@@ -13,6 +13,9 @@ topics; WRITE, DESCRIBE on the transactional ids; IDEMPOTENT_WRITE on the cluste
 ``--idempotent``) and ``--consumer`` (READ, DESCRIBE on the topics, READ on the groups) are
 kafka-acls.sh's shortcuts. ``remove`` without principals removes every ACL of the resources;
 ``list`` prints Kafka's lines (``Current ACLs for resource `ResourcePattern(...)`:``).
+A broker without an authorizer refuses all three (SECURITY_DISABLED, as Kafka): the command
+prints kafka-acls.sh's ``Error while executing ACL command: No Authorizer is configured…``
+and exits with status 1.
 A TLS or SASL listener is reached with Kafka's client properties in ``--command-config``
 (``security.protocol``, ``sasl.*``, as ``strom users``); the connection's principal needs
 ALTER (add, remove) or DESCRIBE (list) on the cluster.
@@ -21,7 +24,8 @@ ALTER (add, remove) or DESCRIBE (list) on the cluster.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 
 from strom.cli.client_props import add_client_config, admin_options
 from strom.cli.common import UsageError
@@ -38,6 +42,7 @@ from strom.common.acl import (
     ResourcePattern,
     ResourceType,
 )
+from strom.common.errors import error_class
 
 #: kafka-acls.sh's operation names (``ClusterAction``) → codes.
 OPERATIONS = {"".join(p.capitalize() for p in op.name.split("_")): op
@@ -48,8 +53,9 @@ _RESOURCE_OPTIONS = "--topic, --group, --cluster, --transactional-id, --delegati
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("acls", help="add, list and remove ACLs",
-                       description="Manage ACLs (as kafka-acls.sh); the broker enforces them "
-                                   "when authorizer.class.name is set.")
+                       description="Manage ACLs (as kafka-acls.sh). The broker needs an "
+                                   "authorizer (authorizer.class.name=acls): without one it "
+                                   "refuses ACLs, as Kafka does.")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     for name, run, text in (("add", run_add, "add ACLs"),
@@ -66,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             a.add_argument("--force", action="store_true",
                            help="accepted for kafka-acls.sh compatibility (never asks)")
         add_client_config(a, "admin")
-        a.set_defaults(run=run)
+        a.set_defaults(run=_security_disabled_as_kafka(run))
 
 
 def _resource_options(parser: argparse.ArgumentParser, *, listing: bool) -> None:
@@ -103,6 +109,20 @@ def _entry_options(parser: argparse.ArgumentParser) -> None:
                         help="with --producer: IDEMPOTENT_WRITE on the cluster too")
     parser.add_argument("--consumer", action="store_true",
                         help="the ACLs a consumer needs on the topics and groups")
+
+
+def _security_disabled_as_kafka(run: Callable[[argparse.Namespace], int]
+                                ) -> Callable[[argparse.Namespace], int]:
+    """``run``, printing kafka-acls.sh's line when the broker has no authorizer."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except error_class("SECURITY_DISABLED") as exc:
+            print(f"Error while executing ACL command: {exc.message}", file=sys.stderr)
+            return 1
+
+    return wrapped
 
 
 def _operation(name: str) -> AclOperation:

@@ -1,7 +1,12 @@
 """Shared by the CreateAcls / DescribeAcls / DeleteAcls handlers: wire fields ⇄ ACL model.
 
 Codes outside Kafka's enums decode as UNKNOWN (0), which the checks then refuse, as Kafka's
-``fromCode`` does."""
+``fromCode`` does.
+
+Without an authorizer (``authorizer.class.name`` empty) the three APIs answer
+SECURITY_DISABLED and store, list or remove nothing, as Kafka's ``AclApis``: ACLs that are
+stored but never enforced would make an operator believe the cluster is locked down. The
+messages are Kafka's (AclCommand prints them: "No Authorizer is configured on the broker")."""
 
 from __future__ import annotations
 
@@ -16,8 +21,14 @@ from strom.common.acl import (
     PatternType,
     ResourceType,
 )
+from strom.common.errors import error_class
 
 E = TypeVar("E", bound=IntEnum)
+
+SECURITY_DISABLED = error_class("SECURITY_DISABLED").code
+#: Kafka's messages: CreateAcls / DeleteAcls, and DescribeAcls.
+NO_AUTHORIZER = "No Authorizer is configured."
+NO_AUTHORIZER_ON_BROKER = "No Authorizer is configured on the broker"
 
 
 def code_of(enum: type[E], value: int) -> E:

@@ -1,13 +1,14 @@
 """CreateAcls (30), v1-3 (flexible from v2): store ACL bindings through
 :mod:`strom.controller.acls`; one result per creation. Requires ALTER on the cluster
-(CLUSTER_AUTHORIZATION_FAILED for every creation otherwise, as Kafka)."""
+(CLUSTER_AUTHORIZATION_FAILED for every creation otherwise, as Kafka). Without an authorizer
+every creation answers SECURITY_DISABLED and nothing is stored (see ``acl_common``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.acl_common import code_of
+from strom.broker.handlers.acl_common import NO_AUTHORIZER, SECURITY_DISABLED, code_of
 from strom.broker.state import BrokerState
 from strom.common.acl import (
     AccessControlEntry,
@@ -44,6 +45,9 @@ class CreateAclsHandler:
         results: list[dict[str, Any]]
         if denied:
             results = [{"error_code": denied, "error_message": None} for _ in new]
+        elif not self._state.access.enabled:
+            results = [{"error_code": SECURITY_DISABLED, "error_message": NO_AUTHORIZER}
+                       for _ in new]
         else:
             results = [{"error_code": 0 if p is None else error_class(p[0]).code,
                         "error_message": None if p is None else p[1]}

@@ -1,13 +1,19 @@
 """DeleteAcls (31), v1-3 (flexible from v2): remove the stored ACL bindings each filter
 matches (:mod:`strom.controller.acls`), reporting them per filter. Requires ALTER on the
-cluster (CLUSTER_AUTHORIZATION_FAILED for every filter otherwise)."""
+cluster (CLUSTER_AUTHORIZATION_FAILED for every filter otherwise). Without an authorizer every
+filter answers SECURITY_DISABLED and nothing is removed (see ``acl_common``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.acl_common import binding_fields, filter_of
+from strom.broker.handlers.acl_common import (
+    NO_AUTHORIZER,
+    SECURITY_DISABLED,
+    binding_fields,
+    filter_of,
+)
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import error_class
@@ -31,6 +37,9 @@ class DeleteAclsHandler:
         if denied:
             results = [{"error_code": denied, "error_message": None, "matching_acls": []}
                        for _ in filters]
+        elif not self._state.access.enabled:
+            results = [{"error_code": SECURITY_DISABLED, "error_message": NO_AUTHORIZER,
+                        "matching_acls": []} for _ in filters]
         else:
             results = [
                 {"error_code": 0 if problem is None else error_class(problem[0]).code,

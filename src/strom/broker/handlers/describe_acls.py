@@ -1,13 +1,14 @@
 """DescribeAcls (29), v1-3 (flexible from v2): the stored ACL bindings a filter matches,
 grouped by resource pattern. Requires DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED);
-a filter with an UNKNOWN code is INVALID_REQUEST."""
+a filter with an UNKNOWN code is INVALID_REQUEST. Without an authorizer: SECURITY_DISABLED
+(see ``acl_common``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.acl_common import filter_of
+from strom.broker.handlers.acl_common import NO_AUTHORIZER_ON_BROKER, SECURITY_DISABLED, filter_of
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourcePattern, ResourceType
 from strom.common.errors import InvalidRequestError
@@ -32,6 +33,8 @@ class DescribeAclsHandler:
         problem = acl_filter.problem()
         if denied:
             fields["error_code"] = denied
+        elif not self._state.access.enabled:
+            fields.update(error_code=SECURITY_DISABLED, error_message=NO_AUTHORIZER_ON_BROKER)
         elif problem is not None:
             fields.update(error_code=InvalidRequestError.code, error_message=problem)
         else:

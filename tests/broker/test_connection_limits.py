@@ -2,7 +2,9 @@
 against a real broker: connections beyond the limit are closed at once, idle and stalled ones
 within it expire (``connections.max.idle.ms``), and a well-behaved confluent-kafka client that
 was connected before the flood keeps being served — its produce and consume latencies during
-the flood are printed (and recorded in docs/benchmarks.md), not asserted tightly."""
+the flood are printed (and recorded in docs/benchmarks.md), not asserted tightly. Connection
+creation rates: ``max.connection.creation.rate`` paces new connections (never refuses them),
+an ``ip`` quota closes the connections over it unserved, other addresses unaffected."""
 
 from __future__ import annotations
 
@@ -106,3 +108,77 @@ def test_per_listener_limit_overrides_and_dynamic_update() -> None:
         for sock in [*kept, refused, *plain, *extra, more]:
             sock.close()
         admin.close()
+
+
+def api_versions(sock: socket.socket) -> None:
+    header = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
+    sock.sendall(struct.pack(">i", len(header)) + header)
+
+
+def answered(sock: socket.socket, timeout: float) -> bool:
+    """Whether the ApiVersions sent on ``sock`` was answered (False: closed unanswered)."""
+    sock.settimeout(timeout)
+    try:
+        return len(sock.recv(4)) == 4
+    except OSError:
+        return False
+
+
+def test_connection_creation_rate_paces_new_connections_and_spares_open_ones() -> None:
+    # Two 1 s quota windows: the rate is measured over about a second, so the burst a new
+    # meter lets through (Kafka's: quota.window.num - 1 windows' worth) is short.
+    config = {"max.connection.creation.rate": 20, "quota.window.num": 2,
+              "quota.window.size.seconds": 1}
+    with EmbeddedBroker(config) as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        producer.produce("paced", b"warm-up")
+        assert producer.flush(10) == 0
+        started = time.monotonic()
+        served = 0
+        produce_s: list[float] = []
+        for i in range(100):
+            with socket.create_connection((broker.host, broker.port)) as sock:
+                api_versions(sock)
+                served += answered(sock, 10)
+            if i % 10 == 0:  # the connected producer is not paced
+                sent = time.monotonic()
+                producer.produce("paced", b"during")
+                assert producer.flush(10) == 0
+                produce_s.append(time.monotonic() - sent)
+        elapsed = time.monotonic() - started
+        print(f"\n100 connections at max.connection.creation.rate=20: {elapsed:.1f} s "
+              f"({100 / elapsed:.0f}/s); an open producer's acks meanwhile at most "
+              f"{max(produce_s) * 1000:.0f} ms")
+        assert served == 100  # paced, never refused
+        # About the first 20 pass at once, the other 80 at 20 a second: 4 s. Without the
+        # rate they take a fraction of a second.
+        assert elapsed > 2.0
+        assert max(produce_s) < 5.0
+
+
+def test_ip_connection_quota_closes_connections_over_it_unserved() -> None:
+    from strom.client.quota_admin import QuotaAlteration
+    from strom.client.sync import SyncAdminClient
+
+    with EmbeddedBroker({"quota.window.num": 2, "quota.window.size.seconds": 1}) as broker:
+        with SyncAdminClient(broker.bootstrap) as admin:
+            admin.alter_client_quotas([QuotaAlteration(
+                {"ip": "127.0.0.2"}, {"connection_creation_rate": 5.0})])
+        flood = []
+        for _ in range(30):
+            sock = socket.create_connection((broker.host, broker.port),
+                                            source_address=("127.0.0.2", 0))
+            api_versions(sock)
+            flood.append(sock)
+        results = [answered(s, 5) for s in flood]
+        # Another address is not throttled.
+        others = []
+        for _ in range(10):
+            with socket.create_connection((broker.host, broker.port)) as sock:
+                api_versions(sock)
+                others.append(answered(sock, 5))
+        for sock in flood:
+            sock.close()
+        assert all(others)
+        # About five a second are served, the rest closed without an answer.
+        assert 1 <= sum(results) <= 15, results

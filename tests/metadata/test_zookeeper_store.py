@@ -186,6 +186,13 @@ def test_znodes_are_kafkas(open_store: Opener) -> None:
         "version": 1, "config": {"consumer_byte_rate": "2048"}}
     assert raw(store, "/config/clients/<default>") == {
         "version": 1, "config": {"controller_mutation_rate": "1.5"}}
+    store.write(store.image.epoch, [
+        SetClientQuota((("ip", "10.0.0.1"),), "connection_creation_rate", 10),
+        SetClientQuota((("ip", None),), "connection_creation_rate", 50)])
+    assert raw(store, "/config/ips/10.0.0.1") == {  # Kafka's layout
+        "version": 1, "config": {"connection_creation_rate": "10"}}
+    assert raw(store, "/config/ips/<default>") == {
+        "version": 1, "config": {"connection_creation_rate": "50"}}
     store.allocate_producer_id_block(1000)
     assert raw(store, "/latest_producer_id_block") == {
         "version": 1, "broker": 3, "block_start": "0", "block_end": "999"}
@@ -203,12 +210,17 @@ def test_quotas_written_by_kafka_are_read(open_store: Opener) -> None:
                                                    b'{"producer_byte_rate":"10"}}'),
             ("/config/users/carol", b'{"version":1,"config":{}}'),
             ("/config/clients/%3Cdefault%3E", b'{"version":1,"config":'
-                                              b'{"request_percentage":"1.0E2","x":"y"}}')):
+                                              b'{"request_percentage":"1.0E2","x":"y"}}'),
+            ("/config/ips/::1", b'{"version":1,"config":{"connection_creation_rate":"7"}}'),
+            ("/config/ips/<default>", b'{"version":1,"config":'
+                                      b'{"connection_creation_rate":"50"}}')):
         writer.session.client.create(path, data, makepath=True)
     image = open_store().image
     assert image.client_quotas == {
         (("client-id", "my app"), ("user", "bob")): {"producer_byte_rate": 10.0},
-        (("client-id", "<default>"),): {"request_percentage": 100.0}}
+        (("client-id", "<default>"),): {"request_percentage": 100.0},
+        (("ip", "::1"),): {"connection_creation_rate": 7.0},
+        (("ip", None),): {"connection_creation_rate": 50.0}}
     assert image.scram_credentials == {}
 
 

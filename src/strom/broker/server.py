@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from strom.broker import meta_properties, zookeeper_metadata
+from strom.broker.acceptor import Acceptor, bind
 from strom.broker.access import Access
 from strom.broker.connection_limits import ConnectionLimits
+from strom.broker.connection_rates import ConnectionRates
 from strom.broker.dispatch import Dispatcher
 from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
 from strom.broker.handlers import build_handlers
@@ -67,6 +69,7 @@ log = logging.getLogger("strom.broker")
 CHECKPOINT_INTERVAL_S = 60.0
 SHUTDOWN_GRACE_S = 2.0
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
+LISTEN_BACKLOG = 1024
 LOCK_FILE = ".lock"
 IDLE_CHECK_INTERVAL_S = 1.0
 
@@ -89,7 +92,7 @@ class BrokerServer:
         self.data_dir = Path(str(config.get("log.dirs")))
         self.host = ""
         self.port = 0
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[Acceptor] = []
         #: listener name → bound (host, port), once started.
         self.bound: dict[str, tuple[str, int]] = {}
         queued_max = int(config.get("queued.max.request.bytes"))
@@ -101,6 +104,10 @@ class BrokerServer:
                                   s, f)),
             None if idle_ms == -1 else idle_ms / 1000.0,
             ConnectionLimits(lambda: self.state.config if self.state is not None else config))
+        self._rates = ConnectionRates(
+            lambda: self.state.config if self.state is not None else config,
+            samples=int(config.get("quota.window.num")),
+            window_s=float(config.get("quota.window.size.seconds")))
         self._tasks: list[asyncio.Task[None]] = []
         self._lock_fd: int | None = None
         self._logs: LogManager | None = None
@@ -162,6 +169,8 @@ class BrokerServer:
             # Kafka lets the inter-broker listener past max.connections; strom only when it
             # is a listener of its own (with one listener, the limit would never apply).
             self._connections.limits.inter_broker = listeners.inter_broker
+        if len(runtimes) > 1:
+            self._rates.protected = listeners.inter_broker
         connect = zookeeper_metadata.zookeeper_connect(self.config)
         store: LocalMetadataStore | ZooKeeperMetadataStore
         try:
@@ -217,6 +226,8 @@ class BrokerServer:
         store.subscribe(lambda image: throttles.configure(image, state.config))
         state.quotas.configure(store.image)
         store.subscribe(state.quotas.configure)  # client quotas
+        self._rates.configure(store.image)
+        store.subscribe(self._rates.configure)  # connection creation rates per IP
         coordinator = GroupCoordinator(ReplicaPartitionWriter(replicas), LoopScheduler(),
                                        self.clock, state.group_settings())
         state.group_coordinator = coordinator
@@ -274,24 +285,23 @@ class BrokerServer:
 
     async def _listen(self, dispatcher: Dispatcher, max_request: int,
                       runtime: ListenerRuntime) -> tuple[str, int]:
-        """Bind one listener; its bound (host, port)."""
-        loop = asyncio.get_running_loop()
+        """Bind one listener and start accepting on it; its bound (host, port)."""
         connections = self._connections
         host, port = runtime.listener.host, runtime.listener.port
         try:
-            server = await loop.create_server(
-                lambda: KafkaConnection(dispatcher, max_request, connections, runtime),
-                host or None, port, reuse_address=True, backlog=1024,
-                ssl=runtime.ssl_context,
-                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if runtime.ssl_context else None,
-            )
+            sockets = await bind(host, port, LISTEN_BACKLOG)
         except OSError as exc:
             reason = os.strerror(exc.errno) if exc.errno else str(exc)
             which = f" (listener {runtime.name})" if len(self.bound) or self._servers \
                 or runtime.name != "PLAINTEXT" else ""
             raise BrokerStartupError(f"cannot listen on {host}:{port}{which}: {reason}") from None
-        self._servers.append(server)
-        bound = server.sockets[0].getsockname()
+        acceptor = Acceptor(
+            sockets, runtime.name,
+            lambda: KafkaConnection(dispatcher, max_request, connections, runtime),
+            self._rates, runtime.ssl_context, TLS_HANDSHAKE_TIMEOUT_S)
+        self._servers.append(acceptor)
+        acceptor.start()
+        bound = sockets[0].getsockname()
         return host or bound[0], bound[1]
 
     def _broker_info(self, node_id: int, listeners: ListenerSet) -> BrokerInfo:

@@ -1,14 +1,17 @@
-"""``strom configs``: describe and alter topic and broker configuration.
+"""``strom configs``: describe and alter topic and broker configuration, and quotas.
 
 The entity is ``--topic NAME`` or ``--broker ID``, or as kafka-configs.sh names it:
 ``--entity-type topics|brokers`` with ``--entity-name NAME`` or (brokers) ``--entity-default``,
 the cluster-wide default of every broker. Without ``--all``, describe lists what is set on
-that entity: a topic's overrides, a broker's dynamic configs, the dynamic defaults."""
+that entity: a topic's overrides, a broker's dynamic configs, the dynamic defaults.
+``--entity-type users|clients|ips`` are client quotas and IP connection-rate quotas, with
+kafka-configs.sh's options and output (:mod:`strom.cli.configs_quotas`)."""
 
 from __future__ import annotations
 
 import argparse
 
+from strom.cli import configs_quotas
 from strom.cli.client_props import add_client_config, admin_options
 from strom.cli.common import UsageError, parse_key_values, warn_ignored_configs
 from strom.client.admin_types import (
@@ -21,7 +24,7 @@ from strom.client.admin_types import (
 from strom.client.sync import SyncAdminClient
 from strom.common.config import BROKER_KEYS, TOPIC_KEYS, ConfigSource
 
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", *configs_quotas.QUOTA_TYPES)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,6 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="set an override; repeatable")
     a.add_argument("--delete", action="append", default=[], metavar="KEY",
                    help="remove an override (back to the default); repeatable")
+    a.add_argument("--add-config", default="", metavar="K=V[,K=V]",
+                   help="as kafka-configs.sh, for users / clients / ips: quotas to set")
+    a.add_argument("--delete-config", default="", metavar="K[,K]",
+                   help="as kafka-configs.sh, for users / clients / ips: quotas to remove")
     a.add_argument("--validate-only", action="store_true", help="check without applying")
     add_client_config(a, "admin")
     a.set_defaults(run=run_alter, entity_parser=a)
@@ -55,11 +62,13 @@ def _add_entity(parser: argparse.ArgumentParser) -> None:
     entity.add_argument("--topic", metavar="NAME", help="a topic")
     entity.add_argument("--broker", metavar="ID", help="a broker id")
     entity.add_argument("--entity-type", choices=ENTITY_TYPES,
-                        help="as kafka-configs.sh: with --entity-name or --entity-default")
+                        help="as kafka-configs.sh: with --entity-name or --entity-default "
+                             "(users, clients, ips: quotas)")
     named = parser.add_mutually_exclusive_group()
     named.add_argument("--entity-name", metavar="NAME", help="the topic name or broker id")
     named.add_argument("--entity-default", action="store_true",
-                       help="the cluster-wide default of every broker (dynamic configs)")
+                       help="the cluster-wide default of every broker (dynamic configs), or "
+                            "the default user / client / ip")
 
 
 def _resource(args: argparse.Namespace) -> ConfigResource:
@@ -74,7 +83,7 @@ def _resource(args: argparse.Namespace) -> ConfigResource:
         return _broker(args.broker, "--broker")
     if args.entity_default:
         if args.entity_type != "brokers":
-            usage("--entity-default applies to --entity-type brokers only")
+            usage("--entity-default applies to --entity-type brokers, users, clients and ips")
         return ConfigResource.broker("")
     if args.entity_name is None:
         usage("--entity-type needs --entity-name (or --entity-default for brokers)")
@@ -123,7 +132,15 @@ def format_entry(entry: ConfigEntry, synonyms: bool) -> list[str]:
     return lines
 
 
+def _quota_entity(args: argparse.Namespace) -> bool:
+    return args.entity_type in configs_quotas.QUOTA_TYPES
+
+
 def run_describe(args: argparse.Namespace) -> int:
+    if _quota_entity(args):
+        with SyncAdminClient(**admin_options(args)) as admin:
+            configs_quotas.describe(admin, args)
+        return 0
     resource = _resource(args)
     with SyncAdminClient(**admin_options(args)) as admin:
         if resource.type == ResourceType.TOPIC:
@@ -144,6 +161,13 @@ def run_describe(args: argparse.Namespace) -> int:
 
 
 def run_alter(args: argparse.Namespace) -> int:
+    if _quota_entity(args):
+        with SyncAdminClient(**admin_options(args)) as admin:
+            configs_quotas.alter(admin, args)
+        return 0
+    if args.add_config or args.delete_config:
+        raise UsageError("--add-config / --delete-config are for --entity-type users, clients "
+                         "and ips; topics and brokers take --set / --delete")
     resource = _resource(args)
     sets = parse_key_values(args.set, "--set")
     deletes = [k.strip() for k in args.delete]

@@ -1,11 +1,13 @@
 """``strom quotas describe|alter``: client quotas (DescribeClientQuotas /
 AlterClientQuotas), with ``kafka-configs.sh``'s options for them.
 
-An entity is given as ``--entity-type users|clients`` followed by ``--entity-name NAME`` or
+An entity is given as ``--entity-type users|clients|ips`` followed by ``--entity-name NAME`` or
 ``--entity-default`` (Kafka's ``<default>``), once per type: ``--entity-type users
---entity-name alice --entity-type clients --entity-default`` is alice's default client id.
+--entity-name alice --entity-type clients --entity-default`` is alice's default client id;
+``ips`` stands alone (an IP address, or the default of every address).
 ``alter`` takes ``--add-config k=v,k=v`` (``producer_byte_rate``, ``consumer_byte_rate``,
-``request_percentage``, ``controller_mutation_rate``) and / or ``--delete-config k,k``;
+``request_percentage``, ``controller_mutation_rate``; for ips ``connection_creation_rate``)
+and / or ``--delete-config k,k``;
 ``--validate-only`` only checks. ``describe`` without an entity prints every entity's quotas;
 with entity types, only entities naming exactly those types (a type without a name or
 ``--entity-default`` matches every entity of that type, the default one too), as
@@ -21,13 +23,13 @@ from strom.cli.common import UsageError, parse_key_values
 from strom.client.quota_admin import Component, QuotaAlteration, default, exact, specified
 from strom.client.sync import SyncAdminClient
 
-_TYPES = {"users": "user", "clients": "client-id"}
+_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _UNSET = object()
 
 
 def _entity_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--entity-type", action="append", choices=list(_TYPES), default=[],
-                   help="users or clients; repeat for both (each followed by its name)")
+                   help="users, clients (repeat for both, each followed by its name) or ips")
     p.add_argument("--entity-name", action="append", dest="entity_names",
                    help="the name of the entity type just given")
     p.add_argument("--entity-default", action="append_const", const=None,

@@ -481,6 +481,14 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("max.connections.per.ip.overrides", ConfigType.STRING, "",
               "Per-IP exceptions to max.connections.per.ip: host:count,host:count.",
               _host_counts, dynamic=True),
+    ConfigKey("max.connection.creation.rate", ConfigType.INT, 2147483647,
+              "New connections the broker accepts per second (measured as client quotas are, "
+              "over quota.window.num windows); above it the listener waits before accepting "
+              "more, at most one window at a time. Per listener: "
+              "listener.name.<l>.max.connection.creation.rate (static; it bounds a listener "
+              "on its own, and the inter-broker listener, when it is a listener of its own, "
+              "only by it). Per IP address: ip client quotas (connection_creation_rate).",
+              at_least(0), dynamic=True),
     ConfigKey("fetch.max.bytes", ConfigType.INT, 57671680,
               "The most bytes one Fetch response returns (the client's own limit may be lower).",
               at_least(1024)),
@@ -769,7 +777,7 @@ _PER_MECHANISM_NAMES = frozenset(
     name for name in _SECURITY_NAMES
     if name == "connections.max.reauth.ms" or name.startswith("sasl.oauthbearer.")
 ) | {"sasl.jaas.config"}
-_PER_LISTENER_LIMITS = frozenset({"max.connections"})
+_PER_LISTENER_LIMITS = frozenset({"max.connections", "max.connection.creation.rate"})
 
 
 def listener_key(name: str) -> ConfigKey:
@@ -786,7 +794,8 @@ def listener_key(name: str) -> ConfigKey:
             return BROKER_KEYS[per_mechanism]
     raise InvalidConfigError(
         f"Unknown broker configuration key {name!r} (per-listener keys are "
-        "listener.name.<listener>.<ssl.* or sasl.* key, or max.connections>)")
+        "listener.name.<listener>.<ssl.* or sasl.* key, max.connections or "
+        "max.connection.creation.rate>)")
 
 
 def _same_broker_id(static: dict[str, ConfigValue]) -> None:

@@ -1,26 +1,32 @@
 """Client quotas through the metadata store (Kafka's ``ClientQuotaControlManager``), for
 AlterClientQuotas (49) and DescribeClientQuotas (48).
 
-An entity names ``user`` and / or ``client-id`` (each at most once), each with a name or
-None for the default entity. Keys and their types are Kafka's: ``producer_byte_rate`` and
-``consumer_byte_rate`` (long: a whole number), ``request_percentage`` and
-``controller_mutation_rate`` (double). Kafka's answers (its KRaft ``ClientQuotaControlManager``
-and ``ClientQuotasImage``), with its messages, per entry: an empty entity, an entity type other
-than those two (strom has no ``ip`` connection-rate quotas), a type named twice, an empty
-name, a key set twice, an entity named again later in the request (the first is
-applied), an unknown key, a value ≤ 0
-or a fractional value for a long key is INVALID_REQUEST and nothing of that entry is
-applied (removing a key that is not set does nothing); the other entries are written
-together in one conditional write (or, with ``validate_only``, only checked). Describe: a
-type filtered twice, an exact match without a name, a name given for a default or
-"specified" match, an unknown match type are INVALID_REQUEST, an unknown entity type
-UNSUPPORTED_VERSION; a "specified" match is any entity naming the type, default or not.
+An entity names ``user`` and / or ``client-id`` (each at most once), or ``ip`` alone, each
+with a name or None for the default entity. Keys and their types are Kafka's: for users and
+client ids ``producer_byte_rate`` and ``consumer_byte_rate`` (long: a whole number),
+``request_percentage`` and ``controller_mutation_rate`` (double); for an ip
+``connection_creation_rate`` (int; enforced by :mod:`strom.broker.connection_rates`). Kafka's
+answers (its KRaft ``ClientQuotaControlManager`` and ``ClientQuotasImage``), with its
+messages, per entry: an empty entity, an entity type other than those three, a type named
+twice, an empty name, ``ip`` combined with another type, an ip name that is not an IP
+address, a key set twice, an entity named again later in the request (the first is
+applied), a key of the other kind of entity or unknown, a value ≤ 0, a fractional value for
+a long or int key or one too large for its type is INVALID_REQUEST and nothing of that
+entry is applied (removing a key that is not set does nothing); the other entries are
+written together in one conditional write (or, with ``validate_only``, only checked). Kafka
+also accepts a host name for ``ip`` and resolves it; strom takes IP addresses only (a host
+name is refused: resolving it would block the broker, and the addresses it stands for can
+change). Describe: a type filtered twice, an exact match without a name, a name given for a
+default or "specified" match, an unknown match type, ``ip`` filtered with another type are
+INVALID_REQUEST, an unknown entity type UNSUPPORTED_VERSION; a "specified" match is any
+entity naming the type, default or not.
 
 Synchronous and single-threaded: called from the broker's event loop.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,9 +39,13 @@ from strom.metadata.store import MetadataStore
 
 log = logging.getLogger("strom.controller")
 
-#: Quota key → whether its value must be a whole number (Kafka's LONG keys).
-QUOTA_KEYS = {"producer_byte_rate": True, "consumer_byte_rate": True,
-              "request_percentage": False, "controller_mutation_rate": False}
+#: Quota key → the largest whole number it takes (Kafka's LONG / INT keys; None: a double),
+#: for users and client ids, and for IP addresses.
+QUOTA_KEYS: dict[str, int | None] = {
+    "producer_byte_rate": 2**63 - 1, "consumer_byte_rate": 2**63 - 1,
+    "request_percentage": None, "controller_mutation_rate": None}
+IP_QUOTA_KEYS: dict[str, int | None] = {"connection_creation_rate": 2**31 - 1}
+_TYPE_NAMES = {2**63 - 1: "a LONG", 2**31 - 1: "an INT"}
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 Error = tuple[str, str]  # (Kafka error name, message)
@@ -63,7 +73,28 @@ def entity_error(raw: RawEntity) -> Error | None:
             return "INVALID_REQUEST", f"Unhandled client quota entity type: {entity_type}"
         if name == "":
             return "INVALID_REQUEST", f"Empty {entity_type} not supported"
+    if "ip" in seen:
+        if len(seen) > 1:  # Kafka's message, with its missing space
+            return ("INVALID_REQUEST", "Invalid quota entity combination, IP entity should"
+                    "not be combined with User or ClientId")
+        name = raw[0][1]
+        if name is not None and not _is_ip(name):
+            return ("INVALID_REQUEST", f"{name} is not a valid IP or resolvable host. (strom "
+                    "takes IP addresses only: host names are not resolved)")
     return None
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def keys_of(raw: RawEntity) -> dict[str, int | None]:
+    """The quota keys an entity takes (its types: a valid entity)."""
+    return IP_QUOTA_KEYS if any(t == "ip" for t, _ in raw) else QUOTA_KEYS
 
 
 def entity_of(raw: RawEntity) -> QuotaEntity:
@@ -71,16 +102,20 @@ def entity_of(raw: RawEntity) -> QuotaEntity:
     return tuple(sorted((t, n) for t, n in raw))
 
 
-def _check_op(op: QuotaOp) -> Error | None:
+def _check_op(op: QuotaOp, keys: dict[str, int | None]) -> Error | None:
     if op.remove:
         return None
-    whole = QUOTA_KEYS.get(op.key)
-    if whole is None:
+    if op.key not in keys:
         return "INVALID_REQUEST", f"Invalid configuration key {op.key}"
     if not op.value > 0.0:
         return "INVALID_REQUEST", f"Quota {op.key} must be greater than 0"
-    if whole and abs(op.value % 1.0) > 1e-6:
-        return "INVALID_REQUEST", f"{op.key} cannot be a fractional value."
+    largest = keys[op.key]
+    if largest is not None:
+        if op.value > largest:
+            return ("INVALID_REQUEST",
+                    f"Proposed value for {op.key} is too large for {_TYPE_NAMES[largest]}.")
+        if abs(op.value % 1.0) > 1e-6:
+            return "INVALID_REQUEST", f"{op.key} cannot be a fractional value."
     return None
 
 
@@ -92,7 +127,11 @@ def _entry_error(raw: RawEntity, ops: Sequence[QuotaOp], twice: bool) -> Error |
                 f"this entity {dict(raw)}")
     if twice:
         return "INVALID_REQUEST", f"Ignoring duplicate entity {dict(raw)}"
-    return entity_error(raw) or next((e for e in map(_check_op, ops) if e is not None), None)
+    error = entity_error(raw)
+    if error is not None:
+        return error
+    allowed = keys_of(raw)
+    return next((e for e in (_check_op(op, allowed) for op in ops) if e is not None), None)
 
 
 def alter(store: MetadataStore, entries: Sequence[tuple[RawEntity, Sequence[QuotaOp]]],
@@ -169,6 +208,9 @@ def describe(image: MetadataImage, components: Sequence[tuple[str, int, str | No
         problem = _match_problem(match_type, match)
         if problem is not None:
             return "INVALID_REQUEST", problem
+    if "ip" in seen and len(seen) > 1:
+        return ("INVALID_REQUEST", "Invalid entity filter component combination. IP filter "
+                "component should not be used with user or clientId filter component.")
     return [(entity, dict(values)) for entity, values in sorted(
                 image.client_quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]])
             if _matches(entity, components, strict)]

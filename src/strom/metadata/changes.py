@@ -128,7 +128,7 @@ class SetClientQuota:
     value: float | None
 
 
-QUOTA_ENTITY_TYPES = ("client-id", "user")
+QUOTA_ENTITY_TYPES = ("client-id", "ip", "user")
 
 MetadataChange: TypeAlias = (
     PutTopic | RemoveTopic | SetTopicConfigs | SetPartitions | SetBrokerConfigs
@@ -213,7 +213,8 @@ def _set_acls(acls: dict[ResourcePattern, frozenset[AccessControlEntry]],
 def _set_quota(quotas: dict[QuotaEntity, dict[str, float]], change: SetClientQuota) -> None:
     entity = change.entity
     types = [t for t, _ in entity]
-    if not types or types != sorted(set(types)) or not set(types) <= set(QUOTA_ENTITY_TYPES):
+    if (not types or types != sorted(set(types)) or not set(types) <= set(QUOTA_ENTITY_TYPES)
+            or ("ip" in types and len(types) > 1)):
         raise InvalidMetadataChangeError(f"malformed client-quota entity {entity!r}")
     values = dict(quotas.get(entity, {}))
     if change.value is None:

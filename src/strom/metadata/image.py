@@ -63,9 +63,10 @@ class ScramCredential:
 
 
 #: A client-quota entity (Kafka's ``ClientQuotaEntity``): its (entity type, name) pairs sorted
-#: by type, the types being ``"user"`` and ``"client-id"``; a None name is that type's default
-#: entity (Kafka's ``<default>``). ``(("client-id", None), ("user", "alice"))`` is the default
-#: client id of user alice.
+#: by type, the types being ``"user"`` and ``"client-id"``, or ``"ip"`` alone (an IP address's
+#: connection creation rate); a None name is that type's default entity (Kafka's
+#: ``<default>``). ``(("client-id", None), ("user", "alice"))`` is the default client id of
+#: user alice.
 QuotaEntity = tuple[tuple[str, str | None], ...]
 
 

@@ -29,8 +29,8 @@ credentials in Kafka's text form (:mod:`strom.common.scram`) — never a passwor
 ``acls`` (optional, absent without ACLs) holds the ACLs per resource pattern, with Kafka's
 enum names (:mod:`strom.common.acl`).
 ``client_quotas`` (optional, absent when none is set) holds each client-quota entity's values:
-``entity`` maps the entity types it names (``user``, ``client-id``) to a name, null for the
-default entity (Kafka's ``<default>``).
+``entity`` maps the entity types it names (``user``, ``client-id``; or ``ip`` alone) to a
+name, null for the default entity (Kafka's ``<default>``).
 
 Older files are read and rewritten as version 5 when the store opens. Version 4 files are
 version 5 without ``client_quotas``. Version 3 files are version 4 without ``acls`` (none

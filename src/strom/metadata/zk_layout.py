@@ -26,6 +26,8 @@ JSON, modelled on the layout of Kafka's ZooKeeper mode:
                                              ``clients`` znode between is empty)
 ``/config/clients/<client-id>``              ``{"version":1,"config":{"request_percentage":
                                              "50.0",…}}``
+``/config/ips/<ip>`` or ``<default>``        ``{"version":1,"config":{"connection_creation_rate":
+                                             "10"}}`` (the address as given, unencoded)
 ``/controller`` (ephemeral)                  ``{"version":1,"brokerid":id,"timestamp":"<ms>"}``
 ``/controller_epoch``                        the epoch in decimal; its znode version fences
 ``/latest_producer_id_block``                ``{"version":1,"broker":id,"block_start":"<n>",
@@ -84,6 +86,7 @@ TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
 USER_CONFIGS = "/config/users"
 CLIENT_CONFIGS = "/config/clients"
+IP_CONFIGS = "/config/ips"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
@@ -116,7 +119,7 @@ def acl_type_path(pattern_type: PatternType, resource_type: ResourceType) -> str
 
 #: Persistent parents created when a store opens a fresh chroot.
 PARENTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, USER_CONFIGS, CLIENT_CONFIGS,
-           "/cluster",
+           IP_CONFIGS, "/cluster",
            *(acl_type_path(p, t) for p in ACL_ROOTS for t in ACL_RESOURCE_TYPES))
 DEFAULT_RESOURCE = "<default>"
 
@@ -307,11 +310,14 @@ def decode_scram(text: str) -> ScramCredential:
     return ScramCredential(*parse_credential(text))
 
 
-#: The client-quota keys a user / client-id znode may hold beside SCRAM credentials.
+#: The client-quota keys a user / client-id znode may hold beside SCRAM credentials, and an
+#: ip znode.
 QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage",
                         "controller_mutation_rate"})
-#: The quota keys Kafka types LONG: written without a fraction.
-_INTEGER_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate"})
+IP_QUOTA_KEYS = frozenset({"connection_creation_rate"})
+#: The quota keys Kafka types LONG or INT: written without a fraction.
+_INTEGER_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate",
+                                 "connection_creation_rate"})
 
 
 def sanitize(name: str | None) -> str:
@@ -335,9 +341,17 @@ def user_clients_path(user: str | None) -> str:
     return f"{user_config_path(user)}/clients"
 
 
+def ip_config_path(ip: str | None) -> str:
+    """An ip entity's znode: ``/config/ips/<address>`` (as Kafka wrote it: the address as
+    given, only IP addresses being accepted) or ``/config/ips/<default>``."""
+    return f"{IP_CONFIGS}/{DEFAULT_RESOURCE if ip is None else ip}"
+
+
 def quota_entity_path(entity: QuotaEntity) -> str:
-    """The znode of a client-quota entity (user, client id, or both)."""
+    """The znode of a client-quota entity (user, client id, or both; or an ip)."""
     names = dict(entity)
+    if "ip" in names:
+        return ip_config_path(names["ip"])
     if "user" not in names:
         return f"{CLIENT_CONFIGS}/{sanitize(names['client-id'])}"
     if "client-id" not in names:

@@ -456,7 +456,8 @@ def _read_data_znodes(session: ZkSession, version: int) -> _Data:
 def _read_users_and_clients(session: ZkSession) -> tuple[
         dict[str, dict[str, ScramCredential]], dict[QuotaEntity, dict[str, float]]]:
     """SCRAM credentials and client quotas, from ``/config/users/<u>`` (both),
-    ``/config/users/<u>/clients/<c>`` and ``/config/clients/<c>`` (quotas)."""
+    ``/config/users/<u>/clients/<c>``, ``/config/clients/<c>`` and ``/config/ips/<ip>``
+    (quotas)."""
     scram: dict[str, dict[str, ScramCredential]] = {}
     quotas: dict[QuotaEntity, dict[str, float]] = {}
 
@@ -492,6 +493,14 @@ def _read_users_and_clients(session: ZkSession) -> tuple[
             [f"{zk.CLIENT_CONFIGS}/{c}" for c in clients]), strict=True):
         if got is not None:
             add_quotas((("client-id", zk.desanitize(name)),), zk.decode_config(got[0]))
+    ips = session.children(zk.IP_CONFIGS)
+    for name, got in zip(ips, session.get_many(
+            [f"{zk.IP_CONFIGS}/{ip}" for ip in ips]), strict=True):
+        if got is not None:
+            values = {k: zk.decode_quota(v) for k, v in zk.decode_config(got[0]).items()
+                      if k in zk.IP_QUOTA_KEYS}
+            if values:
+                quotas[(("ip", None if name == zk.DEFAULT_RESOURCE else name),)] = values
     return scram, quotas
 
 

@@ -96,8 +96,24 @@ def test_invalid_entities_keys_and_filters_are_invalid_request(
     client = RawClient(quota_broker.bootstrap)
     invalid = 42
     for entity, ops, message in [
+            ({"host": "1.2.3.4"}, {"producer_byte_rate": 1},
+             "Unhandled client quota entity type: host"),
+            # ip entities: Kafka 4.4's answers (compared on the wire)
             ({"ip": "1.2.3.4"}, {"producer_byte_rate": 1},
-             "Unhandled client quota entity type: ip"),
+             "Invalid configuration key producer_byte_rate"),
+            ({"user": "a"}, {"connection_creation_rate": 1},
+             "Invalid configuration key connection_creation_rate"),
+            ({"ip": "1.2.3.4", "user": "a"}, {"connection_creation_rate": 1},
+             "Invalid quota entity combination, IP entity shouldnot be combined with User "
+             "or ClientId"),
+            ({"ip": ""}, {"connection_creation_rate": 1}, "Empty ip not supported"),
+            ({"ip": "1.2.3.4"}, {"connection_creation_rate": 3e9},
+             "Proposed value for connection_creation_rate is too large for an INT."),
+            ({"ip": "1.2.3.4"}, {"connection_creation_rate": 2.5},
+             "connection_creation_rate cannot be a fractional value."),
+            ({"ip": "not_an_ip"}, {"connection_creation_rate": 1},
+             "not_an_ip is not a valid IP or resolvable host. (strom takes IP addresses "
+             "only: host names are not resolved)"),
             ({"user": ""}, {"producer_byte_rate": 1}, "Empty user not supported"),
             ({"user": "a"}, {"no_such_quota": 1}, "Invalid configuration key no_such_quota"),
             ({"user": "a"}, {"producer_byte_rate": 1.5},
@@ -116,7 +132,32 @@ def test_invalid_entities_keys_and_filters_are_invalid_request(
     assert describe(client, [("user", 0, None)]).error_code == invalid
     unknown = describe(client, [("topic", 0, "a")])
     assert (unknown.error_code, unknown.error_message) == (35, "Unsupported entity type topic")
+    mixed = describe(client, [("ip", 2, None), ("user", 2, None)])
+    assert (mixed.error_code, mixed.error_message) == (
+        invalid, "Invalid entity filter component combination. IP filter component should "
+        "not be used with user or clientId filter component.")
     assert as_dict(describe(client, [])) == {}
+    client.close()
+
+
+def test_ip_quotas_round_trip(quota_broker: EmbeddedBroker) -> None:
+    client = RawClient(quota_broker.bootstrap)
+    for entity, rate in (({"ip": "10.0.0.1"}, 10), ({"ip": None}, 50), ({"ip": "::1"}, 7)):
+        assert alter(client, entity, {"connection_creation_rate": rate}).error_code == 0
+    assert alter(client, {"user": "u"}, {"producer_byte_rate": 1024}).error_code == 0
+    ips = {(("ip", "10.0.0.1"),): {"connection_creation_rate": 10.0},
+           (("ip", None),): {"connection_creation_rate": 50.0},
+           (("ip", "::1"),): {"connection_creation_rate": 7.0}}
+    assert as_dict(describe(client, [("ip", 2, None)])) == ips
+    assert as_dict(describe(client, [("ip", 1, None)])) == {(("ip", None),): {
+        "connection_creation_rate": 50.0}}
+    client.close()
+    quota_broker.restart()
+    client = RawClient(quota_broker.bootstrap)
+    assert as_dict(describe(client, [("ip", 0, "::1")])) == {(("ip", "::1"),): {
+        "connection_creation_rate": 7.0}}
+    assert alter(client, {"ip": "::1"}, {"connection_creation_rate": None}).error_code == 0
+    assert as_dict(describe(client, [("ip", 0, "::1")])) == {}
     client.close()
 
 

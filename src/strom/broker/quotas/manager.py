@@ -58,10 +58,13 @@ class ClientQuotas:
         self.active = False
 
     def configure(self, image: MetadataImage) -> None:
-        """Take the quotas of ``image`` (a metadata-store subscriber)."""
-        if image.client_quotas == self._quotas:
+        """Take the quotas of ``image`` (a metadata-store subscriber); ``ip`` entities are
+        connection rates (:mod:`strom.broker.connection_rates`), not this module's."""
+        quotas = {e: dict(v) for e, v in image.client_quotas.items()
+                  if all(t != "ip" for t, _ in e)}
+        if quotas == self._quotas:
             return
-        self._quotas = {e: dict(v) for e, v in image.client_quotas.items()}
+        self._quotas = quotas
         self._resolved.clear()
         self.active = bool(self._quotas)
 

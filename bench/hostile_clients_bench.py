@@ -17,15 +17,17 @@ before and after with the same clients. Results are kept in docs/benchmarks.md.
   existing user (``alice``), half from a second address (``127.0.0.2``) against random names;
   meanwhile ``bob`` logs in correctly every 100 ms from a third address. Printed: attempts
   answered per second, passwords actually checked per second (answers other than a back-off
-  refusal), and bob's login latency.
+  refusal), bob's login latency and failures, and the broker's CPU µs per login.
 * ``connections``: ``--connections`` (2000) connections opened as fast as one thread can
   (then closed), with ``max.connection.creation.rate`` (``--rate``) or an ``ips`` quota
-  (``--ip-rate``); printed: connections accepted per second (answered an ApiVersions).
+  (``--ip-rate``); printed: connections accepted per second (answered an ApiVersions) and
+  the broker's CPU µs per connection.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import random
 import socket
@@ -42,11 +44,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from strom.testing import EmbeddedBroker
 
 MiB = 1024 * 1024
+#: ``--broker-config k=v`` values, added to every scenario's broker config.
+EXTRA_CONFIG: dict[str, str] = {}
 
 
 @contextmanager
 def broker(config: Mapping[str, object], source: str | None) -> Iterator[EmbeddedBroker]:
     """A broker process, from ``source`` (a ``src`` directory) when given."""
+    config = {**config, **EXTRA_CONFIG}
     saved = os.environ.get("PYTHONPATH")
     if source is not None:
         os.environ["PYTHONPATH"] = str(Path(source).resolve())
@@ -58,6 +63,13 @@ def broker(config: Mapping[str, object], source: str | None) -> Iterator[Embedde
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
+
+
+def cpu_s(b: EmbeddedBroker) -> float:
+    """CPU seconds (user + system) the broker process has used."""
+    assert b.pid is not None
+    fields = Path(f"/proc/{b.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -191,36 +203,67 @@ def _read(sock: socket.socket, n: int) -> bytes:
     return bytes(out)
 
 
+async def async_plain_attempt(host: str, port: int, user: str, password: str,
+                              source: str) -> tuple[int, str]:
+    """:func:`sasl_plain_attempt` on asyncio streams (the attackers: 200 at once)."""
+    from strom.protocol import api
+    from strom.protocol.versions import ApiKey
+
+    reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
+    try:
+        async def call(key: int, version: int, fields: dict[str, object],
+                       flexible: bool) -> object:
+            header = struct.pack(">hhi", key, version, 1) + struct.pack(">h", 5) + b"bench"
+            if flexible:
+                header += b"\x00"
+            payload = header + api.request(key, version, fields)
+            writer.write(struct.pack(">i", len(payload)) + payload)
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            frame = await reader.readexactly(size)
+            return api.decode_response(key, version, frame[5 if flexible else 4:])
+
+        await call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, False)
+        token = b"\x00" + user.encode() + b"\x00" + password.encode()
+        answer = await call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, True)
+        return answer.error_code, answer.error_message or ""  # type: ignore[attr-defined]
+    finally:
+        writer.close()
+
+
 def run_logins(args: argparse.Namespace) -> None:
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
             'user_alice="alice-secret" user_bob="bob-secret";')
-    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-              "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
+    config = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+              "listener.security.protocol.map":
+                  "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+              "inter.broker.listener.name": "PLAINTEXT",
               "sasl.enabled.mechanisms": "PLAIN",
               "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas}
     with broker(config, args.source) as b:
         host, port = b.listeners["SASL_PLAINTEXT"]
         stop = threading.Event()
         counts = {"answered": 0, "checked": 0, "errors": 0}
-        lock = threading.Lock()
 
-        def guesser(n: int) -> None:
+        async def guesser(n: int) -> None:
             rng = random.Random(n)
             source = "127.0.0.1" if n % 2 == 0 else "127.0.0.2"
             while not stop.is_set():
                 user = "alice" if n % 2 == 0 else f"user{rng.randrange(10**9)}"
                 try:
-                    code, message = sasl_plain_attempt(host, port, user,
-                                                       f"guess{rng.randrange(10**9)}", source)
-                except OSError:
-                    with lock:
-                        counts["errors"] += 1
+                    code, message = await async_plain_attempt(
+                        host, port, user, f"guess{rng.randrange(10**9)}", source)
+                except (OSError, asyncio.IncompleteReadError):
+                    counts["errors"] += 1
+                    await asyncio.sleep(0.01)
                     continue
-                with lock:
-                    counts["answered"] += 1
-                    if code and "Invalid username or password" in message:
-                        counts["checked"] += 1
+                counts["answered"] += 1
+                if code and "Invalid username or password" in message:
+                    counts["checked"] += 1
 
+        async def attack() -> None:
+            await asyncio.gather(*(guesser(n) for n in range(args.connections)))
+
+        attacker = threading.Thread(target=asyncio.run, args=(attack(),), daemon=True)
         bob: list[float] = []
         bob_failed = [0]
 
@@ -234,21 +277,23 @@ def run_logins(args: argparse.Namespace) -> None:
                     bob.append(time.monotonic() - started)
                 time.sleep(0.1)
 
-        threads = [threading.Thread(target=guesser, args=(n,), daemon=True)
-                   for n in range(args.connections)]
-        threads.append(threading.Thread(target=legit, daemon=True))
+        legit_thread = threading.Thread(target=legit, daemon=True)
+        cpu = cpu_s(b)
         started = time.monotonic()
-        for t in threads:
-            t.start()
+        attacker.start()
+        legit_thread.start()
         time.sleep(args.seconds)
-        stop.set()
-        for t in threads:
-            t.join(30)
         elapsed = time.monotonic() - started
-        print(f"| {args.label} | {args.connections} | {counts['answered'] / elapsed:,.0f} | "
-              f"{counts['checked'] / elapsed:,.1f} | {counts['checked']} | "
+        cpu = cpu_s(b) - cpu
+        answered, checked = counts["answered"], counts["checked"]
+        stop.set()
+        attacker.join(30)
+        legit_thread.join(30)
+        print(f"| {args.label} | {args.connections} | {answered / elapsed:,.0f} | "
+              f"{checked / elapsed:,.1f} | {checked} | "
               f"{percentile(bob, 0.5) * 1000:.1f} / {percentile(bob, 0.99) * 1000:.0f} / "
-              f"{max(bob, default=0) * 1000:.0f} | {bob_failed[0]} |")
+              f"{max(bob, default=0) * 1000:.0f} | {bob_failed[0]} | "
+              f"{cpu / max(1, answered + len(bob)) * 1e6:,.0f} |")
 
 
 # -- connections ----------------------------------------------------------------------------
@@ -279,6 +324,7 @@ def run_connections(args: argparse.Namespace) -> None:
                     {"ip": "127.0.0.1"}, {"connection_creation_rate": float(args.ip_rate)})])
             time.sleep(0.5)
         ok = refused = 0
+        cpu = cpu_s(b)
         started = time.monotonic()
         for _ in range(args.connections):
             if api_versions(b.host, b.port):
@@ -286,8 +332,10 @@ def run_connections(args: argparse.Namespace) -> None:
             else:
                 refused += 1
         elapsed = time.monotonic() - started
+        cpu = cpu_s(b) - cpu
         print(f"| {args.label} | {args.rate or '-'} | {args.ip_rate or '-'} | "
-              f"{ok / elapsed:,.0f} | {ok} | {refused} | {elapsed:.1f} |")
+              f"{ok / elapsed:,.0f} | {ok} | {refused} | {elapsed:.1f} | "
+              f"{cpu / args.connections * 1e6:,.0f} |")
 
 
 def main() -> None:
@@ -295,6 +343,8 @@ def main() -> None:
     parser.add_argument("scenario", choices=["memory", "logins", "connections"])
     parser.add_argument("--source", help="run the broker from this src directory")
     parser.add_argument("--label", default="this tree")
+    parser.add_argument("--broker-config", action="append", default=[], metavar="K=V",
+                        help="another broker config; repeatable")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--bound-mib", type=int, default=32)
     parser.add_argument("--attackers", type=int, default=12)
@@ -305,6 +355,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=0)
     parser.add_argument("--ip-rate", type=int, default=0)
     args = parser.parse_args()
+    EXTRA_CONFIG.update(item.split("=", 1) for item in args.broker_config)
     runs: dict[str, Callable[[argparse.Namespace], None]] = {
         "memory": run_memory, "logins": run_logins, "connections": run_connections}
     if args.connections is None:

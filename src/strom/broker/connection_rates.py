@@ -98,6 +98,12 @@ class ConnectionRates:
         self._per_ip: dict[IpAddress, int] = {}
         self._default_ip = UNLIMITED
         self._quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None
+        # The bounds (broker, listener) of the config last read, per listener: reading them
+        # costs more than the rest of a connection's checks.
+        self._bounds_of: BrokerConfig | None = None
+        self._bounds: dict[str, tuple[int, int]] = {}
+        #: Per listener: (broker, listener) meters the last connection was recorded in.
+        self._recorded: dict[str, tuple[bool, bool]] = {}
 
     def _meter(self) -> SampledRate:
         return SampledRate(self._clock(), self._samples, self._window)
@@ -119,32 +125,47 @@ class ConnectionRates:
 
     def _throttle(self, meter: SampledRate, bound: int, now: float) -> float:
         meter.record(1.0, now)
-        if bound >= UNLIMITED:
-            return 0.0
         return min(meter.throttle_s(bound, now), self._window)
+
+    def _bounds_for(self, listener: str) -> tuple[int, int]:
+        config = self._config()
+        if config is None:
+            return UNLIMITED, UNLIMITED
+        if config is not self._bounds_of:
+            self._bounds_of, self._bounds = config, {}
+        bounds = self._bounds.get(listener)
+        if bounds is None:
+            # Kafka's listener bound: the listener's own value, else the broker-wide one
+            # (which bounds the protected listener's connections, metered on their own).
+            bounds = self._bounds[listener] = (
+                UNLIMITED if listener == self.protected
+                else int(config.get("max.connection.creation.rate")),
+                int(config.for_listener(listener, "max.connection.creation.rate")))
+        return bounds
 
     def accept_delay(self, listener: str) -> float:
         """Record a connection accepted on ``listener``; how long the acceptor waits (0: not
-        at all) for the broker's and the listener's rates to come back to their bounds."""
-        config = self._config()
-        if config is None:
+        at all) for the broker's and the listener's rates to come back to their bounds.
+        Unbounded meters record nothing (a bound set later starts from an empty meter)."""
+        broker_bound, listener_bound = self._bounds_for(listener)
+        by_broker, by_listener = broker_bound < UNLIMITED, listener_bound < UNLIMITED
+        self._recorded[listener] = (by_broker, by_listener)
+        if not (by_broker or by_listener):
             return 0.0
         now = self._clock()
-        delay = 0.0
-        if listener != self.protected:
-            delay = self._throttle(self._broker, int(config.get("max.connection.creation.rate")),
-                                   now)
-        # Kafka's listener bound: the listener's own value, else the broker-wide one (which
-        # bounds the protected listener's connections, metered on their own).
-        listener_bound = int(config.for_listener(listener, "max.connection.creation.rate"))
-        meter = self._listeners.get(listener)
-        if meter is None:
-            meter = self._listeners[listener] = self._meter()
-        return max(delay, self._throttle(meter, listener_bound, now))
+        delay = self._throttle(self._broker, broker_bound, now) if by_broker else 0.0
+        if by_listener:
+            meter = self._listeners.get(listener)
+            if meter is None:
+                meter = self._listeners[listener] = self._meter()
+            delay = max(delay, self._throttle(meter, listener_bound, now))
+        return delay
 
     def ip_throttle(self, listener: str, ip: str) -> float:
         """Record a connection from ``ip``; over its bound, the seconds to hold it before
         closing it unserved (it is then un-recorded everywhere), else 0."""
+        if not self._per_ip and self._default_ip >= UNLIMITED:
+            return 0.0  # no ip quota at all
         address = parse_ip(ip)
         if address is None:
             return 0.0
@@ -162,8 +183,9 @@ class ConnectionRates:
         throttle = self._throttle(meter, bound, now)
         if throttle > 0:
             meter.record(-1.0, now)
-            if listener != self.protected:
+            by_broker, by_listener = self._recorded.get(listener, (False, False))
+            if by_broker:
                 self._broker.record(-1.0, now)
-            if listener in self._listeners:
+            if by_listener:
                 self._listeners[listener].record(-1.0, now)
         return throttle

@@ -481,6 +481,23 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("max.connections.per.ip.overrides", ConfigType.STRING, "",
               "Per-IP exceptions to max.connections.per.ip: host:count,host:count.",
               _host_counts, dynamic=True),
+    ConfigKey("connection.failed.authentication.backoff.budget", ConfigType.INT, 10,
+              "Failed SASL PLAIN / SCRAM logins a client address may have for one user (three "
+              "times as many for an address across users, and for a user across addresses; "
+              "counts decay with a half-life of ten times ...backoff.max.ms) before its logins "
+              "are checked at most once per back-off; a login attempted sooner is refused "
+              "without its credentials being checked. An address and user that logged in "
+              "successfully within a day are exempt until they fail.", at_least(0),
+              read_only=True),
+    ConfigKey("connection.failed.authentication.backoff.ms", ConfigType.INT, 1000,
+              "The first back-off once an address or user has used up "
+              "connection.failed.authentication.backoff.budget; it doubles with each further "
+              "failure.", at_least(1), read_only=True),
+    ConfigKey("connection.failed.authentication.backoff.max.ms", ConfigType.INT, 60000,
+              "The longest back-off between credential checks of a failing address or user "
+              "(about one check a minute once an attacker has spent the budget); 0 turns the "
+              "back-off off (Kafka's behaviour: only connection.failed.authentication.delay.ms).",
+              at_least(0), read_only=True),
     ConfigKey("max.connection.creation.rate", ConfigType.INT, 2147483647,
               "New connections the broker accepts per second (measured as client quotas are, "
               "over quota.window.num windows); above it the listener waits before accepting "

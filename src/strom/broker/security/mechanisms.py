@@ -4,7 +4,9 @@ RFC 7677), as Kafka's ``PlainSaslServer`` and ``ScramSaslServer`` answer.
 A mechanism is a small state machine: :meth:`step` takes the client's next token and returns
 the server's, or raises :class:`AuthenticationFailed` with the message the client is sent.
 ``complete`` says the exchange is over and ``user`` who was authenticated. Messages never say
-whether the user or the password was wrong.
+whether the user or the password was wrong. Each calls its ``admit`` with the user the client
+names before it checks any credential (:mod:`strom.broker.security.login_throttle`), which
+may refuse the login unchecked (:class:`LoginThrottled`).
 
 SCRAM exchange (no channel binding, as Kafka)::
 
@@ -27,6 +29,12 @@ from strom.common import scram
 from strom.metadata.image import ScramCredential
 
 CredentialLookup = Callable[[str, str], ScramCredential | None]  # (user, mechanism)
+#: Called with the user a client names (None: unknown) before its credentials are checked.
+Admit = Callable[[str | None], None]
+
+
+def admit_all(user: str | None) -> None:
+    """No login throttle."""
 
 
 class AuthenticationFailed(Exception):
@@ -36,6 +44,11 @@ class AuthenticationFailed(Exception):
     def __init__(self, message: str, detail: str | None = None) -> None:
         super().__init__(message)
         self.detail = detail
+
+
+class LoginThrottled(AuthenticationFailed):
+    """Refused without checking the credentials: the address or user is in back-off after
+    failed logins. Not a failure of its own."""
 
 
 class MechanismServer(Protocol):
@@ -53,8 +66,9 @@ class PlainServer:
     """PLAIN: one token ``[authzid] NUL user NUL password``, checked against the listener's
     JAAS users."""
 
-    def __init__(self, users: Mapping[str, str]) -> None:
+    def __init__(self, users: Mapping[str, str], admit: Admit = admit_all) -> None:
         self._users = users
+        self._admit = admit
         self.complete = False
         self.user: str | None = None
         self.expires_ms: int | None = None
@@ -75,6 +89,7 @@ class PlainServer:
             raise AuthenticationFailed("Authentication failed: username not specified")
         if not password:
             raise AuthenticationFailed("Authentication failed: password not specified")
+        self._admit(user)
         expected = self._users.get(user)
         # Compare even for an unknown user, so timing does not reveal which users exist.
         good = hmac.compare_digest((expected or "\x00" + password).encode(),
@@ -91,9 +106,11 @@ class PlainServer:
 class ScramServer:
     """SCRAM-SHA-256 / SCRAM-SHA-512 against the credentials in the metadata store."""
 
-    def __init__(self, mechanism: str, credentials: CredentialLookup) -> None:
+    def __init__(self, mechanism: str, credentials: CredentialLookup,
+                 admit: Admit = admit_all) -> None:
         self._mechanism = mechanism
         self._credentials = credentials
+        self._admit = admit
         self._failure = ("Authentication failed during authentication due to invalid "
                          f"credentials with SASL mechanism {mechanism}")
         self._first_bare = ""
@@ -135,6 +152,7 @@ class ScramServer:
         if authzid and _unescape(authzid) != user:
             raise AuthenticationFailed("Authentication failed: Client requested an "
                                        "authorization id that is different from username")
+        self._admit(user)
         credential = self._credentials(user, self._mechanism)
         if credential is None:
             raise AuthenticationFailed(self._failure)

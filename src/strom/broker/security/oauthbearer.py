@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from strom.broker.security.jwt_validator import InvalidToken, JwtValidator
-from strom.broker.security.mechanisms import AuthenticationFailed
+from strom.broker.security.mechanisms import Admit, AuthenticationFailed, admit_all
 
 _KEY = re.compile(r"[A-Za-z]+")
 _VALUE = re.compile(r"[\x21-\x7E \t\r\n]*")
@@ -33,8 +33,9 @@ INVALID_TOKEN = b'{"status":"invalid_token"}'
 class OAuthBearerServer:
     """One OAUTHBEARER exchange on one connection."""
 
-    def __init__(self, validator: JwtValidator) -> None:
+    def __init__(self, validator: JwtValidator, admit: Admit = admit_all) -> None:
         self._validator = validator
+        self._admit = admit
         self._error: tuple[str, str] | None = None  # (message to send, reason to log)
         self.complete = False
         self.user: str | None = None
@@ -47,6 +48,7 @@ class OAuthBearerServer:
         if self.complete:
             raise AuthenticationFailed(_INVALID, "OAUTHBEARER exchange already complete")
         self._error = None
+        self._admit(None)  # tokens are signed, nothing to guess: not throttled
         authzid, bearer = parse_initial_response(token)
         try:
             validated = self._validator.validate(bearer)

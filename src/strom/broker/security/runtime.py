@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.broker.security.listeners import Listener, ListenerSet, SecurityProtocol
+from strom.broker.security.login_throttle import LoginThrottle
 from strom.broker.security.mechanisms import CredentialLookup
 from strom.broker.security.principal import ANONYMOUS, PrincipalMapper, PrincipalRulesError
 from strom.broker.security.sasl import SaslConfigError, SaslSession, SaslSettings, sasl_settings
@@ -47,6 +48,7 @@ class ListenerRuntime:
 def build_runtimes(config: BrokerConfig, listeners: ListenerSet,
                    credentials: CredentialLookup) -> list[ListenerRuntime]:
     out = []
+    throttle = LoginThrottle.from_config(config)  # one for all SASL listeners
     for listener in listeners.listeners:
         context = mapper = None
         if listener.protocol.uses_tls:
@@ -56,7 +58,7 @@ def build_runtimes(config: BrokerConfig, listeners: ListenerSet,
                 mapper = PrincipalMapper(rules)
             except PrincipalRulesError as exc:
                 raise SaslConfigError(f"TLS listener {listener.name}: {exc}") from None
-        sasl = sasl_settings(config, listener, credentials) \
+        sasl = sasl_settings(config, listener, credentials, throttle) \
             if listener.protocol.uses_sasl else None
         out.append(ListenerRuntime(listener, context, mapper, sasl))
     return out

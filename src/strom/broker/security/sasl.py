@@ -8,7 +8,10 @@ After a v1 handshake the tokens come in SaslAuthenticate requests; after a v0 ha
 come as raw size-prefixed frames without a request header, and are answered the same way
 (the pre-KIP-152 framing older clients use). A failed authentication is answered with
 SASL_AUTHENTICATION_FAILED and its message (v0: no answer) after
-``connection.failed.authentication.delay.ms``, logged, and the connection closed.
+``connection.failed.authentication.delay.ms``, logged, and the connection closed. Failures
+are counted per client address and user, and an address or user that keeps failing has its
+logins refused unchecked for a growing back-off
+(:mod:`strom.broker.security.login_throttle`).
 
 Re-authentication (KIP-368, Kafka's ``SaslServerAuthenticator.ReauthInfo``): a session has a
 lifetime when ``connections.max.reauth.ms`` (per listener and mechanism) is set or its
@@ -37,12 +40,16 @@ from strom.broker.security.jwt_validator import (
     jwt_validator,
 )
 from strom.broker.security.listeners import Listener
+from strom.broker.security.login_throttle import LoginGate, LoginThrottle
 from strom.broker.security.mechanisms import (
+    Admit,
     AuthenticationFailed,
     CredentialLookup,
+    LoginThrottled,
     MechanismServer,
     PlainServer,
     ScramServer,
+    admit_all,
 )
 from strom.broker.security.oauthbearer import OAuthBearerServer
 from strom.common.config import BrokerConfig
@@ -68,18 +75,20 @@ class SaslSettings:
     credentials: CredentialLookup
     oauth: JwtValidator | None = None
     reauth_ms: Mapping[str, int] = field(default_factory=dict)  # mechanism → ms (0: none)
+    #: The broker's failed-login throttle (shared by its SASL listeners); None: off.
+    throttle: LoginThrottle | None = None
 
-    def server(self, mechanism: str) -> MechanismServer:
+    def server(self, mechanism: str, admit: Admit = admit_all) -> MechanismServer:
         if mechanism == "PLAIN":
-            return PlainServer(self.plain_users)
+            return PlainServer(self.plain_users, admit)
         if mechanism == "OAUTHBEARER":
             assert self.oauth is not None
-            return OAuthBearerServer(self.oauth)
-        return ScramServer(mechanism, self.credentials)
+            return OAuthBearerServer(self.oauth, admit)
+        return ScramServer(mechanism, self.credentials, admit)
 
 
-def sasl_settings(config: BrokerConfig, listener: Listener,
-                  credentials: CredentialLookup) -> SaslSettings:
+def sasl_settings(config: BrokerConfig, listener: Listener, credentials: CredentialLookup,
+                  throttle: LoginThrottle | None = None) -> SaslSettings:
     """The listener's settings, checked: PLAIN needs a JAAS config with users (per listener
     and mechanism, else ``sasl.jaas.config``)."""
     name = listener.name
@@ -104,7 +113,7 @@ def sasl_settings(config: BrokerConfig, listener: Listener,
     oauth = _oauth_validator(config, name) if "OAUTHBEARER" in mechanisms else None
     reauth = {m: int(config.for_listener(name, "connections.max.reauth.ms", m))
               for m in mechanisms}
-    return SaslSettings(name, mechanisms, users, delay, credentials, oauth, reauth)
+    return SaslSettings(name, mechanisms, users, delay, credentials, oauth, reauth, throttle)
 
 
 def _oauth_validator(config: BrokerConfig, listener: str) -> JwtValidator:
@@ -156,6 +165,7 @@ class SaslSession:
         self._reauthenticating = False
         self._bad_mechanism: str | None = None
         self._clock, self._wall = clock, wall
+        self._gate: LoginGate | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -198,7 +208,11 @@ class SaslSession:
                                    f"'{self.mechanism}'")
         else:
             self.mechanism = mechanism
-            self._server = self.settings.server(mechanism)
+            throttle = self.settings.throttle
+            self._gate = None if throttle is None else throttle.gate(
+                self.peer.rpartition(":")[0] or self.peer)
+            self._server = self.settings.server(
+                mechanism, admit_all if self._gate is None else self._gate.admit)
         self.raw_tokens = version == 0
         self.state = SaslState.AUTHENTICATING
         return True
@@ -218,11 +232,15 @@ class SaslSession:
                     f": User.{server.user}")
         except AuthenticationFailed as exc:
             self.state = SaslState.FAILED
+            if self._gate is not None and not isinstance(exc, LoginThrottled):
+                self._gate.failed()
             what = "re-authentication" if self._reauthenticating else "authentication"
             _failures.log("Failed %s with %s (listener %s, %s): %s", what, self.peer,
                           self.settings.listener, self.mechanism, exc.detail or exc)
             raise
         if server.complete:
+            if self._gate is not None:
+                self._gate.succeeded()
             self._complete(server)
         return answer
 

@@ -89,7 +89,9 @@ class Acceptor:
         self._ssl = ssl_context
         self._handshake_timeout = handshake_timeout_s if ssl_context is not None else None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._paused: dict[socket.socket, tuple[asyncio.TimerHandle, socket.socket | None]] = {}
+        # listening socket → (timer, connection to go on with after the pause, its address)
+        self._paused: dict[socket.socket,
+                           tuple[asyncio.TimerHandle, socket.socket | None, str]] = {}
         self._handshakes: set[asyncio.Task[object]] = set()
         self._held: dict[socket.socket, asyncio.TimerHandle] = {}
         self._closed = False
@@ -112,7 +114,7 @@ class Acceptor:
                 if exc.errno in _OUT_OF_RESOURCES:
                     self._errors.log("listener %s cannot accept connections: %s; retrying in "
                                      "%.0f s", self._listener, exc.strerror, RESOURCE_RETRY_S)
-                    self._pause(sock, RESOURCE_RETRY_S, None)
+                    self._pause(sock, RESOURCE_RETRY_S, None, "")
                     return
                 continue  # ECONNABORTED and the like: that connection is gone
             conn.setblocking(False)
@@ -122,21 +124,22 @@ class Acceptor:
                 self._throttled.log("listener %s: connections arrive faster than "
                                     "max.connection.creation.rate; accepting paused for %.0f ms",
                                     self._listener, delay * 1000)
-                self._pause(sock, delay, conn)
+                self._pause(sock, delay, conn, ip)
                 return
             self._admit(conn, ip)
 
-    def _pause(self, sock: socket.socket, seconds: float, conn: socket.socket | None) -> None:
-        """Stop accepting on ``sock`` for ``seconds``; ``conn`` (accepted) goes on after."""
+    def _pause(self, sock: socket.socket, seconds: float, conn: socket.socket | None,
+               ip: str) -> None:
+        """Stop accepting on ``sock`` for ``seconds``; ``conn`` (accepted, from ``ip``) goes
+        on after."""
         assert self._loop is not None
         self._loop.remove_reader(sock.fileno())
-        self._paused[sock] = (self._loop.call_later(seconds, self._resume, sock), conn)
+        self._paused[sock] = (self._loop.call_later(seconds, self._resume, sock), conn, ip)
 
     def _resume(self, sock: socket.socket) -> None:
-        _timer, conn = self._paused.pop(sock)
+        _timer, conn, ip = self._paused.pop(sock)
         if conn is not None:
-            peer = conn.getpeername() if conn.fileno() >= 0 else ("?",)
-            self._admit(conn, str(peer[0]))
+            self._admit(conn, ip)
         if not self._closed:
             assert self._loop is not None
             self._loop.add_reader(sock.fileno(), self._accept, sock)
@@ -188,7 +191,7 @@ class Acceptor:
             if loop is not None and sock not in self._paused and sock.fileno() >= 0:
                 loop.remove_reader(sock.fileno())
             sock.close()
-        for timer, conn in self._paused.values():
+        for timer, conn, _ip in self._paused.values():
             timer.cancel()
             if conn is not None:
                 conn.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import uuid
 from typing import NamedTuple, NewType
 
 Offset = NewType("Offset", int)
@@ -30,3 +32,18 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    """Kafka's text form of a ``Uuid`` (topic ids in ZooKeeper and ``partition.metadata``):
+    URL-safe base64 of the 16 bytes, without padding (22 characters)."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    """The ``Uuid`` :func:`kafka_uuid` wrote; ValueError if ``text`` is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, TypeError) as exc:  # binascii.Error is a ValueError
+        raise ValueError(f"not a Kafka uuid: {text!r}") from exc
+    return uuid.UUID(bytes=raw)

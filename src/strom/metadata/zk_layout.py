@@ -53,7 +53,6 @@ Pure functions only (bytes in, values out); the store does the I/O.
 
 from __future__ import annotations
 
-import base64
 import enum
 import json
 import time
@@ -71,6 +70,7 @@ from strom.common.acl import (
     ResourceType,
 )
 from strom.common.scram import format_credential, parse_credential
+from strom.common.types import kafka_uuid, parse_kafka_uuid
 from strom.metadata.image import (
     BrokerInfo,
     Endpoint,
@@ -234,15 +234,6 @@ def decode_broker(node_id: int, data: bytes, epoch: int = -1) -> BrokerInfo:
     if endpoints == [Endpoint("PLAINTEXT", address, port)]:
         endpoints = []
     return BrokerInfo(node_id, address, port, value.get("rack"), tuple(endpoints), epoch)
-
-
-def kafka_uuid(topic_id: uuid.UUID) -> str:
-    """Kafka's text form of a Uuid: URL-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
-def parse_kafka_uuid(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
 #: A partition's assignment in the topic znode: (replicas, adding, removing).

@@ -33,9 +33,10 @@ from strom.protocol.records.batch import (
     set_max_timestamp,
 )
 from strom.protocol.records.control import EndTxnMarker, read_end_txn_marker
-from strom.storage import log_timestamps
+from strom.storage import log_timestamps, partition_metadata
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
+    CorruptFileError,
     fsync_dir,
     parse_partition_dir,
     read_fully,
@@ -138,9 +139,12 @@ class Log:
 
     Directory contents: ``<base>.log/.index/.timeindex`` per segment (and ``.txnindex`` for
     segments holding abort markers of transactions with data here),
-    ``leader-epoch-checkpoint`` (:class:`LeaderEpochCache`) and ``<offset>.snapshot`` producer
-    state (:class:`ProducerStateManager`). The last segment is the active one; appends go
-    there, rolling to a new segment by ``segment.bytes`` / ``segment.ms`` / a full index.
+    ``leader-epoch-checkpoint`` (:class:`LeaderEpochCache`), ``<offset>.snapshot`` producer
+    state (:class:`ProducerStateManager`) and ``partition.metadata``, the topic id
+    (:mod:`strom.storage.partition_metadata`; :attr:`topic_id`, None for a log from before
+    topic ids were stored until :meth:`assign_topic_id`). The last segment is the active one;
+    appends go there, rolling to a new segment by ``segment.bytes`` / ``segment.ms`` / a full
+    index.
 
     Offsets: ``log_start_offset <= log_end_offset`` (LEO, the next offset to assign);
     ``recovery_point`` is the offset below which everything is fsynced. The log does not know
@@ -219,6 +223,9 @@ class Log:
         self._truncated_to: int | None = None
         self._dir_dirty = False
         self._closed = False
+        #: The id of the topic this log belongs to (``partition.metadata``); None: unknown
+        #: (written before topic ids were stored, or the file is damaged).
+        self.topic_id: uuid.UUID | None = None
 
     # ------------------------------------------------------------------------------------
     # opening and recovery
@@ -243,6 +250,7 @@ class Log:
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, config, clock)
         try:
+            self.topic_id = _stored_topic_id(directory)
             self._load(recovery_point, log_start_offset, clean_shutdown)
         except BaseException:
             self._close_files()
@@ -775,6 +783,20 @@ class Log:
     # ------------------------------------------------------------------------------------
     # configuration and lifecycle
     # ------------------------------------------------------------------------------------
+    def assign_topic_id(self, topic_id: uuid.UUID, *, replace: bool = False) -> None:
+        """Record ``topic_id`` as this log's topic (``partition.metadata``, durable on
+        return). Only a log without one takes an id: a log of another topic id is a different
+        topic's, never re-labelled (ValueError) — unless ``replace``, for the one case where
+        the topic is the same but its id was lost (the metadata recovered from its previous
+        copy re-creates the topic around its logs)."""
+        if self.topic_id == topic_id:
+            return
+        if self.topic_id is not None and not replace:
+            raise ValueError(f"{self.directory.name} belongs to topic id {self.topic_id}, "
+                             f"not {topic_id}")
+        partition_metadata.write_topic_id(self.directory, topic_id)
+        self.topic_id = topic_id
+
     def update_config(self, config: TopicConfig) -> None:
         self.config = config
         self._settings = LogSettings(config)
@@ -944,3 +966,14 @@ def _collect_aborted(segments: list[LogSegment], slot: int, start_offset: int,
         if complete:
             break
     return found
+
+
+def _stored_topic_id(directory: Path) -> uuid.UUID | None:
+    """The topic id in ``directory``'s ``partition.metadata``; a damaged file is reported
+    and read as no id (the owner adopts the log again rather than lose its records)."""
+    try:
+        return partition_metadata.read_topic_id(directory)
+    except CorruptFileError as exc:
+        log.warning("%s: ignoring a damaged %s: %s", directory.name,
+                    partition_metadata.PARTITION_METADATA_FILE, exc)
+        return None

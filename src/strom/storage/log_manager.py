@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
@@ -144,11 +145,14 @@ class LogManager:
     def logs(self) -> list[Log]:
         return list(self._logs.values())
 
-    def create(self, topic: str, partition: int, config: TopicConfig) -> Log:
-        """The log of a partition, created empty if it does not exist yet.
+    def create(self, topic: str, partition: int, config: TopicConfig,
+               topic_id: uuid.UUID | None = None) -> Log:
+        """The log of a partition, created empty if it does not exist yet, labelled with
+        ``topic_id`` (``partition.metadata``) when given. An existing log is returned as it
+        is: its topic id is for the caller to check.
 
-        All or nothing: if the log cannot be opened, a directory this call created is
-        removed again before the error propagates."""
+        All or nothing: if the log cannot be opened or labelled, a directory this call
+        created is removed again before the error propagates."""
         tp = TopicPartition(topic, partition)
         existing = self._logs.get(tp)
         if existing is not None:
@@ -159,6 +163,12 @@ class LogManager:
             plog = default_pool().with_descriptors(
                 partial(Log.open, directory, config, clock=self.clock, clean_shutdown=True),
                 directory)
+            if topic_id is not None:
+                try:
+                    plog.assign_topic_id(topic_id)
+                except BaseException:
+                    plog.close()
+                    raise
         except BaseException:
             if created:
                 _remove_new_log_dir(directory)
@@ -176,19 +186,21 @@ class LogManager:
         """Delete every partition log of ``topic`` (directories removed)."""
         self.delete_logs([tp for tp in self._logs if tp.topic == topic])
 
-    def delete_logs(self, partitions: Iterable[TopicPartition]) -> None:
-        """Delete the logs of ``partitions`` that exist (directories removed)."""
-        deleted = False
+    def delete_logs(self, partitions: Iterable[TopicPartition]) -> list[Log]:
+        """Delete the logs of ``partitions`` that exist (directories removed); returns the
+        logs deleted (closed: their names and topic ids remain readable)."""
+        deleted: list[Log] = []
         for tp in partitions:
             plog = self._logs.pop(tp, None)
             if plog is None:
                 continue
             plog.delete()  # waits for an in-flight cleaning pass to stop
-            deleted = True
+            deleted.append(plog)
             if self._cleaner is not None:
                 self._cleaner.forget(tp)
         if deleted:
             fsync_dir(self.data_dir)
+        return deleted
 
     def partitions(self) -> list[TopicPartition]:
         """The partitions that have a log here."""

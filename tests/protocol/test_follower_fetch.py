@@ -1,4 +1,5 @@
-"""The follower's Fetch v12 codec against kafka-python (the oracle) and strom's broker side.
+"""The follower's Fetch v13 codec (topics by id) against kafka-python (the oracle) and
+strom's broker side.
 
 Requests: byte-identical to kafka-python's encoding of the same fields, and decoded back by
 the broker's own decoder. Responses: what kafka-python encodes and what the broker's encoder
@@ -6,6 +7,7 @@ writes decode to the same fields, records coming back as slices of the response 
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -26,15 +28,15 @@ V = FOLLOWER_FETCH_VERSION
 int16s = st.integers(-(2**15), 2**15 - 1)
 int32s = st.integers(-(2**31), 2**31 - 1)
 int64s = st.integers(-(2**63), 2**63 - 1)
-names = st.text(min_size=1, max_size=12)
+ids = st.binary(min_size=16, max_size=16)
 
 request_partitions = st.lists(st.builds(fast.FetchPartition, int32s, int32s, int64s, int32s,
                                         int64s, int32s), max_size=4)
 requests = st.builds(
     fast.FetchRequest, int32s, int32s, int32s, int32s, st.integers(0, 1), int32s, int32s,
-    st.lists(st.builds(lambda n, ps: fast.FetchTopic(n, None, ps), names, request_partitions),
+    st.lists(st.builds(lambda i, ps: fast.FetchTopic(None, i, ps), ids, request_partitions),
              max_size=3),
-    st.lists(st.tuples(names, st.none(), st.lists(int32s, max_size=3)), max_size=2),
+    st.lists(st.tuples(st.none(), ids, st.lists(int32s, max_size=3)), max_size=2),
     st.text(max_size=8))
 
 
@@ -43,15 +45,21 @@ def kafka_request(r: fast.FetchRequest) -> bytes:
         version=V, replica_id=r.replica_id, max_wait_ms=r.max_wait_ms, min_bytes=r.min_bytes,
         max_bytes=r.max_bytes, isolation_level=r.isolation_level, session_id=r.session_id,
         session_epoch=r.session_epoch,
-        topics=[KFetchRequest.FetchTopic(version=V, topic=t.name, partitions=[
+        topics=[KFetchRequest.FetchTopic(version=V, topic_id=_uuid(t.topic_id), partitions=[
             KFetchRequest.FetchTopic.FetchPartition(
                 version=V, partition=p.partition, current_leader_epoch=p.current_leader_epoch,
                 fetch_offset=p.fetch_offset, last_fetched_epoch=p.last_fetched_epoch,
                 log_start_offset=p.log_start_offset, partition_max_bytes=p.partition_max_bytes)
             for p in t.partitions]) for t in r.topics],
         forgotten_topics_data=[KFetchRequest.ForgottenTopic(
-            version=V, topic=name, partitions=ps) for name, _id, ps in r.forgotten],
+            version=V, topic_id=_uuid(topic_id), partitions=ps)
+            for _name, topic_id, ps in r.forgotten],
         rack_id=r.rack_id).encode(version=V))
+
+
+def _uuid(raw: bytes | None) -> uuid.UUID:
+    assert raw is not None
+    return uuid.UUID(bytes=raw)
 
 
 @given(request=requests)
@@ -69,7 +77,7 @@ results = st.builds(
     st.lists(st.binary(max_size=40), max_size=2),
     st.none() | st.tuples(st.integers(0, 2**31 - 1), int64s),
     st.none() | st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)))
-topics = st.lists(st.builds(lambda n, ps: fast.FetchTopicResult(n, None, ps), names,
+topics = st.lists(st.builds(lambda i, ps: fast.FetchTopicResult("", i, ps), ids,
                             st.lists(results, max_size=3)), max_size=3)
 
 
@@ -82,18 +90,21 @@ def test_response_from_the_broker_encoder_decodes_to_its_fields(
     decoded = decode_follower_fetch_response(body)
     assert (decoded.throttle_time_ms, decoded.error_code, decoded.session_id) == (
         throttle, error, session)
-    expected = [(t.name, p) for t in topics for p in t.partitions]
+    expected = [(t.topic_id, p) for t in topics for p in t.partitions]
     assert len(decoded.partitions) == len(expected)
-    for got, (name, want) in zip(decoded.partitions, expected, strict=True):
-        assert (got.topic, got.partition, got.error_code, got.high_watermark,
+    for got, (topic_id, want) in zip(decoded.partitions, expected, strict=True):
+        assert (got.topic_id, got.partition, got.error_code, got.high_watermark,
                 got.last_stable_offset, got.log_start_offset, got.preferred_read_replica) == (
-            name, want.partition, want.error_code, want.high_watermark,
+            topic_id, want.partition, want.error_code, want.high_watermark,
             want.last_stable_offset, want.log_start_offset, want.preferred_read_replica)
         aborted = want.aborted_transactions
         assert got.aborted_transactions == (None if aborted is None else tuple(aborted))
         assert bytes(got.records) == b"".join(want.records)  # type: ignore[arg-type]
         assert got.diverging_epoch == want.diverging_epoch
         assert got.current_leader == want.current_leader
+
+
+T_ID = uuid.UUID(int=7)
 
 
 def kafka_response(fields: dict[str, Any]) -> memoryview:
@@ -103,20 +114,21 @@ def kafka_response(fields: dict[str, Any]) -> memoryview:
 def test_records_are_slices_of_the_response_not_copies() -> None:
     records = bytes(range(61)) * 3
     body = kafka_response({"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-                           "responses": [{"topic": "t", "partitions": [
+                           "responses": [{"topic_id": T_ID, "partitions": [
                                {"partition_index": 2, "error_code": 0, "high_watermark": 9,
                                 "last_stable_offset": 9, "log_start_offset": 0,
                                 "aborted_transactions": None, "preferred_read_replica": -1,
                                 "records": records}]}]})
     [partition] = decode_follower_fetch_response(body).partitions
-    assert (partition.topic, partition.partition, partition.high_watermark) == ("t", 2, 9)
+    assert (partition.topic_id, partition.partition, partition.high_watermark) == (
+        T_ID.bytes, 2, 9)
     assert partition.records == records
     assert partition.records.obj is body.obj  # a view into the frame, not a copy
 
 
 def test_null_records_decode_as_empty() -> None:
     body = kafka_response({"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-                           "responses": [{"topic": "t", "partitions": [
+                           "responses": [{"topic_id": T_ID, "partitions": [
                                {"partition_index": 0, "error_code": 6, "high_watermark": -1,
                                 "last_stable_offset": -1, "log_start_offset": -1,
                                 "aborted_transactions": None, "preferred_read_replica": -1,
@@ -127,7 +139,7 @@ def test_null_records_decode_as_empty() -> None:
 
 def test_a_truncated_response_is_an_error_not_an_index_error() -> None:
     body = bytes(kafka_response({"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-                                 "responses": [{"topic": "t", "partitions": [
+                                 "responses": [{"topic_id": T_ID, "partitions": [
                                      {"partition_index": 0, "records": b"x" * 80}]}]}))
     for cut in (3, 12, len(body) - 30):
         with pytest.raises(InvalidRequestError):

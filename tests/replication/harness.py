@@ -26,8 +26,9 @@ def partition_info(index: int = 0, *, leader: int = NODE, epoch: int = 0,
 
 
 def image(*partitions: PartitionInfo, topic: str = "t", configs: Mapping[str, str] | None = None,
-          internal: bool = False, epoch: int = 1) -> MetadataImage:
-    topics = {topic: TopicInfo(topic, TOPIC_ID, tuple(partitions), dict(configs or {}),
+          internal: bool = False, epoch: int = 1, topic_id: uuid.UUID = TOPIC_ID
+          ) -> MetadataImage:
+    topics = {topic: TopicInfo(topic, topic_id, tuple(partitions), dict(configs or {}),
                                internal)} if partitions else {}
     brokers = {b: BrokerInfo(b, "127.0.0.1", 9000 + b) for b in (1, 2, 3)}
     return MetadataImage("cluster", epoch, NODE, brokers, topics)

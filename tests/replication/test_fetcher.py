@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import uuid
 from pathlib import Path
 
 import pytest
@@ -347,3 +348,35 @@ def test_a_throttled_partition_is_left_out_while_the_follower_quota_is_exceeded(
     quota.bound = 1
     assert quota.is_quota_exceeded()
     assert pair.fetcher.fetch_request(pair.now) is not None
+
+
+def test_a_partition_replaced_by_another_topic_of_its_name_starts_over(tmp_path: Path) -> None:
+    """The topic was deleted and created again under its name while this follower did not
+    look: same leader, same epoch, another topic id. The follower drops its fetch position
+    (the old log's end), ignores an answer for the old topic still in flight, and follows the
+    new topic from its own, empty log; every Fetch names the topic id it is for."""
+    pair = Pair(tmp_path, follower=((0, 3),), leader=((0, 3),), leader_epoch=0)
+    pair.run()
+    assert pair.fetcher.state(TP).fetch_offset == 3  # type: ignore[union-attr]
+    in_flight = pair.fetcher.fetch_request(pair.now)
+    assert in_flight is not None
+    assert [q.topic_id for q in in_flight.partitions] == [pair.follower.topic_id]
+    late = pair.network.fetch(in_flight)
+    # the new topic: both sides start empty, with another id, at the same leader and epoch
+    new_id = uuid.UUID(int=99)
+    pair.lh.apply(make_image(partition_info(epoch=0, replicas=(1, 2, 3)), epoch=3,
+                             topic_id=new_id))
+    pair.fh.apply(make_image(partition_info(leader=2, epoch=0, replicas=(1, 2, 3)), epoch=3,
+                             topic_id=new_id))
+    follower, leader = pair.fh.replicas.partition(TP), pair.lh.replicas.partition(TP)
+    assert follower is not None and leader is not None
+    assert follower.topic_id == new_id and follower.log_end_offset == 0
+    pair.fetcher.on_fetch_response(in_flight, late, pair.now)  # the old topic's answer
+    assert follower.log_end_offset == 0
+    write(leader, (0, 5))  # past the old log's end: fetching from there would skip 0-2
+    pair.network.partition = leader
+    pair.run()
+    assert read_all(follower.log) == read_all(leader.log)
+    assert pair.fetcher.state(TP).fetch_offset == 5  # type: ignore[union-attr]
+    request = pair.fetcher.fetch_request(pair.now)
+    assert request is not None and [q.topic_id for q in request.partitions] == [new_id]

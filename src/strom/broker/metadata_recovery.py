@@ -5,8 +5,8 @@ write older when the current file is damaged. That write may have created a topi
 partitions whose logs (and acknowledged records) are on disk; the replica manager deletes the
 logs of topics the image does not name, so before it sees the image those topics are put back
 — with the partition count found on disk, one replica, default configs and a new topic id
-(the lost write's configs and id are not recoverable), ``__consumer_offsets`` with its own
-internal settings — each with a WARNING.
+(the lost write's configs and id are not recoverable; the logs are labelled with the new id),
+``__consumer_offsets`` with its own internal settings — each with a WARNING.
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ def keep_topics_on_disk(state: BrokerState, logs: LogManager) -> None:
                 state.ensure_offsets_topic()
             else:
                 state.create_topic(topic, count, 1)
+            topic_id = state.store.image.topics[topic].topic_id
+            for plog in logs.logs():
+                if plog.topic == topic:
+                    plog.assign_topic_id(topic_id, replace=True)
             log.warning("topic %s has logs on disk but not in the recovered metadata: kept, "
                         "with %d partition(s) and default configs", topic, count)
         elif len(known.partitions) < count:

@@ -7,9 +7,10 @@ spreads them over ``num.replica.fetchers`` fetchers per leader (a partition alwa
 the same one: CRC-32 of the topic name plus the partition number, modulo the count). Each
 fetcher runs as one task with one connection to its leader's inter-broker listener (TLS / SASL
 from :mod:`strom.broker.security.inter_broker`, as transaction markers connect): it sends
-OffsetForLeaderEpoch (v4) for the partitions that must truncate, then Fetch (v12, by topic
-name, sessionless; hand-written codec :mod:`strom.protocol.follower_fetch`, the records
-appended as slices of the response) for the others, one request at a time, feeding every
+OffsetForLeaderEpoch (v4) for the partitions that must truncate, then Fetch (v13, by topic
+id — a leader holding another topic of the same name refuses it —, sessionless; hand-written
+codec :mod:`strom.protocol.follower_fetch`, the records appended as slices of the response)
+for the others, one request at a time, feeding every
 answer back to the state machine; with nothing ready it sleeps until a paused partition is
 due or partitions are added. A connection that fails is dropped (reopened on the next
 request) and the request's partitions pause for ``replica.fetch.backoff.ms``. A fetcher left
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -318,21 +320,27 @@ class _FetcherRunner:
             self.fetcher.on_request_failed(request.partitions, self._clock.now_ms())
             await asyncio.sleep(self.fetcher.settings.backoff_ms / 1000)
             return
-        answers = {TopicPartition(p.topic, p.partition): FetchAnswer(
+        names = {_id_bytes(q.topic_id): q.tp.topic for q in request.partitions}
+        answers = {TopicPartition(names[p.topic_id], p.partition): FetchAnswer(
             p.error_code, p.high_watermark, p.log_start_offset, p.records)
-            for p in response.partitions}
+            for p in response.partitions if p.topic_id in names}
         self.fetcher.on_fetch_response(request, answers, self._clock.now_ms())
 
 
+def _id_bytes(topic_id: uuid.UUID | None) -> bytes:
+    return topic_id.bytes if topic_id is not None else bytes(16)
+
+
 def _wire_request(request: FetchRequest) -> wire_fetch.FetchRequest:
-    """The fetcher's request as Fetch v12 fields (sessionless, read_uncommitted)."""
-    by_topic: dict[str, list[wire_fetch.FetchPartition]] = {}
+    """The fetcher's request as Fetch v13 fields (topics by id, sessionless,
+    read_uncommitted)."""
+    by_topic: dict[bytes, list[wire_fetch.FetchPartition]] = {}
     for q in request.partitions:
-        by_topic.setdefault(q.tp.topic, []).append(wire_fetch.FetchPartition(
+        by_topic.setdefault(_id_bytes(q.topic_id), []).append(wire_fetch.FetchPartition(
             q.tp.partition, q.current_leader_epoch, q.fetch_offset, -1, q.log_start_offset,
             q.partition_max_bytes))
     return wire_fetch.FetchRequest(
         request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
         isolation_level=0, session_id=0, session_epoch=-1,
-        topics=[wire_fetch.FetchTopic(t, None, ps) for t, ps in by_topic.items()],
+        topics=[wire_fetch.FetchTopic(None, t, ps) for t, ps in by_topic.items()],
         forgotten=[], rack_id="")

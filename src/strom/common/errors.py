@@ -245,6 +245,7 @@ UnsupportedCompressionTypeError: type[KafkaError] = _BY_NAME["UNSUPPORTED_COMPRE
 InvalidRecordError: type[KafkaError] = _BY_NAME["INVALID_RECORD"]
 ProducerFencedError: type[KafkaError] = _BY_NAME["PRODUCER_FENCED"]
 UnknownTopicIdError: type[KafkaError] = _BY_NAME["UNKNOWN_TOPIC_ID"]
+InconsistentTopicIdError: type[KafkaError] = _BY_NAME["INCONSISTENT_TOPIC_ID"]
 NotLeaderOrFollowerError: type[KafkaError] = _BY_NAME["NOT_LEADER_OR_FOLLOWER"]
 FencedLeaderEpochError: type[KafkaError] = _BY_NAME["FENCED_LEADER_EPOCH"]
 UnknownLeaderEpochError: type[KafkaError] = _BY_NAME["UNKNOWN_LEADER_EPOCH"]

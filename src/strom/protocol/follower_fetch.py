@@ -1,4 +1,4 @@
-"""The follower's side of Fetch v12, hand-written (sans-io): the request a replica fetcher
+"""The follower's side of Fetch v13, hand-written (sans-io): the request a replica fetcher
 sends and the response it reads, records kept as memoryview slices of the response frame.
 
 The broker's side (:mod:`strom.protocol.fast`) decodes requests and encodes responses; this
@@ -6,22 +6,25 @@ is the mirror image, for :mod:`strom.broker.replica_fetch`. Going through kafka-
 generated classes instead built a message object per request from dicts and copied every
 partition's records into ``bytes`` on decode (measured in ``docs/benchmarks.md``, "Cluster").
 
-Only v12 is written: the last version with topics by name and ``replica_id`` in the body
-(v13 names topics by id, v15 moves the replica id into a tagged ``ReplicaState``). Request
-layout (flexible: compact strings / arrays are uvarint N+1, every struct ends with tags)::
+Only v13 is written: the first version naming topics by id (KIP-516: a leader that holds
+another topic of the same name — deleted and created again — answers UNKNOWN_TOPIC_ID or
+INCONSISTENT_TOPIC_ID instead of serving the wrong generation) and the last with
+``replica_id`` in the body (v15 moves it into a tagged ``ReplicaState``). Request layout
+(flexible: compact strings / arrays are uvarint N+1, every struct ends with tags)::
 
     replica_id int32, max_wait_ms int32, min_bytes int32, max_bytes int32,
     isolation_level int8, session_id int32, session_epoch int32,
-    topics []: topic compact string,
+    topics []: topic_id uuid (16 bytes),
         partitions []: partition int32, current_leader_epoch int32, fetch_offset int64,
                        last_fetched_epoch int32, log_start_offset int64,
                        partition_max_bytes int32, <tags>
         <tags>
-    forgotten_topics_data []: topic compact string, partitions [] int32, <tags>
+    forgotten_topics_data []: topic_id uuid, partitions [] int32, <tags>
     rack_id compact string, <tags>
 
-The response layout is :func:`strom.protocol.fast.encode_fetch_response`'s at v12. Malformed
-responses raise :class:`~strom.common.errors.InvalidRequestError` (the Reader's error).
+The response layout is :func:`strom.protocol.fast.encode_fetch_response`'s at v13 (each
+topic by its id). Malformed responses raise :class:`~strom.common.errors.InvalidRequestError`
+(the Reader's error).
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ from strom.protocol.primitives import (
     EMPTY_TAGGED_FIELDS,
     Reader,
     write_compact_string,
+    write_uuid,
     write_uvarint,
 )
 
-FOLLOWER_FETCH_VERSION = 12
+FOLLOWER_FETCH_VERSION = 13
 
 _HEAD = struct.Struct(">iiiibii")  # replica_id .. session_epoch
 _PARTITION = struct.Struct(">iiqiqi")  # partition .. partition_max_bytes
@@ -51,7 +55,8 @@ _ABORTED = struct.Struct(">qq")
 
 
 def encode_follower_fetch_request(request: FetchRequest) -> bytes:
-    """The v12 request body for ``request`` (topics by name; ``forgotten`` names too)."""
+    """The v13 request body for ``request`` (topics by ``topic_id``, forgotten ones too;
+    names are not sent)."""
     out = [_HEAD.pack(request.replica_id, request.max_wait_ms, request.min_bytes,
                       request.max_bytes, request.isolation_level, request.session_id,
                       request.session_epoch),
@@ -59,7 +64,7 @@ def encode_follower_fetch_request(request: FetchRequest) -> bytes:
     append = out.append
     pack = _PARTITION.pack
     for topic in request.topics:
-        append(write_compact_string(topic.name or ""))
+        append(write_uuid(topic.topic_id))
         append(write_uvarint(len(topic.partitions) + 1))
         for p in topic.partitions:
             append(pack(p.partition, p.current_leader_epoch, p.fetch_offset,
@@ -67,8 +72,8 @@ def encode_follower_fetch_request(request: FetchRequest) -> bytes:
             append(EMPTY_TAGGED_FIELDS)
         append(EMPTY_TAGGED_FIELDS)
     append(write_uvarint(len(request.forgotten) + 1))
-    for name, _topic_id, partitions in request.forgotten:
-        append(write_compact_string(name or ""))
+    for _name, topic_id, partitions in request.forgotten:
+        append(write_uuid(topic_id))
         append(write_uvarint(len(partitions) + 1))
         out.extend(_I32.pack(p) for p in partitions)
         append(EMPTY_TAGGED_FIELDS)
@@ -79,11 +84,12 @@ def encode_follower_fetch_request(request: FetchRequest) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class FetchedPartition:
-    """One partition of a decoded Fetch response. ``records`` is a slice of the response
-    (empty when the broker sent none or null); ``diverging_epoch`` (epoch, end offset) and
-    ``current_leader`` (id, epoch) are the v12 tagged fields, None when absent."""
+    """One partition of a decoded Fetch response: ``topic_id`` its topic's id (16 bytes).
+    ``records`` is a slice of the response (empty when the broker sent none or null);
+    ``diverging_epoch`` (epoch, end offset) and ``current_leader`` (id, epoch) are the
+    tagged fields, None when absent."""
 
-    topic: str
+    topic_id: bytes
     partition: int
     error_code: int
     high_watermark: int
@@ -108,12 +114,12 @@ _EMPTY = memoryview(b"")
 
 
 def decode_follower_fetch_response(body: memoryview) -> FollowerFetchResponse:
-    """Decode a v12 Fetch response body (after the response header)."""
+    """Decode a v13 Fetch response body (after the response header)."""
     r = Reader(body)
     throttle, error, session = r.unpack(_RESPONSE_HEAD)
     partitions: list[FetchedPartition] = []
     for _ in range(_count(r)):
-        topic = r.compact_string()
+        topic = r.uuid()
         for _ in range(_count(r)):
             partitions.append(_partition(r, topic))
         r.skip_tagged_fields()
@@ -128,7 +134,7 @@ def _count(r: Reader) -> int:
     return count
 
 
-def _partition(r: Reader, topic: str) -> FetchedPartition:
+def _partition(r: Reader, topic: bytes) -> FetchedPartition:
     index, error, high_watermark, last_stable, log_start = r.unpack(_PARTITION_HEAD)
     aborted: tuple[tuple[int, int], ...] | None = None
     count = r.compact_array_length()

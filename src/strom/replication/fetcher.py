@@ -60,15 +60,23 @@ deterministic simulation does the same with a scripted network and a manual cloc
         else:
             sleep until fetcher.next_wakeup_ms(now) (None: until partitions are added)
 
+Topic ids: each Fetch names the partition's topic id (the transport sends Fetch by id, so a
+leader holding another topic of the same name refuses it), and a hosted partition whose topic
+id changed — the topic was deleted and created again under its name, at the same leader and
+epoch — starts over (truncating, then fetching from its new log's end): a follower never
+feeds one generation's answers into another's log.
+
 Answers are matched to the request they answer: a partition removed, re-added at another
-epoch or moved on in between ignores a late answer. All times are milliseconds of the
-caller's clock. Owned by one task (the broker's event loop); not thread-safe.
+epoch, moved on or replaced by another topic's in between ignores a late answer. All times
+are milliseconds of the caller's clock. Owned by one task (the broker's event loop); not
+thread-safe.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -114,7 +122,8 @@ class Phase(enum.Enum):
 @dataclass(slots=True)
 class FollowedPartition:
     """One partition of a fetcher: its leader epoch, phase, next offset and pause;
-    ``caught_up``: the last answer's high watermark was reached (Kafka's lag <= 0)."""
+    ``caught_up``: the last answer's high watermark was reached (Kafka's lag <= 0);
+    ``topic_id``: the hosted partition's topic id when last looked at (None: not yet)."""
 
     tp: TopicPartition
     leader_epoch: int
@@ -122,6 +131,7 @@ class FollowedPartition:
     fetch_offset: int = -1
     delayed_until_ms: int = 0
     caught_up: bool = False
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +153,7 @@ class EpochQuery:
     tp: TopicPartition
     current_leader_epoch: int
     leader_epoch: int
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +178,8 @@ class FetchQuery:
     fetch_offset: int
     log_start_offset: int
     partition_max_bytes: int
+    #: the follower's topic id for ``tp`` (Fetch v13 names topics by id).
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,19 +250,36 @@ class ReplicaFetcher:
     def _pause(self, state: FollowedPartition, now_ms: int) -> None:
         state.delayed_until_ms = now_ms + self.settings.backoff_ms
 
+    def _follower(self, state: FollowedPartition) -> Partition | None:
+        """The hosted partition ``state`` follows (None: not followed here now). One of
+        another topic id than last time (the topic was deleted and created again under
+        its name) starts over: truncating, then fetching from its own log's end."""
+        partition = self._logs.follower(state.tp)
+        if partition is None or partition.topic_id == state.topic_id:
+            return partition
+        if state.topic_id is not None:
+            log.info("%s: now topic id %s (was %s): following it from the start", state.tp,
+                     partition.topic_id, state.topic_id)
+            state.phase = Phase.TRUNCATING
+            state.fetch_offset = -1
+            state.delayed_until_ms = 0
+            state.caught_up = False
+        state.topic_id = partition.topic_id
+        return partition
+
     # -- truncation -------------------------------------------------------------------------
     def epoch_request(self, now_ms: int) -> EpochRequest | None:
         """The OffsetForLeaderEpoch request for the partitions that must truncate first."""
         queries = []
         for state in self._ready(Phase.TRUNCATING, now_ms):
-            partition = self._logs.follower(state.tp)
-            if partition is None:
+            partition = self._follower(state)
+            if partition is None or state.phase is not Phase.TRUNCATING:
                 continue
             latest = partition.log.latest_epoch
             if latest == UNDEFINED_EPOCH:  # nothing with an epoch: fetch from the log end
                 self._start_fetching(state, partition)
                 continue
-            queries.append(EpochQuery(state.tp, state.leader_epoch, latest))
+            queries.append(EpochQuery(state.tp, state.leader_epoch, latest, partition.topic_id))
         if not queries:
             return None
         return EpochRequest(self.settings.replica_id, tuple(queries))
@@ -261,9 +291,9 @@ class ReplicaFetcher:
             if state is None or state.phase is not Phase.TRUNCATING or (
                     state.leader_epoch != query.current_leader_epoch):
                 continue  # removed or re-added since the request was built
-            partition = self._logs.follower(query.tp)
-            if partition is None:
-                continue
+            partition = self._follower(state)
+            if partition is None or partition.topic_id != query.topic_id:
+                continue  # another topic of the same name replaced it meanwhile
             answer = answers.get(query.tp)
             if answer is None or answer.error_code != NONE:
                 self._on_error(state, answer.error_code if answer else -1, "OffsetForLeaderEpoch",
@@ -326,15 +356,16 @@ class ReplicaFetcher:
         quota = self._quota
         queries = []
         for state in self._ready(Phase.FETCHING, now_ms):
-            partition = self._logs.follower(state.tp)
-            if partition is None:
+            partition = self._follower(state)
+            if partition is None or state.phase is not Phase.FETCHING:
                 continue
             if quota is not None and not state.caught_up and quota.is_throttled(state.tp) and (
                     quota.is_quota_exceeded()):
                 state.delayed_until_ms = now_ms + THROTTLE_RECHECK_MS
                 continue
             queries.append(FetchQuery(state.tp, state.leader_epoch, state.fetch_offset,
-                                      partition.log_start_offset, settings.partition_max_bytes))
+                                      partition.log_start_offset, settings.partition_max_bytes,
+                                      partition.topic_id))
         if not queries:
             return None
         return FetchRequest(settings.replica_id, settings.max_wait_ms, settings.min_bytes,
@@ -348,9 +379,9 @@ class ReplicaFetcher:
                     state.leader_epoch != query.current_leader_epoch
                     or state.fetch_offset != query.fetch_offset):
                 continue  # changed since the request was built
-            partition = self._logs.follower(query.tp)
-            if partition is None:
-                continue
+            partition = self._follower(state)
+            if partition is None or partition.topic_id != query.topic_id:
+                continue  # another topic of the same name replaced it meanwhile
             answer = answers.get(query.tp)
             if answer is None:
                 self._on_error(state, -1, "Fetch", now_ms)

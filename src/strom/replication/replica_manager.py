@@ -5,7 +5,14 @@
 * applies each metadata image as leader / follower transitions of the hosted
   :class:`~strom.replication.partition.Partition` objects (creating logs for new partitions,
   deleting the logs of partitions it no longer hosts) and tells leadership listeners (the
-  coordinator runtimes) which internal partitions it now leads or stopped leading;
+  coordinator runtimes) which internal partitions it now leads or stopped leading. Every
+  hosted partition is the topic the image names, by topic id: each log stores its topic's
+  id (``partition.metadata``), and a partition or log of another id — a topic deleted and
+  created again under its name while this broker was down, paused or behind — is deleted
+  before the new topic's partition is created, so it never becomes a replica; a log without
+  an id (an earlier strom's) is adopted once. Whoever created a log's directory, it runs
+  with the image's topic configs. Logs created, adopted and deleted are logged at INFO
+  (:mod:`strom.replication.log_changes`);
 * is the topic administration's :class:`~strom.controller.topics.PartitionStorage`: the logs
   of new partitions are created (all or nothing) before the metadata names them
   (:meth:`ReplicaManager.prepare_partitions`), so a failure leaves no topic behind;
@@ -74,6 +81,7 @@ from strom.replication.delayed import (
     settle,
 )
 from strom.replication.flusher import Flushable, GroupCommitFlusher
+from strom.replication.log_changes import LogChanges, id_text
 from strom.replication.partition import IsrChange, Partition
 from strom.replication.purgatory import Purgatory
 from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
@@ -188,6 +196,7 @@ class ReplicaManager:
     def apply_image(self, image: MetadataImage) -> None:
         """Make the hosted partitions and their roles match the metadata image."""
         self._registered = frozenset(image.brokers)
+        changes = LogChanges()
         wanted: set[TopicPartition] = set()
         became_leader: list[tuple[TopicPartition, int]] = []
         resigned: list[tuple[TopicPartition, int | None]] = []
@@ -204,11 +213,17 @@ class ReplicaManager:
                 tp = TopicPartition(topic.name, info.partition)
                 wanted.add(tp)
                 partition = self._partitions.get(tp)
+                if partition is not None and partition.topic_id != topic.topic_id:
+                    # The name belongs to another topic now (deleted and created again,
+                    # unseen in between): the old partition goes before the new one exists.
+                    if self._drop_replaced(partition, topic.topic_id, changes):
+                        resigned.append((tp, None))
+                    partition = None
                 if config is None:
                     config = self.topic_config(topic.name)
                 if partition is None:
                     try:
-                        partition = self._create_partition(tp, topic.topic_id, config)
+                        partition = self._create_partition(tp, topic.topic_id, config, changes)
                     except (OSError, KafkaError) as exc:
                         # Not hosted until a later image: the others are applied regardless.
                         if isinstance(exc, OSError):
@@ -218,7 +233,6 @@ class ReplicaManager:
                         self._offline.add(tp)
                         continue
                     self._offline.discard(tp)
-                partition.topic_id = topic.topic_id
                 partition.internal = topic.internal
                 partition.min_insync_replicas = int(config.get("min.insync.replicas"))
                 was_leader = partition.is_leader
@@ -242,7 +256,14 @@ class ReplicaManager:
             self._wake(tp)
         for name in [n for n in self._topic_configs if n not in image.topics]:
             del self._topic_configs[name]
-        self.logs.delete_logs([tp for tp in self.logs.partitions() if tp not in wanted])
+        for gone in self.logs.delete_logs([tp for tp in self.logs.partitions()
+                                           if tp not in wanted]):
+            current = image.topics.get(gone.topic)
+            changes.add("deleted", TopicPartition(gone.topic, gone.partition), gone.topic_id,
+                        "topic deleted" if current is None
+                        else "not a replica here" if current.topic_id == gone.topic_id
+                        else f"the name now belongs to topic id {id_text(current.topic_id)}")
+        changes.report(log)
         for tp, epoch in resigned:
             # Waiting acks=-1 produces and fetches complete now (NOT_LEADER_OR_FOLLOWER), as
             # Kafka's makeFollowers does, instead of at their timeouts: a client whose
@@ -256,10 +277,28 @@ class ReplicaManager:
             for listener in self._listeners.get(tp.topic, ()):
                 listener.on_become_leader(tp.partition, epoch)
 
-    def _create_partition(self, tp: TopicPartition, topic_id: uuid.UUID, config: TopicConfig
-                          ) -> Partition:
-        plog = self.logs.get(tp.topic, tp.partition) or self.logs.create(
-            tp.topic, tp.partition, config)
+    def _create_partition(self, tp: TopicPartition, topic_id: uuid.UUID, config: TopicConfig,
+                          changes: LogChanges) -> Partition:
+        """The hosted partition ``tp`` of topic ``topic_id``, on the log this broker has for
+        it, or a new one. Whoever made the log (a topic creation prepared it, an earlier run
+        left it), it runs with ``config``, the metadata's. A log of another topic id (of a
+        topic of the same name deleted meanwhile, which this broker never saw go) is deleted
+        first, never served; a log without an id (written before ids were stored) is
+        adopted: labelled with ``topic_id``."""
+        plog = self.logs.get(tp.topic, tp.partition)
+        if plog is not None and plog.topic_id not in (None, topic_id):
+            for stray in self.logs.delete_logs([tp]):
+                changes.add("deleted", tp, stray.topic_id,
+                            f"the name now belongs to topic id {id_text(topic_id)}")
+            plog = None
+        if plog is None:
+            plog = self.logs.create(tp.topic, tp.partition, config, topic_id)
+            changes.add("created", tp, topic_id)
+        else:
+            if plog.topic_id is None:
+                plog.assign_topic_id(topic_id)
+                changes.add("adopted", tp, topic_id, "written before topic ids were stored")
+            plog.update_config(config)
         partition = self.partition_type(tp, topic_id, plog, self.node_id, self.clock,
                                         on_high_watermark=self._on_high_watermark,
                                         on_isr_change=self._on_isr_change,
@@ -267,6 +306,19 @@ class ReplicaManager:
         partition.initialize_high_watermark(self._restored_hw.get(tp, 0))
         self._partitions[tp] = partition
         return partition
+
+    def _drop_replaced(self, partition: Partition, topic_id: uuid.UUID,
+                       changes: LogChanges) -> bool:
+        """Stop hosting ``partition``, whose name now belongs to topic ``topic_id``, and
+        delete its log; returns whether it was the leader. Operations waiting on it complete
+        now (NOT_LEADER_OR_FOLLOWER), before the new topic's partition takes its place."""
+        tp = partition.tp
+        del self._partitions[tp]
+        self._wake(tp)
+        for gone in self.logs.delete_logs([tp]):
+            changes.add("deleted", tp, gone.topic_id,
+                        f"the name now belongs to topic id {id_text(topic_id)}")
+        return partition.is_leader
 
     def _is_registered(self, broker_id: int) -> bool:
         """A broker may join an ISR only while registered (see Partition's expand rule)."""
@@ -290,7 +342,7 @@ class ReplicaManager:
             for info in partitions:
                 tp = TopicPartition(topic.name, info.partition)
                 if self.node_id in info.replicas and self.logs.get(*tp) is None:
-                    self.logs.create(tp.topic, tp.partition, config)
+                    self.logs.create(tp.topic, tp.partition, config, topic.topic_id)
                     created.append(tp)
         except (OSError, KafkaError) as exc:
             self.discard_partitions(created)
@@ -301,13 +353,23 @@ class ReplicaManager:
                         "partitions was kept: %s", tp, self.logs.data_dir, reason)
             raise KafkaStorageError(f"cannot create the log of partition {tp}: {reason}"
                                     ) from exc
+        if created:
+            changes = LogChanges()
+            for name, number in created:
+                changes.add("created", TopicPartition(name, number), topic.topic_id)
+            changes.report(log)
         return created
 
     def discard_partitions(self, prepared: Sequence[tuple[str, int]]) -> None:
         """Delete logs :meth:`prepare_partitions` created for a write that did not happen
         (only those no hosted partition uses)."""
-        self.logs.delete_logs([TopicPartition(topic, partition) for topic, partition in prepared
-                               if TopicPartition(topic, partition) not in self._partitions])
+        changes = LogChanges()
+        for gone in self.logs.delete_logs([
+                TopicPartition(topic, partition) for topic, partition in prepared
+                if TopicPartition(topic, partition) not in self._partitions]):
+            changes.add("deleted", TopicPartition(gone.topic, gone.partition), gone.topic_id,
+                        "the topic's creation did not happen")
+        changes.report(log)
 
     def update_configs(self, topic: str) -> None:
         config = self.topic_config(topic)

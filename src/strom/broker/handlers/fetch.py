@@ -65,6 +65,7 @@ from strom.broker.handlers.common import check_leader_epoch, topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import (
+    InconsistentTopicIdError,
     NotLeaderOrFollowerError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -87,6 +88,13 @@ TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
 
 API_KEY = ApiKey.FETCH
 READ_COMMITTED = 1
+
+
+def _other_topic(requested_id: bytes | None, partition: Partition) -> bool:
+    """Whether a fetch that named ``requested_id`` (v13+; None or zeros: by name) reached a
+    partition of another topic id."""
+    return (requested_id is not None and any(requested_id)
+            and bytes(requested_id) != partition.topic_id.bytes)
 
 
 @dataclass(slots=True)
@@ -289,6 +297,12 @@ class FetchHandler:
                 out.error_code = error.code
                 errors = True
                 self._hint(out, version, target.name)
+                continue
+            if _other_topic(target.topic.topic_id, partition):
+                # asked by id (v13+) and the name now belongs to another topic: a parked
+                # fetch of a topic deleted and created again meanwhile (Kafka's answer)
+                out.error_code = InconsistentTopicIdError.code
+                errors = True
                 continue
             try:
                 check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)

@@ -24,10 +24,12 @@ from strom.common.errors import (
     InvalidRequestError,
     KafkaError,
     LeaderNotAvailableError,
+    TopicAlreadyExistsError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from strom.common.names import validate_topic_name
+from strom.common.types import kafka_uuid
 from strom.metadata.image import PartitionInfo, TopicInfo
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -226,10 +228,18 @@ class MetadataHandler:
                 return error_entry(name, TOPIC_DENIED, ops=caller.ops(name))
             try:
                 created = state.create_topic(name)
-                log.info("auto-created topic %s with %d partitions", name,
-                         len(created.partitions))
+                log.info("auto-created topic %s (id %s) with %d partitions", name,
+                         kafka_uuid(created.topic_id), len(created.partitions))
                 return topic_entry(created, caller.ops(name),
                                    state.store.image.brokers)
+            except TopicAlreadyExistsError:
+                # Lost a race with another creation (a CreateTopics, another broker's
+                # auto-create) that this broker's image did not hold yet: that topic, with
+                # its configs, is the one; answered as Kafka answers a topic being created.
+                existing = state.store.image.topics.get(name)
+                if existing is not None:
+                    return topic_entry(existing, caller.ops(name), state.store.image.brokers)
+                return error_entry(name, LeaderNotAvailableError(), ops=caller.ops(name))
             except KafkaError as exc:
                 return error_entry(name, exc, ops=caller.ops(name))
         return error_entry(name, UnknownTopicOrPartitionError(), ops=caller.ops(name))

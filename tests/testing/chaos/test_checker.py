@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 import pytest
@@ -166,6 +167,25 @@ def test_a_replica_missing_committed_records() -> None:
     # records below a replica's log start (deleted by retention) are not missing
     logs = {0: {1: replica(1, values), 2: replica(2, values[2:], start=2)}}
     assert check(clean_run().ops, {0: reads(values)}, logs).valid
+
+
+def test_a_replica_labelled_with_another_topic_id() -> None:
+    """Same bytes, another topic: a deleted topic's log kept under the new one's name."""
+    values = [f"v{i}" for i in range(5)]
+
+    def labelled(broker: int, topic_id: str | None) -> ReplicaLog:
+        return dataclasses.replace(replica(broker, values), topic_id=topic_id)
+
+    logs = {0: {1: labelled(1, "new"), 2: labelled(2, "new"), 3: labelled(3, "old")}}
+    result = check(clean_run().ops, {0: reads(values)}, logs)
+    assert found(result) == {checker.REPLICA_TOPIC_ID}
+    assert result.anomalies[checker.REPLICA_TOPIC_ID] == [
+        {"partition": 0, "broker": 3, "topic_id": "old", "expected": "new"}]
+    # with the topic's id known, every replica is held to it (a majority can be wrong too)
+    result = check(clean_run().ops, {0: reads(values)}, logs, topic_id="old")
+    assert result.counts[checker.REPLICA_TOPIC_ID] == 2
+    logs = {0: {1: labelled(1, "new"), 2: labelled(2, "new")}}
+    assert check(clean_run().ops, {0: reads(values)}, logs, topic_id="new").valid
 
 
 def test_a_record_a_reader_saw_that_later_vanished() -> None:

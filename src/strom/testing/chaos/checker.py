@@ -15,6 +15,9 @@ Anomaly classes (each a key of :attr:`CheckResult.anomalies`, with examples):
                             record at one offset
 ``replica-missing``         a committed offset (in the final read, at or past the replica's
                             log start) that a replica's log lacks
+``replica-topic-id``        a replica whose ``partition.metadata`` names another topic id
+                            than the topic's (when the run knows it) or than the other
+                            replicas' — a log of a deleted topic of the same name
 ``read-then-vanished``      a record a reader saw during the run (so below the high
                             watermark) that the final read has not at that offset
 ``acked-below-min-isr``     a send acknowledged on fewer than min.insync.replicas replicas
@@ -68,11 +71,13 @@ OFFSET_GAP = "offset-gap"
 OFFSET_REUSE = "offset-reuse"
 DIVERGENT = "divergent-replicas"
 REPLICA_MISSING = "replica-missing"
+REPLICA_TOPIC_ID = "replica-topic-id"
 READ_VANISHED = "read-then-vanished"
 BELOW_MIN_ISR = "acked-below-min-isr"
 UNCLEAN = "unclean-election"
 ANOMALIES = (LOST, ACK_MISMATCH, DUPLICATED, UNEXPECTED, FAILED_BUT_READ, OFFSET_GAP,
-             OFFSET_REUSE, DIVERGENT, REPLICA_MISSING, READ_VANISHED, BELOW_MIN_ISR, UNCLEAN)
+             OFFSET_REUSE, DIVERGENT, REPLICA_MISSING, REPLICA_TOPIC_ID, READ_VANISHED,
+             BELOW_MIN_ISR, UNCLEAN)
 
 #: ``f`` of the history's operations the checker reads.
 SEND = "send"
@@ -128,9 +133,10 @@ def partition_states(ops: Iterable[Op]) -> list[PartitionState]:
 
 def check(ops: Sequence[Op], final_reads: Mapping[int, Sequence[ReadRecord]],
           replica_logs: Mapping[int, Mapping[int, ReplicaLog]] | None = None,
-          config: CheckConfig | None = None) -> CheckResult:
+          config: CheckConfig | None = None, *, topic_id: str | None = None) -> CheckResult:
     """Check one run. ``final_reads``: partition → the records read from the beginning to the
-    end after the run; ``replica_logs``: partition → broker → that broker's copy."""
+    end after the run; ``replica_logs``: partition → broker → that broker's copy;
+    ``topic_id``: the topic's id (Kafka's text form) if the run knows it."""
     config = config or CheckConfig()
     out = _Collector(config)
     done = completions(list(ops))
@@ -169,6 +175,7 @@ def check(ops: Sequence[Op], final_reads: Mapping[int, Sequence[ReadRecord]],
         for partition, replicas in replica_logs.items():
             stats["replicas"] += len(replicas)
             _check_replicas(out, partition, replicas, read_at.get(partition, {}))
+            _check_topic_ids(out, partition, replicas, topic_id)
     states = partition_states(ops)
     stats["partition-states"] = len(states)
     _check_min_isr(out, ops, done, states, config.min_insync_replicas)
@@ -234,6 +241,18 @@ def _check_replicas(out: _Collector, partition: int, replicas: Mapping[int, Repl
                 if logs[a][offset] != logs[b][offset]:
                     out.add(DIVERGENT, partition=partition, offset=offset,
                             replicas={a: logs[a][offset], b: logs[b][offset]})
+
+
+def _check_topic_ids(out: _Collector, partition: int, replicas: Mapping[int, ReplicaLog],
+                     topic_id: str | None) -> None:
+    """Every replica names the topic's id, or (unknown) the id most replicas name."""
+    ids = Counter(log.topic_id for log in replicas.values())
+    expected = topic_id if topic_id is not None else (
+        ids.most_common(1)[0][0] if ids else None)
+    for broker, log in sorted(replicas.items()):
+        if log.topic_id != expected:
+            out.add(REPLICA_TOPIC_ID, partition=partition, broker=broker,
+                    topic_id=log.topic_id, expected=expected)
 
 
 def _check_min_isr(out: _Collector, ops: Sequence[Op], done: Mapping[int, Op],

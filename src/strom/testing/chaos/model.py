@@ -25,7 +25,8 @@ class ReplicaLog:
     ``log_start`` the first offset the log holds (its first segment's base offset if no
     checkpoint says more); ``high_watermark`` the broker's ``replication-offset-checkpoint``
     entry (None if it has none); ``problem`` why reading stopped early (a torn tail, a CRC
-    mismatch), None when every segment was read to its end."""
+    mismatch), None when every segment was read to its end; ``topic_id`` the topic id its
+    ``partition.metadata`` names (Kafka's text form; None without the file)."""
 
     broker: int
     partition: int
@@ -33,6 +34,7 @@ class ReplicaLog:
     log_start: int
     high_watermark: int | None
     problem: str | None = None
+    topic_id: str | None = None
 
     @property
     def log_end(self) -> int:

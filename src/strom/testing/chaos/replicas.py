@@ -2,12 +2,13 @@
 strom's own offline reader (:mod:`strom.storage.dump`, the code behind ``strom dump-log``),
 so replicas can be compared offset by offset after the brokers stopped.
 
-Layout read (Kafka's): ``<data-dir>/<topic>-<partition>/<20-digit base offset>.log`` segments;
-``<data-dir>/replication-offset-checkpoint`` and ``log-start-offset-checkpoint`` (``topic
-partition offset`` lines). Only the prefix of whole batches with good CRCs is read from each
-segment, as crash recovery would keep; control batches (transaction markers) are skipped and
-values decoded as UTF-8 (``errors="replace"``). Read only after the broker stopped (or on a
-copy): a live broker may be writing.
+Layout read (Kafka's): ``<data-dir>/<topic>-<partition>/<20-digit base offset>.log`` segments
+and ``partition.metadata`` (the topic id); ``<data-dir>/replication-offset-checkpoint`` and
+``log-start-offset-checkpoint`` (``topic partition offset`` lines). Only the prefix of whole
+batches with good CRCs is read from each segment, as crash recovery would keep; control
+batches (transaction markers) are skipped and values decoded as UTF-8 (``errors="replace"``).
+Read only after the broker stopped (or on a copy): a live broker may be writing — or, as
+:mod:`strom.testing.chaos.generations` does, poll until the copies agree.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from strom.common.types import TopicPartition
+from strom.common.types import TopicPartition, kafka_uuid
 from strom.protocol.records.reader import decode_batches
 from strom.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -24,7 +25,8 @@ from strom.storage.checkpoint import (
     read_offsets,
 )
 from strom.storage.dump import dump_segment
-from strom.storage.files import LOG_SUFFIX, read_fully
+from strom.storage.files import LOG_SUFFIX, CorruptFileError, read_fully
+from strom.storage.partition_metadata import read_topic_id
 from strom.testing.chaos.model import ReadRecord, ReplicaLog
 
 
@@ -63,7 +65,18 @@ def read_replica(broker: int, data_dir: str | Path, topic: str, partition: int) 
     log_start = max(first, read_offsets(data_path / LOG_START_OFFSET_CHECKPOINT).get(tp, 0))
     high_watermark = read_offsets(data_path / REPLICATION_OFFSET_CHECKPOINT).get(tp)
     kept = tuple(r for r in records if r.offset >= log_start)
-    return ReplicaLog(broker, partition, kept, log_start, high_watermark, problem)
+    return ReplicaLog(broker, partition, kept, log_start, high_watermark, problem,
+                      replica_topic_id(directory))
+
+
+def replica_topic_id(directory: Path) -> str | None:
+    """The topic id a partition directory's ``partition.metadata`` names, in Kafka's text
+    form (None without the file; ``"unreadable"`` for a damaged one)."""
+    try:
+        topic_id = read_topic_id(directory) if directory.is_dir() else None
+    except CorruptFileError:
+        return "unreadable"
+    return kafka_uuid(topic_id) if topic_id is not None else None
 
 
 def read_replicas(data_dirs: Mapping[int, str | Path], topic: str,

@@ -77,6 +77,7 @@ def run_schedule(cluster: Cluster, faults: Sequence[Fault],
     create_topic(cluster.bootstrap, config.topic, config.partitions, config.replication_factor,
                  topic_configs)
     nemesis = Nemesis(cluster, history, seed=config.seed)
+    topic_id = nemesis.view.topic_id(config.topic)
     observer = StateObserver(cluster.zookeeper_connect, config.topic, partitions, history)
     observer.start()
     producers = [ProducerWorker(f"p{i}", cluster.bootstrap, config.topic, history,
@@ -106,7 +107,8 @@ def run_schedule(cluster: Cluster, faults: Sequence[Fault],
                                  config.topic, partitions)
     result = check(history.ops, reads, replicas,
                    CheckConfig(min_insync_replicas=config.min_insync_replicas,
-                               unclean_leader_election=config.unclean_leader_election))
+                               unclean_leader_election=config.unclean_leader_election),
+                   topic_id=topic_id)
     history.nemesis("checked", {"valid": result.valid, "counts": result.counts})
     if config.history_path is not None:
         history.write_jsonl(config.history_path)

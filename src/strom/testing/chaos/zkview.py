@@ -48,6 +48,12 @@ class ZooKeeperView:
         found = self._get(zk_layout.CONTROLLER)
         return int(json.loads(found[0])["brokerid"]) if found else -1
 
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id in Kafka's text form, from ``/brokers/topics/<t>`` (None: no such
+        topic)."""
+        found = self._get(zk_layout.topic_path(topic))
+        return str(json.loads(found[0])["topic_id"]) if found else None
+
     def partition_state(self, topic: str, partition: int) -> dict[str, object] | None:
         """``{"leader", "leader_epoch", "isr", "version"}`` of the state znode, or None."""
         found = self._get(zk_layout.state_path(topic, partition))

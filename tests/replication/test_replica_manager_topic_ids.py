@@ -132,3 +132,29 @@ def test_an_existing_log_of_the_same_topic_takes_the_metadatas_configs(tmp_path:
     h.apply(make_image(partition_info(), configs={"segment.bytes": "4096"}))
     assert hosted(h).log.settings.segment_bytes == 4096
     h.close()
+
+
+def test_an_old_log_that_cannot_be_deleted_keeps_the_partition_offline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Until the old topic's directory is gone the new topic's partition is offline
+    (KAFKA_STORAGE_ERROR), never served from it; the next image retries."""
+    h = Harness(tmp_path)
+    h.apply(make_image(partition_info()))
+    h.produce(5, acks=1)
+
+    def failing_rename(*_args: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("strom.storage.log.os.rename", failing_rename)
+    monkeypatch.setattr("strom.storage.log_manager.os.rename", failing_rename)
+    h.apply(make_image(partition_info(), topic_id=NEW_ID, epoch=2))
+    assert h.replicas.partition(TP) is None
+    refused = h.produce(1, acks=1)
+    assert refused.results[TP].error is not None
+    assert refused.results[TP].error.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert read_topic_id(tmp_path / "t-0") == TOPIC_ID  # still there, still the old topic's
+    monkeypatch.undo()
+    h.apply(make_image(partition_info(), topic_id=NEW_ID, epoch=3))
+    assert (hosted(h).log_end_offset, hosted(h).topic_id) == (0, NEW_ID)
+    assert read_topic_id(tmp_path / "t-0") == NEW_ID
+    h.close()

@@ -215,8 +215,10 @@ class ReplicaManager:
                 partition = self._partitions.get(tp)
                 if partition is not None and partition.topic_id != topic.topic_id:
                     # The name belongs to another topic now (deleted and created again,
-                    # unseen in between): the old partition goes before the new one exists.
-                    if self._drop_replaced(partition, topic.topic_id, changes):
+                    # unseen in between): the old partition goes before the new one exists
+                    # (its log too: another topic id's, in _create_partition).
+                    self._drop_replaced(partition)
+                    if partition.is_leader:
                         resigned.append((tp, None))
                     partition = None
                 if config is None:
@@ -307,18 +309,12 @@ class ReplicaManager:
         self._partitions[tp] = partition
         return partition
 
-    def _drop_replaced(self, partition: Partition, topic_id: uuid.UUID,
-                       changes: LogChanges) -> bool:
-        """Stop hosting ``partition``, whose name now belongs to topic ``topic_id``, and
-        delete its log; returns whether it was the leader. Operations waiting on it complete
-        now (NOT_LEADER_OR_FOLLOWER), before the new topic's partition takes its place."""
-        tp = partition.tp
-        del self._partitions[tp]
-        self._wake(tp)
-        for gone in self.logs.delete_logs([tp]):
-            changes.add("deleted", tp, gone.topic_id,
-                        f"the name now belongs to topic id {id_text(topic_id)}")
-        return partition.is_leader
+    def _drop_replaced(self, partition: Partition) -> None:
+        """Stop hosting ``partition``, whose name belongs to another topic id now.
+        Operations waiting on it complete now (NOT_LEADER_OR_FOLLOWER), before the new
+        topic's partition takes its place."""
+        del self._partitions[partition.tp]
+        self._wake(partition.tp)
 
     def _is_registered(self, broker_id: int) -> bool:
         """A broker may join an ISR only while registered (see Partition's expand rule)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from strom.common.clock import Clock
 from strom.common.config import BrokerConfig, TopicConfig
+from strom.common.errors import KafkaStorageError
 from strom.common.types import TopicPartition
 from strom.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -39,6 +40,7 @@ from strom.storage.files import (
     unlink_quietly,
 )
 from strom.storage.log import Log, parse_partition_dir
+from strom.storage.partition_metadata import read_topic_id
 
 log = logging.getLogger("strom.storage.log_manager")
 
@@ -51,6 +53,26 @@ def cleaner_settings(config: BrokerConfig) -> tuple[int, float | None]:
     default, no cap) as :meth:`LogManager.start_cleaner` takes them."""
     io_cap = float(config.get("log.cleaner.io.max.bytes.per.second"))
     return int(config.get("log.cleaner.backoff.ms")), io_cap if io_cap < 1e300 else None
+
+
+def _stray(directory: Path, topic_id: uuid.UUID) -> bool:
+    """Whether ``directory`` belongs to a topic id other than ``topic_id``."""
+    try:
+        stored = read_topic_id(directory)
+    except (CorruptFileError, OSError):
+        return False  # unreadable: adopted like a log without an id (Log.open says so)
+    return stored is not None and stored != topic_id
+
+
+def _remove_dir(directory: Path) -> None:
+    """Remove a partition directory as :meth:`Log.delete` does (renamed to ``-delete``
+    first); KAFKA_STORAGE_ERROR when it cannot be moved away."""
+    doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}")
+    try:
+        os.rename(directory, doomed)
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot remove {directory}: {exc.strerror or exc}") from exc
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _remove_new_log_dir(directory: Path) -> None:
@@ -149,7 +171,9 @@ class LogManager:
                topic_id: uuid.UUID | None = None) -> Log:
         """The log of a partition, created empty if it does not exist yet, labelled with
         ``topic_id`` (``partition.metadata``) when given. An existing log is returned as it
-        is: its topic id is for the caller to check.
+        is: its topic id is for the caller to check. A directory that no log here owns
+        (one whose deletion failed) is taken over only if it belongs to ``topic_id`` or to no
+        topic id; another topic's is removed first (KAFKA_STORAGE_ERROR if it cannot be).
 
         All or nothing: if the log cannot be opened or labelled, a directory this call
         created is removed again before the error propagates."""
@@ -159,6 +183,10 @@ class LogManager:
             return existing
         directory = self.data_dir / str(tp)
         created = not os.path.lexists(directory)
+        if not created and topic_id is not None and _stray(directory, topic_id):
+            log.warning("removing %s, left by another topic than id %s", directory, topic_id)
+            _remove_dir(directory)
+            created = True
         try:
             plog = default_pool().with_descriptors(
                 partial(Log.open, directory, config, clock=self.clock, clean_shutdown=True),

@@ -21,6 +21,7 @@ from strom.testing.chaos.generations import (
     ConfigRoundsConfig,
     RecreateConfig,
     run_config_rounds,
+    run_create_race_rounds,
     run_recreate_rounds,
 )
 from strom.testing.cluster import EmbeddedCluster
@@ -66,6 +67,16 @@ def test_a_topic_produced_to_at_once_runs_with_its_configs_on_every_replica(
     assert result.valid, result.summary() + "\n" + "\n".join(
         result.wrong_replicas + result.wrong_described + result.problems)
     assert result.replicas == 20 * 3 * 3
+
+
+def test_an_auto_create_racing_create_topics_ends_with_one_topic_and_its_configs(
+        cluster: EmbeddedCluster) -> None:
+    result = run_create_race_rounds(cluster, rounds=10)
+    # which side wins depends on timing (2-3 of 8 CreateTopics won on a loaded machine)
+    split = f"CreateTopics won {result.explicit_won} of 10; auto-creates: {result.auto_answers}"
+    assert result.valid, (split, result.problems, result.configs.summary(),
+                          result.configs.wrong_replicas)
+    assert sum(result.auto_answers.values()) == 10 * 2
 
 
 @pytest.mark.faults_extended

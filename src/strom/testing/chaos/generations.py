@@ -30,6 +30,13 @@ broker reports the topic's configs, and each replica's log ran with them — its
 rolled at ``segment.bytes`` (a segment larger than that holds a single batch; a replica
 running with the broker default of 1 GiB keeps everything in one segment).
 
+:func:`run_create_race_rounds` — an auto-create racing an explicit CreateTopics: at the
+same moment, CreateTopics with configs to the controller and Metadata requests allowing
+auto-creation of the same name to every other broker. One topic results: the CreateTopics'
+(its configs on every replica) or the auto-create's (defaults, and TOPIC_ALREADY_EXISTS for
+the CreateTopics, as Kafka answers the loser); an auto-create is never answered
+TOPIC_ALREADY_EXISTS (it gets the topic that won, or LEADER_NOT_AVAILABLE).
+
 Results list every problem found, with the figures the issue reports (rounds with old data,
 replicas with wrong configs). Real processes, real clients; the cluster is the caller's
 (:class:`strom.testing.cluster.EmbeddedCluster`, ``replica.lag.time.max.ms`` of a few
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,6 +60,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from strom.client.conn import Connection
+from strom.common.errors import error_name
 from strom.common.types import kafka_uuid
 from strom.protocol.versions import ApiKey
 from strom.storage.dump import dump_segment
@@ -68,6 +77,9 @@ COMPACT_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "2048"}
 TOPIC_RESOURCE = 2  # DescribeConfigs resource type TOPIC
 #: keyed records per flush in :func:`run_config_rounds` (a batch of about 600 bytes).
 CHUNK = 10
+#: how long the racing auto-creates wait after the CreateTopics is sent, round by round:
+#: either side may win (the auto-creates' requests are faster than the admin client's).
+RACE_DELAYS = (0.0, 0.01, 0.03, 0.1, 0.3)
 
 
 @dataclass(frozen=True)
@@ -294,16 +306,18 @@ def _admin(bootstrap: str) -> AdminClient:
 
 @dataclass(frozen=True)
 class BrokerTopicView:
-    """A topic as one broker's Metadata and DescribeConfigs answer (None / {}: unknown)."""
+    """A topic as one broker's Metadata and DescribeConfigs answer (None / {}: unknown);
+    ``error_code`` the Metadata answer's for the topic."""
 
     topic_id: str | None
     configs: dict[str, str]
+    error_code: int = 0
 
 
-def broker_view(address: str, topic: str, *, configs: bool = False,
+def broker_view(address: str, topic: str, *, configs: bool = False, auto_create: bool = False,
                 timeout: float = 5.0) -> BrokerTopicView:
-    """Ask the broker at ``address`` (and no other) about ``topic``: Metadata (no
-    auto-creation) and, with ``configs``, DescribeConfigs."""
+    """Ask the broker at ``address`` (and no other) about ``topic``: Metadata (allowing
+    auto-creation with ``auto_create``) and, with ``configs``, DescribeConfigs."""
 
     async def ask() -> BrokerTopicView:
         host, _, port = address.rpartition(":")
@@ -312,7 +326,7 @@ def broker_view(address: str, topic: str, *, configs: bool = False,
         await conn.open()
         try:
             metadata = await conn.request(ApiKey.METADATA, {
-                "topics": [{"name": topic}], "allow_auto_topic_creation": False})
+                "topics": [{"name": topic}], "allow_auto_topic_creation": auto_create})
             [entry] = metadata.topics
             topic_id = kafka_uuid(entry.topic_id) if entry.error_code == 0 else None
             found: dict[str, str] = {}
@@ -322,7 +336,7 @@ def broker_view(address: str, topic: str, *, configs: bool = False,
                                    "configuration_keys": None}]})
                 for resource in described.results:
                     found.update((c.name, c.value) for c in resource.configs)
-            return BrokerTopicView(topic_id, found)
+            return BrokerTopicView(topic_id, found, entry.error_code)
         finally:
             await conn.close()
 
@@ -387,7 +401,9 @@ def run_config_rounds(cluster: Cluster, config: ConfigRoundsConfig | None = None
 
 
 def _produce_at_once(bootstrap: str, topic: str, config: ConfigRoundsConfig,
-                     result: ConfigRoundsResult) -> None:
+                     result: ConfigRoundsResult, *, keyless: bool = True) -> None:
+    """Keyed records in flushes of :data:`CHUNK`; then, with ``keyless``, one record without
+    a key per partition, counted in ``keyless_accepted`` when the leader took it."""
     producer = Producer({"bootstrap.servers": bootstrap, "logger": LIBRDKAFKA_LOG})
     errors: list[str] = []
     for first in range(0, config.records, CHUNK):
@@ -399,16 +415,20 @@ def _produce_at_once(bootstrap: str, topic: str, config: ConfigRoundsConfig,
         producer.flush(60)
     if producer.flush(60) or errors:
         result.problems.append(f"{topic}: keyed records not delivered: {errors[:1]}")
-    keyless: list[Any] = []
+    if not keyless:
+        return
+    answers: list[Any] = []
     for partition in range(config.partitions):
         producer.produce(topic, value=b"keyless", partition=partition,
-                         on_delivery=lambda err, _m: keyless.append(err))
+                         on_delivery=lambda err, _m: answers.append(err))
     producer.flush(60)
-    result.keyless_accepted += sum(1 for err in keyless if err is None)
+    result.keyless_accepted += sum(1 for err in answers if err is None)
 
 
 def _check_configs(cluster: Cluster, view: ZooKeeperView, topic: str,
                    config: ConfigRoundsConfig, result: ConfigRoundsResult) -> None:
+    """Each broker's DescribeConfigs reports ``config.configs`` for ``topic``, and each
+    replica's log rolled at their ``segment.bytes``."""
     for node, broker in sorted(cluster.brokers.items()):
         described = broker_view(broker.bootstrap, topic, configs=True).configs
         wrong = {k: described.get(k) for k, v in config.configs.items() if described.get(k) != v}
@@ -447,3 +467,91 @@ def _rolled_at(directory: Path, segment_bytes: int) -> bool:
     holds a single batch (one batch is never split)."""
     return all(path.stat().st_size <= segment_bytes or len(dump_segment(path).batches) <= 1
                for path in segment_files(directory))
+
+
+# -- an auto-create racing a CreateTopics ------------------------------------------------------
+
+@dataclass
+class RaceResult:
+    """``explicit_won``: rounds whose CreateTopics succeeded (the others lost to an
+    auto-create and were answered TOPIC_ALREADY_EXISTS); ``configs``: the checks of every
+    replica against the topic that won, as :func:`run_config_rounds` makes them."""
+
+    rounds: int
+    explicit_won: int = 0
+    #: Metadata answers of the racing auto-creates, by error name.
+    auto_answers: dict[str, int] = field(default_factory=dict)
+    configs: ConfigRoundsResult = field(default_factory=lambda: ConfigRoundsResult(
+        ConfigRoundsConfig()))
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems and self.configs.valid
+
+
+def run_create_race_rounds(cluster: Cluster, rounds: int = 10,
+                           configs: Mapping[str, str] = COMPACT_CONFIGS) -> RaceResult:
+    """Each round: CreateTopics with ``configs`` (to the controller, through confluent-kafka)
+    and, at the same moment, a Metadata request allowing auto-creation of the same name to
+    every other broker. One topic must result, with the CreateTopics' configs if it
+    succeeded (else the defaults, and TOPIC_ALREADY_EXISTS for it); no auto-create is
+    answered TOPIC_ALREADY_EXISTS; then every replica is checked as in
+    :func:`run_config_rounds` against the configs of the topic that won."""
+    result = RaceResult(rounds, configs=ConfigRoundsResult(ConfigRoundsConfig(
+        topic_prefix="race", topics=rounds, configs=dict(configs))))
+    admin = _admin(cluster.bootstrap)
+    view = ZooKeeperView(cluster.zookeeper_connect)
+    try:
+        for number in range(rounds):
+            name = f"race-{number}"
+            controller = cluster.controller_id()
+            others = [b for n, b in sorted(cluster.brokers.items()) if n != controller]
+            start = threading.Barrier(len(others) + 1)
+            answers: list[int] = []
+            delay = RACE_DELAYS[number % len(RACE_DELAYS)]
+            threads = [threading.Thread(target=_auto_create,
+                                        args=(b.bootstrap, name, start, delay, answers))
+                       for b in others]
+            for thread in threads:
+                thread.start()
+            future = admin.create_topics([NewTopic(name, 3, 3, config=dict(configs))])[name]
+            start.wait()
+            try:
+                future.result(30)
+                won = True
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+                won = False
+            for thread in threads:
+                thread.join(30)
+            for code in answers:
+                label = "NONE" if code == 0 else error_name(code)
+                result.auto_answers[label] = result.auto_answers.get(label, 0) + 1
+                if label == "TOPIC_ALREADY_EXISTS":
+                    result.problems.append(f"{name}: an auto-create was answered {label}")
+            result.explicit_won += won
+            stored = view.topic_configs(name)
+            expected = dict(configs) if won else {}
+            if stored != expected:
+                result.problems.append(f"{name}: CreateTopics {'won' if won else 'lost'} but "
+                                       f"the topic's configs are {stored}")
+            placed = view.topic_replicas(name)  # the auto-create's: broker defaults
+            check = ConfigRoundsConfig(topic_prefix=name, topics=1, configs=expected,
+                                       partitions=len(placed),
+                                       replication_factor=len(placed.get(0, ())))
+            _produce_at_once(cluster.bootstrap, name, check, result.configs, keyless=won)
+            _check_configs(cluster, view, name, check, result.configs)
+    finally:
+        view.close()
+    return result
+
+
+def _auto_create(address: str, topic: str, start: threading.Barrier, delay: float,
+                 answers: list[int]) -> None:
+    """``delay`` seconds after every racer is ready, a Metadata request allowing
+    auto-creation of ``topic``; its answer's error code goes to ``answers``."""
+    start.wait()
+    time.sleep(delay)
+    answers.append(broker_view(address, topic, auto_create=True).error_code)

@@ -54,6 +54,19 @@ class ZooKeeperView:
         found = self._get(zk_layout.topic_path(topic))
         return str(json.loads(found[0])["topic_id"]) if found else None
 
+    def topic_replicas(self, topic: str) -> dict[int, tuple[int, ...]]:
+        """partition → its replicas, from ``/brokers/topics/<t>`` (empty: no such topic)."""
+        found = self._get(zk_layout.topic_path(topic))
+        if not found:
+            return {}
+        _topic_id, assignment, _internal = zk_layout.decode_topic(found[0])
+        return {p: replicas for p, (replicas, _adding, _removing) in assignment.items()}
+
+    def topic_configs(self, topic: str) -> dict[str, str] | None:
+        """The topic's config overrides, from ``/config/topics/<t>`` (None: no znode)."""
+        found = self._get(zk_layout.topic_config_path(topic))
+        return zk_layout.decode_config(found[0]) if found else None
+
     def partition_state(self, topic: str, partition: int) -> dict[str, object] | None:
         """``{"leader", "leader_epoch", "isr", "version"}`` of the state znode, or None."""
         found = self._get(zk_layout.state_path(topic, partition))

@@ -19,6 +19,13 @@ sends must get (:func:`as_expected` judges both). ``default_run`` marks the subs
 (:mod:`~strom.testing.chaos.coordinators`: transactions and a consumer group under faults
 aimed at their coordinators; ``tests/testing/chaos/test_coordinators.py``);
 :func:`run_coordinator_named` runs one on a fresh cluster.
+
+:data:`EOS_SCHEDULES` names the exactly-once schedules (:mod:`~strom.testing.chaos.eos`: a
+consume-transform-produce application under faults aimed at its group coordinator, its
+transaction coordinator, an output leader, itself, or a clean restart of the cluster;
+``tests/testing/chaos/test_eos.py``); :func:`run_eos_named` runs one on a fresh cluster or
+on a given one (its topics, group and transactional id are named after the schedule, so
+several share a cluster).
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from strom.testing.chaos import coordinators, schedule
+from strom.testing.chaos import coordinators, eos, schedule
+from strom.testing.chaos.cluster import Cluster
 from strom.testing.chaos.coordinators import CoordScheduleConfig, CoordScheduleResult
+from strom.testing.chaos.eos import EosConfig, EosFault, EosResult
 from strom.testing.chaos.nemesis import Nemesis
 from strom.testing.chaos.schedule import Fault, ScheduleConfig, ScheduleResult, run_schedule
 from strom.testing.chaos.workload import probe_send
@@ -202,3 +211,71 @@ def run_coordinator_named(entry: NamedCoordinatorSchedule, seed: int | None = No
         config = dataclasses.replace(config, seed=seed)
     with EmbeddedCluster(3, configs=coordinators.CLUSTER_CONFIGS) as cluster:
         return coordinators.run_coordinator_schedule(cluster, entry.faults(), config)
+
+
+# -- exactly-once consume-transform-produce ------------------------------------------------
+
+@dataclass(frozen=True)
+class NamedEosSchedule:
+    name: str
+    doc: str
+    #: the faults, given the run's config (its group, transactional id and topics).
+    faults: Callable[[EosConfig], list[EosFault]]
+    default_run: bool = False
+    inputs: int = 3000
+
+
+def eos_config(entry: NamedEosSchedule, seed: int = 1,
+               history_path: Path | None = None) -> EosConfig:
+    """The entry's config: topics, group and transactional id named after it."""
+    name = entry.name
+    return EosConfig(input_topic=f"in-{name}", output_topic=f"out-{name}", group=f"g-{name}",
+                     transactional_id=f"t-{name}", inputs=entry.inputs, seed=seed,
+                     history_path=history_path)
+
+
+def _group(config: EosConfig) -> EosFault:
+    return eos.kill_group_coordinator(config.group)
+
+
+def _txn(config: EosConfig) -> EosFault:
+    return eos.kill_txn_coordinator(config.transactional_id)
+
+
+def _output(config: EosConfig) -> EosFault:
+    return eos.kill_output_leader(config.output_topic, config.group, config.transactional_id)
+
+
+EOS_SCHEDULES: dict[str, NamedEosSchedule] = {entry.name: entry for entry in (
+    NamedEosSchedule("eos-restart-cluster", "no fault: after 30 transactions the application "
+                     "and every broker stop cleanly and start again; committed offsets read "
+                     "back, a fresh group member resumes", lambda c: [eos.restart_cluster()],
+                     default_run=True),
+    NamedEosSchedule("eos-kill-group-coordinator", "kill -9 the leader of the group's "
+                     "__consumer_offsets partition (3 s down)", lambda c: [_group(c)],
+                     default_run=True),
+    NamedEosSchedule("eos-kill-txn-coordinator", "kill -9 the leader of the transactional "
+                     "id's __transaction_state partition (3 s down)", lambda c: [_txn(c)],
+                     default_run=True),
+    NamedEosSchedule("eos-kill-output-leader", "kill -9 the leader of an output partition "
+                     "that leads neither coordinator (3 s down)", lambda c: [_output(c)]),
+    NamedEosSchedule("eos-kill-loop", "kill -9 the application as it commits, and again as "
+                     "it produces; a new incarnation takes over",
+                     lambda c: [eos.kill_loop("committing"), eos.kill_loop("txn")],
+                     default_run=True),
+    NamedEosSchedule("eos-combined", "all four kills, 2 s apart: group coordinator, "
+                     "transaction coordinator, output leader, application", lambda c: [
+                         _group(c), _txn(c), _output(c), eos.kill_loop("committing")],
+                     inputs=4000),
+)}
+
+
+def run_eos_named(entry: NamedEosSchedule, seed: int = 1, history_path: Path | None = None,
+                  cluster: Cluster | None = None) -> EosResult:
+    """Run ``entry`` on ``cluster``, or on a fresh 3-broker :class:`EmbeddedCluster` with
+    few internal partitions (closed afterwards)."""
+    config = eos_config(entry, seed, history_path)
+    if cluster is not None:
+        return eos.run_eos_schedule(cluster, entry.faults(config), config)
+    with EmbeddedCluster(3, configs=coordinators.CLUSTER_CONFIGS) as fresh:
+        return eos.run_eos_schedule(fresh, entry.faults(config), config)

@@ -55,7 +55,12 @@ class Cluster(Protocol):
 
     def wait_for_brokers(self, count: int, timeout: float = 30.0) -> None: ...
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """Stop every broker cleanly (and the cluster's ZooKeeper, if it runs one); the
+        data stays."""
+
+    def start(self, timeout: float = 60.0) -> Any:
+        """Start what :meth:`stop` stopped; returns once every broker serves."""
 
 
 if TYPE_CHECKING:

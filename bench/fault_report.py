@@ -11,7 +11,11 @@ checker found (``none``, or ``name=count``), whether that is what the schedule e
 them), and the run time. Each run gets a fresh :class:`~strom.testing.cluster.EmbeddedCluster`
 (real ZooKeeper, ``tickTime=200``, 2 s sessions). The coordinator schedules get a table of
 their own: transactions committed / aborted / unknown, group offset commits acknowledged, and
-what the transaction and group checkers found. Schedules that need network namespaces are
+what the transaction and group checkers found. The exactly-once schedules
+(``catalogue.EOS_SCHEDULES``: a consume-transform-produce application under coordinator,
+leader and application kills, or a clean cluster restart) get a third: inputs, transactions
+committed / aborted / unknown, duplicated and lost inputs, the commits before the first fault
+and what the exactly-once checker found. Schedules that need network namespaces are
 listed as skipped, with the reason, where this machine cannot make them (not root, no
 iproute2). ``--histories DIR`` keeps each run's history as JSON lines for a post-mortem.
 Exits 1 if any run did not end as expected.
@@ -61,11 +65,24 @@ def coordinator_row(name: str, seed: int, history: Path | None) -> tuple[list[st
             run.valid)
 
 
+def eos_row(name: str, seed: int, history: Path | None) -> tuple[list[str], bool]:
+    """The cells after (schedule, seed) of an exactly-once schedule's row, and its verdict."""
+    run = catalogue.run_eos_named(catalogue.EOS_SCHEDULES[name], seed, history)
+    stats, counts = run.check.stats, run.check.counts
+    return ([str(stats.get("inputs", 0)), str(stats.get("txn-committed", 0)),
+             str(stats.get("txn-aborted", 0)), str(stats.get("txn-unknown", 0)),
+             str(stats.get("duplicates", 0)), str(counts.get("input-lost", 0)),
+             str(run.committed_at_fault), anomalies(counts)], run.valid)
+
+
 DATA_HEADER = ("| schedule | seed | brokers | acknowledged | failed | unknown | anomalies found "
                "| expected | as expected | run time s |")
 COORDINATOR_HEADER = ("| coordinator schedule | seed | transactions committed | aborted | "
                       "unknown | group commits acknowledged | anomalies found | as expected | "
                       "run time s |")
+EOS_HEADER = ("| exactly-once schedule | seed | inputs | transactions committed | aborted | "
+              "unknown | duplicated inputs | lost inputs | commits before the fault | "
+              "anomalies found | as expected | run time s |")
 
 
 def main() -> int:
@@ -77,7 +94,7 @@ def main() -> int:
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     wanted = args.only.split(",") if args.only else [
-        *catalogue.SCHEDULES, *catalogue.COORDINATOR_SCHEDULES]
+        *catalogue.SCHEDULES, *catalogue.COORDINATOR_SCHEDULES, *catalogue.EOS_SCHEDULES]
     no_netns = netns.unavailable_reason()
     skipped = [f"{n} ({no_netns})" for n in wanted if n in catalogue.SCHEDULES
                and catalogue.SCHEDULES[n].network and no_netns is not None]
@@ -86,7 +103,8 @@ def main() -> int:
         (DATA_HEADER, data_row, [n for n in wanted if n in catalogue.SCHEDULES and not (
             catalogue.SCHEDULES[n].network and no_netns is not None)]),
         (COORDINATOR_HEADER, coordinator_row,
-         [n for n in wanted if n in catalogue.COORDINATOR_SCHEDULES])]
+         [n for n in wanted if n in catalogue.COORDINATOR_SCHEDULES]),
+        (EOS_HEADER, eos_row, [n for n in wanted if n in catalogue.EOS_SCHEDULES])]
     started = datetime.datetime.now(datetime.UTC)
     lines: list[str] = []
     ran = unexpected = schedules = 0

@@ -203,7 +203,30 @@ def test_add_partitions_checks_the_producer() -> None:
     writes = h.writer.appends
     assert h.add(pid, 0) == E.NONE and h.writer.appends == writes  # already in: no write
     assert h.c.verify_partitions("tx", pid, 0, {T0, T1}) == {
-        T0: E.NONE, T1: E.INVALID_TXN_STATE}  # type: ignore[attr-defined]
+        T0: E.NONE, T1: E.TRANSACTION_ABORTABLE}  # type: ignore[attr-defined]
+
+
+def test_verification_answers_as_kafkas_coordinator() -> None:
+    """KIP-890 verification (Kafka 4.4's handleVerifyPartitionsInTransaction): the producer's
+    error for every partition, CONCURRENT_TRANSACTIONS while completing, else per partition
+    NONE or TRANSACTION_ABORTABLE."""
+    h = Harness()
+    assert h.c.verify_partitions("nobody", 5, 0, {T0}) == {
+        T0: E.INVALID_PRODUCER_ID_MAPPING}  # type: ignore[attr-defined]
+    _, pid, _ = h.init()
+    assert h.c.verify_partitions("tx", pid, 0, {T0}) == {
+        T0: E.TRANSACTION_ABORTABLE}  # type: ignore[attr-defined]  # Empty
+    assert h.c.verify_partitions("tx", pid + 1, 0, {T0}) == {
+        T0: E.INVALID_PRODUCER_ID_MAPPING}  # type: ignore[attr-defined]
+    assert h.c.verify_partitions("tx", pid, 1, {T0}) == {
+        T0: E.PRODUCER_FENCED}  # type: ignore[attr-defined]
+    h.add(pid, 0, T0)
+    assert h.end(pid, 0, commit=True) == E.NONE
+    assert h.c.verify_partitions("tx", pid, 0, {T0, T1}) == {
+        T0: E.CONCURRENT_TRANSACTIONS, T1: E.CONCURRENT_TRANSACTIONS}  # type: ignore[attr-defined]
+    h.markers.deliver_all()
+    assert h.c.verify_partitions("tx", pid, 0, {T0}) == {
+        T0: E.TRANSACTION_ABORTABLE}  # type: ignore[attr-defined]  # CompleteCommit
 
 
 def test_commit_sends_markers_then_completes() -> None:

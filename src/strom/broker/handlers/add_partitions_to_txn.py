@@ -2,8 +2,10 @@
 
 v0-3 come from producers: one transaction (``v3_and_below_*`` fields), answered per
 partition. v4+ come from brokers (KIP-890): a batch of transactions, each either added or,
-with ``verify_only``, checked (NONE for partitions in the ongoing transaction,
-INVALID_TXN_STATE otherwise), answered per transaction. As Kafka: a partition of an unknown
+with ``verify_only``, checked as Kafka's coordinator checks it (the producer's error —
+INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS while completing — or
+per partition NONE when in the transaction, TRANSACTION_ABORTABLE otherwise), answered per
+transaction. As Kafka: a partition of an unknown
 topic fails the whole transaction's request (UNKNOWN_TOPIC_OR_PARTITION for it,
 OPERATION_NOT_ATTEMPTED for the others); otherwise every partition gets the coordinator's
 answer (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2).

@@ -14,10 +14,15 @@ when the ISR is smaller than ``min.insync.replicas``. ``timeout_ms`` bounds the 
 
 Transactional writes (KIP-890 part 1): a producer's first transactional batch in a partition
 is appended only if the transaction coordinator confirms the partition was added to the
-producer's ongoing transaction (INVALID_TXN_STATE otherwise; a coordinator that cannot answer
-now gives the retriable NOT_ENOUGH_REPLICAS, as Kafka). When the coordinator is another
-broker, the question goes to it over the wire (AddPartitionsToTxn v4 ``verify_only``, through
-:mod:`strom.coordinator.txn.verifier`) before the append.
+producer's ongoing transaction. When the coordinator is another broker, the question goes to
+it over the wire (AddPartitionsToTxn v4 ``verify_only``, through
+:mod:`strom.coordinator.txn.verifier`) before the append. A refusal is answered as Kafka 4.4
+answers it (:func:`.produce_checks.verification_error`): a producer the coordinator does not
+know INVALID_PRODUCER_ID_MAPPING, an old epoch INVALID_PRODUCER_EPOCH, a partition not in the
+transaction INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11) — so producers fail fast —,
+and only a coordinator that cannot answer now the retriable NOT_ENOUGH_REPLICAS. The
+transactional batches of one request must belong to one producer id and epoch
+(INVALID_PRODUCER_ID_MAPPING for every partition otherwise).
 
 Authorization (:mod:`strom.broker.access`): WRITE on each topic (TOPIC_AUTHORIZATION_FAILED
 for the topic's partitions, existing or not); transactional batches also need WRITE on the
@@ -39,7 +44,6 @@ from strom.broker.handlers.common import topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import (
-    InvalidTxnStateError,
     KafkaError,
     NotLeaderOrFollowerError,
     UnknownTopicIdError,
@@ -54,15 +58,9 @@ from strom.replication.replica_manager import AppendOrigin, AppendOutcome
 
 API_KEY = ApiKey.PRODUCE
 TOPIC, TXN_ID = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
-NOT_ENOUGH_REPLICAS = error_class("NOT_ENOUGH_REPLICAS").code
-# The coordinator cannot answer now: a retriable error the producer knows (Kafka's choice).
-_RETRIABLE_VERIFY = {error_class(name).code: NOT_ENOUGH_REPLICAS for name in (
-    "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR",
-    "CONCURRENT_TRANSACTIONS")}
 NOT_COORDINATOR = error_class("NOT_COORDINATOR").code
 #: ``_verify``'s answer when another broker's coordinator must verify (not an error code).
 _REMOTE = -2
-_VERIFY_MESSAGES = {InvalidTxnStateError.code: "the partition was not added to the transaction"}
 
 
 class ProduceHandler:
@@ -81,6 +79,7 @@ class ProduceHandler:
         transactional = any(produce_checks.has_transactional_batch(p.records)
                             for topic in req.topics for p in topic.partitions)
         request_error = (produce_checks.transactional_id_error(req.transactional_id)
+                         or produce_checks.producers_error(_producers(req))
                          if transactional else None)
         access = self._state.access
         if (request_error is None and transactional and req.transactional_id is not None
@@ -102,14 +101,15 @@ class ProduceHandler:
                     slots.append((result, None))
                     continue
                 tp = TopicPartition(name, p.index)
-                refused = (self._verify(req.transactional_id, tp, p.records)
-                           if req.transactional_id is not None else 0)
-                if refused == _REMOTE:
+                answer = (self._verify(req.transactional_id, tp, p.records)
+                          if req.transactional_id is not None else 0)
+                refused = (produce_checks.verification_error(answer, version)
+                           if answer != _REMOTE else None)
+                if answer == _REMOTE:
                     remote[tp] = (result, p.records)
                     slots.append((result, tp))
-                elif refused:
-                    result.error_code = refused
-                    result.error_message = _VERIFY_MESSAGES.get(refused)
+                elif refused is not None:
+                    _refuse(result, refused)
                     slots.append((result, None))
                 else:
                     entries[tp] = p.records
@@ -173,8 +173,8 @@ class ProduceHandler:
         listener: str | None,
     ) -> ResponseParts | None:
         """KIP-890 verification by a coordinator on another broker, then the append of what
-        it confirmed (the others answer its error, loading / unreachable as the retriable
-        NOT_ENOUGH_REPLICAS)."""
+        it confirmed (the others answer its verdict as a producer gets it:
+        :func:`.produce_checks.verification_error`)."""
         verifier = self._state.txn_verifier
         assert verifier is not None
         by_producer: dict[tuple[int, int], set[TopicPartition]] = {}
@@ -186,11 +186,10 @@ class ProduceHandler:
         for (producer_id, epoch), tps in by_producer.items():
             answers = await verifier.verify(transactional_id, producer_id, epoch, tps)
             for tp, code in answers.items():
-                code = _RETRIABLE_VERIFY.get(code, code)
+                error = produce_checks.verification_error(code, version)
                 result, records = remote[tp]
-                if code:
-                    result.error_code = code
-                    result.error_message = _VERIFY_MESSAGES.get(code)
+                if error is not None:
+                    _refuse(result, error)
                     refused.add(tp)
                 else:
                     entries[tp] = records
@@ -202,7 +201,8 @@ class ProduceHandler:
                 records: memoryview | None) -> int:
         """KIP-890 verification of a transactional write: the first transactional batch of a
         producer in a partition must belong to a transaction the coordinator knows this
-        partition was added to. Returns 0 to append, or the error to answer."""
+        partition was added to. Returns 0 to append, the coordinator's answer (see
+        :meth:`~strom.coordinator.txn.shard.TxnShard.verify_partitions`) or ``_REMOTE``."""
         if records is None or len(records) < HEADER_SIZE:
             return 0  # the append refuses it with the right error
         header = parse_header(records)
@@ -215,7 +215,7 @@ class ProduceHandler:
             transactional_id, header.producer_id, header.producer_epoch, {tp})[tp]
         if error == NOT_COORDINATOR and self._state.txn_verifier is not None:
             return _REMOTE  # the coordinator is another broker: ask it over the wire
-        return _RETRIABLE_VERIFY.get(error, error)
+        return error
 
     async def _when_acknowledged(
         self, outcome: AppendOutcome,
@@ -227,6 +227,12 @@ class ProduceHandler:
         await outcome.done
         _fill(slots, outcome)
         return self._encode(slots, version, results, throttle_ms, listener)
+
+
+def _producers(req: fast.ProduceRequest) -> set[tuple[int, int]]:
+    """(producer id, epoch) of every partition's transactional batch."""
+    return {producer for topic in req.topics for p in topic.partitions
+            if (producer := produce_checks.transactional_producer(p.records)) is not None}
 
 
 def _records_error(version: int, records: memoryview | None) -> KafkaError | None:

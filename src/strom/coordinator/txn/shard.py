@@ -20,6 +20,9 @@ Operations (Kafka's rules and error codes):
   the producer id match (INVALID_PRODUCER_ID_MAPPING) and the epoch be current
   (PRODUCER_FENCED); Prepare* is CONCURRENT_TRANSACTIONS; partitions already in an Ongoing
   transaction need no write.
+* **Verification** (KIP-890, AddPartitionsToTxn v4 ``verify_only``): the producer's error,
+  CONCURRENT_TRANSACTIONS while its transaction is being completed, else per partition NONE
+  (in the transaction) or TRANSACTION_ABORTABLE; nothing is written.
 * **EndTxn**: Ongoing → PrepareCommit / PrepareAbort, answered once that record is committed;
   the markers then go out (:class:`MarkerSender`) and, once every partition has its marker,
   CompleteCommit / CompleteAbort is written. A retried EndTxn after completion is answered
@@ -79,6 +82,7 @@ INVALID_TXN_STATE = _code("INVALID_TXN_STATE")
 INVALID_REQUEST = _code("INVALID_REQUEST")
 INVALID_TRANSACTION_TIMEOUT = _code("INVALID_TRANSACTION_TIMEOUT")
 TRANSACTIONAL_ID_NOT_FOUND = _code("TRANSACTIONAL_ID_NOT_FOUND")
+TRANSACTION_ABORTABLE = _code("TRANSACTION_ABORTABLE")
 
 InitCallback = Callable[[int, int, int], None]  # error, producer id, epoch
 ErrorCallback = Callable[[int], None]
@@ -319,14 +323,20 @@ class TxnShard:
 
     def verify_partitions(self, tid: str, producer_id: int, epoch: int,
                           partitions: set[TopicPartition]) -> dict[TopicPartition, int]:
-        """KIP-890 verification: NONE for each partition in the ongoing transaction of this
-        producer, INVALID_TXN_STATE otherwise (or the producer's error for all)."""
+        """KIP-890 verification, answered as Kafka's coordinator answers it
+        (``handleVerifyPartitionsInTransaction``): for every partition the producer's error —
+        INVALID_PRODUCER_ID_MAPPING (unknown id, another producer id), PRODUCER_FENCED (another
+        epoch), CONCURRENT_TRANSACTIONS (its transaction is being completed) — or else NONE
+        for each partition in its transaction and TRANSACTION_ABORTABLE for the others. A
+        pending transition is not waited for: the partition's log checks the epoch again. The
+        produce side turns these into the errors producers know (see
+        :func:`strom.broker.handlers.produce_checks.verification_error`)."""
         meta = self._check_producer(tid, producer_id, epoch)
         if isinstance(meta, int):
-            error = INVALID_PRODUCER_EPOCH if meta == PRODUCER_FENCED else meta
-            return dict.fromkeys(partitions, error)
-        ongoing = meta.state is TxnState.ONGOING
-        return {tp: NONE if ongoing and tp in meta.partitions else INVALID_TXN_STATE
+            return dict.fromkeys(partitions, meta)
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return dict.fromkeys(partitions, CONCURRENT_TRANSACTIONS)
+        return {tp: NONE if tp in meta.partitions else TRANSACTION_ABORTABLE
                 for tp in partitions}
 
     # -- EndTxn ------------------------------------------------------------------------------

@@ -6,10 +6,14 @@ transaction coordinator confirms the partition was added to its ongoing transact
 the coordinator is this broker the produce handler asks it directly; otherwise
 :class:`RemoteTxnVerifier` sends AddPartitionsToTxn v4 with ``verify_only`` to the broker
 leading the transactional id's ``__transaction_state`` partition and returns its
-per-partition answers (NONE, INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, …). A coordinator
-that cannot be found or reached, or that answers NOT_COORDINATOR / loading, gives
-COORDINATOR_NOT_AVAILABLE for every partition (the produce handler turns it into the
-retriable NOT_ENOUGH_REPLICAS, as Kafka). Owned by the broker's event-loop thread.
+per-partition answers (NONE, TRANSACTION_ABORTABLE, PRODUCER_FENCED, …; see
+:meth:`~strom.coordinator.txn.shard.TxnShard.verify_partitions`). As Kafka's
+``AddPartitionsToTxnManager``: no coordinator to ask is COORDINATOR_NOT_AVAILABLE and one that
+cannot be reached NETWORK_EXCEPTION, for every partition; a top-level error applies to every
+partition, CLUSTER_AUTHORIZATION_FAILED as INVALID_TXN_STATE (a producer must not see it).
+The produce handler turns the answers into the errors producers know
+(:func:`strom.broker.handlers.produce_checks.verification_error`: the retriable
+NOT_ENOUGH_REPLICAS for the unavailable ones). Owned by the broker's event-loop thread.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ log = logging.getLogger("strom.coordinator.txn.verifier")
 #: the first AddPartitionsToTxn version with batched, verify-only transactions (brokers only).
 VERIFY_VERSION = 4
 COORDINATOR_NOT_AVAILABLE = error_class("COORDINATOR_NOT_AVAILABLE").code
+NETWORK_EXCEPTION = error_class("NETWORK_EXCEPTION").code
+CLUSTER_AUTHORIZATION_FAILED = error_class("CLUSTER_AUTHORIZATION_FAILED").code
+INVALID_TXN_STATE = error_class("INVALID_TXN_STATE").code
 
 
 class RemoteTxnVerifier:
@@ -63,9 +70,11 @@ class RemoteTxnVerifier:
             log.debug("verification of %r at node %d failed: %s", transactional_id,
                       coordinator.node_id, exc)
             await self._peers.drop(coordinator.node_id)
-            return unavailable
+            return dict.fromkeys(partitions, NETWORK_EXCEPTION)
         if response.error_code:
-            return dict.fromkeys(partitions, int(response.error_code))
+            code = int(response.error_code)
+            return dict.fromkeys(partitions, INVALID_TXN_STATE
+                                 if code == CLUSTER_AUTHORIZATION_FAILED else code)
         answers = dict(unavailable)
         for txn in response.results_by_transaction:
             for topic in txn.topic_results:

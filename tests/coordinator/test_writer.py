@@ -10,15 +10,24 @@ from pathlib import Path
 
 import pytest
 
+from strom.broker.handlers.write_txn_markers import marker_batch
 from strom.common.errors import ErrorCode, KafkaError
 from strom.common.types import TopicPartition
+from strom.coordinator import runtime
 from strom.coordinator.group.coordinator import GroupCoordinator
 from strom.coordinator.group.model import GroupSettings, OffsetToCommit
-from strom.coordinator.group.records import OFFSETS_TOPIC
+from strom.coordinator.group.records import (
+    OFFSETS_TOPIC,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_value,
+)
 from strom.coordinator.runtime import ShardState, coordinator_error
 from strom.coordinator.writer import ReplicaPartitionWriter
 from strom.protocol.records.builder import BatchBuilder
 from strom.replication.partition import Partition
+from strom.replication.replica_manager import AppendOrigin
 from strom.testing.scheduler import ManualScheduler
 from tests.replication.harness import Harness, image, partition_info
 
@@ -176,6 +185,43 @@ def test_group_commit_over_the_replica_manager_fails_closed(tmp_path: Path) -> N
                 break
         assert second == [[E.NOT_COORDINATOR]] and committed() == 5  # type: ignore[attr-defined]
         del partition.log.flush
+        coordinator.shutdown()
+        h.close()
+    run(scenario)
+
+
+def test_a_marker_appended_while_the_shard_loads_is_replayed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transaction's marker reaches ``__consumer_offsets`` (WriteTxnMarkers) while the
+    group shard of a new leader is loading: the live path finds the shard LOADING and leaves
+    it to the load. The load read to the log end as it was when it began, so the marker was
+    never replayed and the transaction's offsets stayed pending for good (OffsetFetch with
+    require_stable answered UNSTABLE_OFFSET_COMMIT to every retry)."""
+    async def scenario() -> None:
+        monkeypatch.setattr(runtime, "LOAD_CHUNK_RECORDS", 1)  # yield after every batch
+        h = Harness(tmp_path)
+        offsets_topic(h)
+        writer = ReplicaPartitionWriter(h.replicas)
+        pid, epoch = 42, 0
+        txn_commit = BatchBuilder(producer_id=pid, producer_epoch=epoch, transactional=True)
+        txn_commit.append(0, encode_key(OffsetCommitKey("g", "t", 0)),
+                          encode_value(OffsetCommitValue(7)))
+        writer.append(TP, txn_commit.build(), timeout_ms=1000)  # TxnOffsetCommit
+        writer.append(TP, batch(b"x"), timeout_ms=1000)  # more to load: the load yields
+        writer.append(TP, batch(b"y"), timeout_ms=1000)
+        coordinator = GroupCoordinator(writer, ManualScheduler(h.clock), h.clock,
+                                       GroupSettings(partitions=1))
+        h.replicas.add_leadership_listener(OFFSETS_TOPIC, coordinator.runtime)
+        await asyncio.sleep(0)  # the load replayed its first batch and yielded
+        assert coordinator.runtime.state(0) is ShardState.LOADING
+        marker = marker_batch(pid, epoch, commit=True, coordinator_epoch=0, timestamp_ms=0)
+        outcome = h.replicas.append({TP: memoryview(bytearray(marker))}, required_acks=-1,
+                                    origin=AppendOrigin.COORDINATOR, timeout_ms=1000)
+        assert outcome.results[TP].error is None and outcome.done is None
+        coordinator.complete_transaction(0, pid, True)  # what WriteTxnMarkers does: dropped
+        await coordinator.runtime.wait_loaded(0)
+        error, offsets = coordinator.fetch_offsets("g", [("t", 0)], require_stable=True)
+        assert (error, offsets[0].offset, offsets[0].error) == (0, 7, 0)
         coordinator.shutdown()
         h.close()
     run(scenario)

@@ -7,8 +7,9 @@ broker does not lead the partition or the ISR is below ``min.insync.replicas``; 
 the high watermark passed the batch and it is durable per the topic's flush policy; failed
 later with the error the replica manager records (KAFKA_STORAGE_ERROR on a failed fsync,
 NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT after ``timeout_ms``). Reads decode the
-partition from its log start to its log end, a chunk at a time, when a shard loads. Owned by
-the broker's event-loop thread.
+partition from its log start to its log end, a chunk at a time, when a shard loads — to the
+end as it is when the last chunk is read (see :meth:`ReplicaPartitionWriter.read_batches`).
+Owned by the broker's event-loop thread.
 """
 
 from __future__ import annotations
@@ -56,12 +57,15 @@ class ReplicaPartitionWriter:
         return committed
 
     def read_batches(self, tp: TopicPartition) -> Iterator[list[ReplayRecord]]:
+        """To the log end *as it is when the last chunk is read*, not as it was when the load
+        began: a transaction marker the WriteTxnMarkers path appends while the shard loads
+        (the loader yields between chunks) finds the shard LOADING, so only the load can
+        replay it — stopping at the first log end left its offsets pending for good."""
         partition = self._replicas.partition(tp)
         if partition is None:
             raise NotLeaderOrFollowerError(f"{tp} is not hosted here")
         offset = partition.log_start_offset
-        end = partition.log_end_offset
-        while offset < end:
+        while offset < partition.log_end_offset:
             result = partition.read(offset, READ_CHUNK, FetchIsolation.LOG_END, min_one=True)
             if not result.regions:
                 return

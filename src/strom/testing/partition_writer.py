@@ -98,8 +98,11 @@ class MemoryPartitionWriter:
                 held.future.set_exception(error)
 
     def read_batches(self, tp: TopicPartition) -> Iterator[list[ReplayRecord]]:
-        for batch in list(self.batches.get(tp, [])):
-            yield from replay_records(batch)
+        """To the end as it is at the last batch read (as the broker's writer)."""
+        read = 0
+        while read < len(self.batches.get(tp, [])):
+            yield from replay_records(self.batches[tp][read])
+            read += 1
 
     def records(self, tp: TopicPartition) -> list[ReplayRecord]:
         return [r for batch in self.read_batches(tp) for r in batch]

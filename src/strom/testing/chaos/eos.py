@@ -199,15 +199,20 @@ def _await_commits(history: History, supervisor: LoopSupervisor, count: int,
         time.sleep(0.1)
 
 
-def _wait_for(history: History, process: str, f: str, timeout: float = 60.0) -> None:
-    """Block until ``process`` records an ``f`` operation newer than this call."""
+def _wait_for(supervisor: LoopSupervisor, f: str, timeout: float = 120.0) -> None:
+    """Block until the running incarnation records an ``f`` operation newer than this call,
+    keeping one running (an incarnation may end on its own meanwhile: a stuck client call)."""
+    history = supervisor.history
     seen = len(history)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(op.process == process and op.f == f for op in history.ops[seen:]):
+        supervisor.ensure_running()
+        current = supervisor.current
+        assert current is not None
+        if any(op.process == current.name and op.f == f for op in history.ops[seen:]):
             return
-        time.sleep(0.001)
-    raise TimeoutError(f"{process} recorded no {f} within {timeout} s")
+        time.sleep(0.005)
+    raise TimeoutError(f"the application recorded no {f} within {timeout} s")
 
 
 # -- the faults ----------------------------------------------------------------------------------
@@ -264,9 +269,7 @@ def kill_loop(when: str = "committing", down: float = 0.5) -> EosFault:
     or begins a transaction (``txn``), then start a new incarnation ``down`` seconds later:
     its ``init_transactions`` fences the dead one and aborts its open transaction."""
     def apply(nemesis: Nemesis, supervisor: LoopSupervisor) -> None:
-        current = supervisor.current
-        assert current is not None
-        _wait_for(nemesis.history, current.name, when)
+        _wait_for(supervisor, when)
         if when == "txn":  # somewhere among its produces
             time.sleep(nemesis.random.uniform(0.0, 0.05))
         supervisor.kill()

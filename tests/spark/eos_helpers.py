@@ -10,10 +10,11 @@ from strom.client.sync import SyncAdminClient, SyncFetcher, SyncProducer
 from strom.common.types import TopicPartition
 
 
-def new_topic(bootstrap: str, partitions: int = 2, prefix: str = "eos") -> str:
+def new_topic(bootstrap: str, partitions: int = 2, prefix: str = "eos",
+              replication_factor: int = 1) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     with SyncAdminClient(bootstrap) as admin:
-        admin.create_topic(name, partitions, 1)
+        admin.create_topic(name, partitions, replication_factor)
     return name
 
 

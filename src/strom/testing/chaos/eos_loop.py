@@ -64,7 +64,7 @@ from strom.testing.chaos.workload import FAST_RECONNECT
 #: how long one transactional call may keep being retried before its outcome is given up.
 CALL_DEADLINE_S = 30.0
 #: a client call that has not returned this long after its own 10 s timeout is stuck.
-STUCK_AFTER_S = 25.0
+STUCK_AFTER_S = 20.0
 #: the exit code of an incarnation that ended a stuck call (see :class:`Watchdog`).
 STUCK_EXIT = 3
 #: librdkafka ``debug`` contexts for both clients, logged to stderr (post-mortems).

@@ -43,11 +43,15 @@ def data_row(name: str, seed: int, history: Path | None) -> tuple[list[str], boo
     expected = "none" if entry.expect_valid else "lost records"
     if entry.expect_probes:
         expected += "; probe " + ", ".join(str(a) for a in entry.expect_probes)
+    if entry.expect_no_failover:
+        expected += "; no failover"
     run = catalogue.run_named(entry, seed, history)
     found, stats = anomalies(run.check.counts), run.check.stats
     if entry.expect_probes:
         found += "; probe answered " + ", ".join(
             str(answer) for answer in catalogue.probe_answers(run))
+    if entry.expect_no_failover:
+        found += f"; {catalogue.state_changes(run)} partition state changes"
     return ([str(entry.brokers), str(stats.get("send-ok", 0)), str(stats.get("send-fail", 0)),
              str(stats.get("send-info", 0)), found, expected],
             catalogue.as_expected(entry, run))

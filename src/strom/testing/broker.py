@@ -8,7 +8,8 @@ address clients connect to. ``restart()`` keeps the data directory and the port.
 network namespace: :meth:`strom.testing.chaos.netns.NetworkFabric.preexec`), on every start.
 With ``listeners`` in ``config`` (several listeners, TLS, SASL) the broker binds those
 instead of ``host:port``; ``bootstrap`` is then the inter-broker listener and
-``bootstrap_of(name)`` any listener.
+``bootstrap_of(name)`` any listener. With ``stall_seconds`` the broker runs through the test
+hook :mod:`strom.testing.stall`, and ``stall()`` blocks its event loop that long.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ class EmbeddedBroker:
         log_level: str = "WARNING",
         open_file_limit: int | None = None,
         preexec: Callable[[], None] | None = None,
+        stall_seconds: float | None = None,
     ) -> None:
         self.config = dict(config or {})
+        self.stall_seconds = stall_seconds
         self.open_file_limit = open_file_limit
         self.preexec = preexec
         self._own_dir = data_dir is None
@@ -72,7 +75,8 @@ class EmbeddedBroker:
     def start(self) -> EmbeddedBroker:
         if self.process is not None and self.process.poll() is None:
             raise RuntimeError("broker already running")
-        args = [sys.executable, "-m", "strom", "--log-level", self.log_level, "broker",
+        module = "strom" if self.stall_seconds is None else "strom.testing.stall"
+        args = [sys.executable, "-m", module, "--log-level", self.log_level, "broker",
                 "--data-dir", str(self.data_dir)]
         if "listeners" not in self.config:
             args += ["--listen", f"{self.host}:{self.port}"]
@@ -80,6 +84,8 @@ class EmbeddedBroker:
             args += ["--set", f"{key}={value}"]
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        if self.stall_seconds is not None:
+            env["STROM_TEST_STALL_S"] = str(self.stall_seconds)
         self.process = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
             preexec_fn=self._preexec_fn(),
@@ -148,6 +154,16 @@ class EmbeddedBroker:
             self._reader.join(timeout=5)
         self.process = None
         return process.returncode
+
+    def stall(self) -> None:
+        """Block the broker's event loop for ``stall_seconds`` (SIGUSR2 to the test hook);
+        returns at once."""
+        process = self.process
+        if self.stall_seconds is None:
+            raise RuntimeError("the broker was not started with stall_seconds")
+        if process is None or process.poll() is not None:
+            raise RuntimeError("the broker is not running")
+        process.send_signal(signal.SIGUSR2)
 
     def kill(self) -> None:
         """kill -9: no shutdown at all, as in a crash."""

@@ -17,6 +17,10 @@ unfinished controlled shutdown after 100 ms (``controlled.shutdown.retry.backoff
 Kafka's own test harness), not the default 5 s: when the whole cluster stops at once, the
 last brokers' leadership has nowhere to go, and each would wait out 2 backoffs.
 
+Brokers run through the test hook :mod:`strom.testing.stall`: :meth:`EmbeddedCluster.stall`
+blocks one broker's event loop for ``stall_seconds`` (2 s by default) while its other threads
+and its listening socket carry on — the "slow, not dead" broker of the fault schedules.
+
 Config precedence per broker: the cluster's defaults (node id, ``zookeeper.connect``,
 session, controlled shutdown backoff, ``broker.rack`` from ``racks``) < ``configs`` <
 ``broker_configs[node id]``.
@@ -56,6 +60,8 @@ CHROOT = "/strom"
 SESSION_TIMEOUT_MS = 2000
 #: The pause between controlled shutdown attempts unless ``configs`` sets one.
 CONTROLLED_SHUTDOWN_BACKOFF_MS = 100
+#: How long :meth:`EmbeddedCluster.stall` blocks a broker's event loop unless told.
+STALL_S = 2.0
 
 
 class NetworkUnavailable(RuntimeError):
@@ -70,9 +76,10 @@ class ClusterBroker(EmbeddedBroker):
     def __init__(self, node_id: int, zookeeper_connect: Callable[[], str],
                  session_timeout_s: float, config: Mapping[str, object], data_dir: Path,
                  port: int, log_level: str, host: str = "127.0.0.1",
-                 preexec: Callable[[], None] | None = None) -> None:
+                 preexec: Callable[[], None] | None = None,
+                 stall_seconds: float | None = None) -> None:
         super().__init__(config, data_dir=data_dir, port=port, host=host, log_level=log_level,
-                         preexec=preexec)
+                         preexec=preexec, stall_seconds=stall_seconds)
         self.node_id = node_id
         self._zookeeper_connect = zookeeper_connect
         self._session_timeout_s = session_timeout_s
@@ -97,7 +104,7 @@ class EmbeddedCluster:
                  configs: Mapping[str, object] | None = None,
                  broker_configs: Mapping[int, Mapping[str, object]] | None = None,
                  racks: Sequence[str] | None = None, log_level: str = "WARNING",
-                 network: bool = False) -> None:
+                 network: bool = False, stall_seconds: float = STALL_S) -> None:
         if brokers < 1:
             raise ValueError("an EmbeddedCluster needs at least one broker")
         if racks is not None and len(racks) != brokers:
@@ -110,6 +117,7 @@ class EmbeddedCluster:
         #: the brokers' network namespaces (None: every broker on the host's loopback).
         self.network: NetworkFabric | None = NetworkFabric() if network else None
         self.brokers: dict[int, EmbeddedBroker] = {}
+        self.stall_seconds = stall_seconds
         try:
             self._add_brokers(brokers, configs, broker_configs, racks, log_level)
         except BaseException:
@@ -138,7 +146,8 @@ class EmbeddedCluster:
             self.brokers[node_id] = ClusterBroker(
                 node_id, lambda: self.zookeeper_connect, session_s, config=config,
                 data_dir=self.root / f"broker-{node_id}", port=free_port(),
-                log_level=log_level, host=host, preexec=preexec)
+                log_level=log_level, host=host, preexec=preexec,
+                stall_seconds=self.stall_seconds)
 
     @property
     def bootstrap(self) -> str:
@@ -186,6 +195,10 @@ class EmbeddedCluster:
     def resume(self, node_id: int) -> None:
         """SIGCONT broker ``node_id``."""
         self._signal(node_id, signal.SIGCONT)
+
+    def stall(self, node_id: int) -> None:
+        """Block broker ``node_id``'s event loop for ``stall_seconds`` (returns at once)."""
+        self.brokers[node_id].stall()
 
     def _signal(self, node_id: int, sig: signal.Signals) -> None:
         pid = self.brokers[node_id].pid

@@ -1,7 +1,7 @@
 """Each fault primitive against real broker processes on a real ZooKeeper: a killed broker is
-gone, a paused one answers nothing, an expired session really loses the registration (and the
-broker registers again), the controller moves when it is killed, a rolling restart replaces
-every process."""
+gone, a paused one answers nothing, a stalled one answers nothing until its stall ends, an
+expired session really loses the registration (and the broker registers again), the
+controller moves when it is killed, a rolling restart replaces every process."""
 
 from __future__ import annotations
 
@@ -94,6 +94,17 @@ def test_a_paused_broker_answers_nothing_until_resumed(cluster: EmbeddedCluster,
     finally:
         nemesis.resume(2)
     assert answers(broker.bootstrap, timeout=10)
+
+
+def test_a_stalled_broker_accepts_but_answers_nothing_until_the_stall_ends(
+        cluster: EmbeddedCluster, nemesis: Nemesis) -> None:
+    broker = cluster.brokers[1]
+    assert cluster.stall_seconds == 2.0
+    nemesis.stall(1)  # its event loop blocked for 2 s; the process runs on
+    assert accepts(broker.bootstrap)
+    assert not answers(broker.bootstrap, timeout=1.0)
+    assert answers(broker.bootstrap, timeout=10)
+    assert nemesis_ops(nemesis) == ["stall"]
 
 
 def test_an_expired_session_loses_the_registration_and_the_broker_registers_again(

@@ -11,8 +11,12 @@ namespaces (root and iproute2: ``netns.unavailable_reason()`` is None), its faul
 fresh per run: a fault may keep state), its :class:`ScheduleConfig` (the seed is given per
 run) and what the checker must say: ``expect_valid`` False marks a schedule that loses
 acknowledged writes on purpose (a single broker whose acknowledged tail is cut off), where an
-anomaly found is the checker doing its job; ``expect_probes``, the wire answers its probe
-sends must get (:func:`as_expected` judges both). ``default_run`` marks the subset a plain
+anomaly found is the checker doing its job; ``expect_probes``, the wire answers its probe sends
+must get; ``expect_no_failover``, that no partition state changed at all (no leader moved, no
+ISR shrank: a slow broker was not taken for a dead one) — :func:`as_expected` judges all three.
+``cluster_configs`` are broker settings over the fixture's: :data:`DEFAULT_SESSION` gives the
+brokers the default 18 s ZooKeeper session instead of the fixture's 2 s, so that only what the
+brokers see for themselves can move leadership fast. ``default_run`` marks the subset a plain
 ``pytest`` run keeps (the others need ``-m faults``).
 
 :data:`COORDINATOR_SCHEDULES` names the coordinator schedules
@@ -35,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from strom.common.config import BROKER_KEYS
 from strom.testing.chaos import coordinators, eos, schedule
 from strom.testing.chaos.cluster import Cluster
 from strom.testing.chaos.coordinators import CoordScheduleConfig, CoordScheduleResult
@@ -50,6 +55,10 @@ SINGLE = ScheduleConfig(partitions=2, replication_factor=1, min_insync_replicas=
 #: RF=3, min.insync.replicas=2, idempotent acks=all producers (the issue's setting).
 RF3 = ScheduleConfig(partitions=3, replication_factor=3, min_insync_replicas=2,
                      warmup=2.0, interval=4.0, settle=6.0, seed=9)
+
+#: The broker default ZooKeeper session (18 s), over EmbeddedCluster's 2 s.
+DEFAULT_SESSION: dict[str, object] = {
+    "zookeeper.session.timeout.ms": BROKER_KEYS["zookeeper.session.timeout.ms"].default}
 
 #: The history event a probe records: ``{"answer": error name or None}``.
 PROBE = "probe-send"
@@ -67,6 +76,10 @@ class NamedSchedule:
     default_run: bool = False
     #: the answers the schedule's probe sends must get (:data:`PROBE` events), if it probes.
     expect_probes: tuple[str | None, ...] = ()
+    #: no partition state may change (leader, epoch, ISR) during the run.
+    expect_no_failover: bool = False
+    #: broker settings over the EmbeddedCluster's own.
+    cluster_configs: dict[str, object] = dataclasses.field(default_factory=dict)
 
 
 #: Probes sent at most while the leader has not yet applied the shrunk ISR.
@@ -134,6 +147,19 @@ SCHEDULES: dict[str, NamedSchedule] = _entries(
                   "NOT_ENOUGH_REPLICAS once the ISR is the leader alone",
                   lambda: [two_followers_down()], default_run=True,
                   expect_probes=("NOT_ENOUGH_REPLICAS",)),
+    NamedSchedule("kill-leader-default-session",
+                  "kill -9 the leader of partition 0, then of partition 1 (3 s down each), "
+                  "brokers with the default 18 s ZooKeeper session",
+                  lambda: [schedule.kill_leader(), schedule.kill_leader(partition=1)],
+                  cluster_configs=DEFAULT_SESSION),
+    NamedSchedule("pause-leader-default-session",
+                  "SIGSTOP the leader for 5 s with the default 18 s session: a slow broker, "
+                  "no failover", lambda: [schedule.pause_leader(paused=5.0)],
+                  cluster_configs=DEFAULT_SESSION, expect_no_failover=True, default_run=True),
+    NamedSchedule("stall-leader", "block the leader's event loop for 2 s, twice (default "
+                  "session): a slow broker, no failover",
+                  lambda: [schedule.stall_leader(), schedule.stall_leader()],
+                  cluster_configs=DEFAULT_SESSION, expect_no_failover=True, default_run=True),
     NamedSchedule("isolate-leader", "cut the leader off from the other brokers for 6 s "
                   "(network namespaces)", lambda: [schedule.isolate_leader()], network=True),
     NamedSchedule("isolate-leader-and-zookeeper", "cut the leader off from the brokers and "
@@ -151,7 +177,8 @@ def run_named(entry: NamedSchedule, seed: int | None = None,
         config = dataclasses.replace(config, seed=seed)
     if history_path is not None:
         config = dataclasses.replace(config, history_path=history_path)
-    with EmbeddedCluster(entry.brokers, network=entry.network) as cluster:
+    with EmbeddedCluster(entry.brokers, network=entry.network,
+                         configs=entry.cluster_configs) as cluster:
         return run_schedule(cluster, entry.faults(), config)
 
 
@@ -160,11 +187,29 @@ def probe_answers(result: ScheduleResult) -> tuple[object, ...]:
     return tuple(op.value.get("answer") for op in result.history.ops if op.f == PROBE)
 
 
+def state_changes(result: ScheduleResult) -> int:
+    """How many times a partition's state (leader, leader epoch, ISR) changed after it was
+    first observed: leader elections and ISR shrinks or expansions."""
+    seen: dict[object, tuple[object, object, object]] = {}
+    changes = 0
+    for op in result.history.ops:
+        if op.f != "partition-state":
+            continue
+        state = (op.value.get("leader"), op.value.get("leader_epoch"),
+                 tuple(op.value.get("isr") or ()))
+        partition = op.value.get("partition")
+        if partition in seen and seen[partition] != state:
+            changes += 1
+        seen[partition] = state
+    return changes
+
+
 def as_expected(entry: NamedSchedule, result: ScheduleResult) -> bool:
-    """The checker's verdict is the one ``entry`` expects and its probes got the answers it
-    expects."""
+    """The checker's verdict is the one ``entry`` expects, its probes got the answers it
+    expects, and no partition state changed if it expects no failover."""
     return (result.check.valid == entry.expect_valid
-            and probe_answers(result) == entry.expect_probes)
+            and probe_answers(result) == entry.expect_probes
+            and not (entry.expect_no_failover and state_changes(result)))
 
 
 #: The coordinator schedules' shared settings (seed 5 unless given per run).

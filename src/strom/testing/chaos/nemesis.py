@@ -4,11 +4,12 @@
 network, starts killed brokers) — call it in a ``finally``.
 
 Faults: kill -9 (a node, a partition's leader, the controller, a random broker); SIGSTOP /
-SIGCONT; ZooKeeper session expiry (a broker paused until its registration znode is gone —
-the broker's own session cannot be stolen from outside its process); a rolling restart
-(clean stop and start, one broker at a time); cutting the tail off a stopped broker's log;
-a network partition of one broker from the others (and optionally from ZooKeeper) through
-the cluster's :class:`~strom.testing.chaos.netns.NetworkFabric`.
+SIGCONT; a stall of a broker's event loop (the cluster's test hook: the process and its sockets
+live on, nothing on its loop runs); ZooKeeper session expiry (a broker paused until its
+registration znode is gone — the broker's own session cannot be stolen from outside its
+process); a rolling restart (clean stop and start, one broker at a time); cutting the tail off
+a stopped broker's log; a network partition of one broker from the others (and optionally from
+ZooKeeper) through the cluster's :class:`~strom.testing.chaos.netns.NetworkFabric`.
 
 One owner thread (the schedule runner or the test) drives a Nemesis."""
 
@@ -95,6 +96,11 @@ class Nemesis:
         self.cluster.resume(node)
         self.paused.discard(node)
         self.history.nemesis("resume", {"node": node})
+
+    def stall(self, node: int) -> None:
+        """Block ``node``'s event loop for the cluster's stall length (returns at once)."""
+        self.history.nemesis("stall", {"node": node})
+        self.cluster.stall(node)
 
     def expire_session(self, node: int, timeout: float = 60.0) -> None:
         """Pause ``node`` until ZooKeeper expired its session (its ``/brokers/ids`` znode is

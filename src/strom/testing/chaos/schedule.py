@@ -155,14 +155,24 @@ def kill_controller(down: float = 3.0) -> Fault:
 
 
 def pause_leader(topic: str = "chaos", partition: int = 0, paused: float = 6.0) -> Fault:
-    """SIGSTOP the leader long enough to lose its session and leadership, then SIGCONT it:
-    the zombie must not accept writes it cannot replicate."""
+    """SIGSTOP the leader for ``paused`` seconds, then SIGCONT it. Longer than the brokers'
+    ZooKeeper session (the fixture's 2 s), it loses its session and leadership: a zombie that
+    must not accept writes it cannot replicate. Shorter (the 18 s default), it is a slow
+    broker, which must not be taken for a dead one."""
     def apply(nemesis: Nemesis) -> None:
         node = nemesis.leader(topic, partition)
         nemesis.pause(node)
         time.sleep(paused)
         nemesis.resume(node)
     return Fault(f"pause-leader-{topic}-{partition}", apply)
+
+
+def stall_leader(topic: str = "chaos", partition: int = 0) -> Fault:
+    """Block the leader's event loop (for the cluster's stall length): a slow broker, whose
+    process and sockets live on, must not be taken for a dead one."""
+    def apply(nemesis: Nemesis) -> None:
+        nemesis.stall(nemesis.leader(topic, partition))
+    return Fault(f"stall-leader-{topic}-{partition}", apply)
 
 
 def expire_leader_session(topic: str = "chaos", partition: int = 0) -> Fault:

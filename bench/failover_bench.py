@@ -27,7 +27,8 @@ acknowledged a record sent after the kill; **followed** — the same for the par
 was an in-sync follower; **zk** — until ZooKeeper's partition states no longer name the victim
 (leader moved, ISR without it); **gone** — until its registration ``/brokers/ids/<id>`` is
 gone. Then the victim is started again, the ISRs fill up, a preferred-leader election gives
-brokers 0, 1 and 2 their partitions back, and the next round starts after a second of quiet.
+brokers 0, 1 and 2 their partitions back, and the next round starts once the producer has had
+a record acknowledged on every partition since, and a second of quiet.
 The table reports min / median / p90 / max per kind and the load average (``uptime``) at the
 start and the end: the machine is shared, and timing depends on it.
 
@@ -199,8 +200,18 @@ def one_round(cluster: EmbeddedCluster, view: ZooKeeperView, producer: SteadyPro
     view.wait_for("every ISR full", lambda: all(
         len(s.get("isr") or []) == 3 for s in states(view).values()), 120)
     prefer(cluster.bootstrap, view)
-    time.sleep(1.0)
+    settle(producer)
     return result
+
+
+def settle(producer: SteadyProducer, timeout: float = 60.0) -> None:
+    """Until every partition acknowledged a record sent from now on (the producer follows
+    the leaders again), then a second of quiet."""
+    producer.mark(time.monotonic())
+    deadline = time.monotonic() + timeout
+    while len(producer.acked_after) < PARTITIONS and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
 
 
 def prefer(bootstrap: str, view: ZooKeeperView) -> None:

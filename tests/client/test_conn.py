@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from strom.client.conn import Connection
+from strom.client.conn import Connection, ConnectionRefused
 from strom.common.errors import NetworkError, RequestTimedOutError, UnsupportedVersionError
 from strom.protocol.versions import SUPPORTED, ApiKey
 from tests.client.fake_broker import FakeBroker
@@ -135,10 +135,29 @@ def test_connection_loss_fails_waiting_requests() -> None:
 
 def test_connect_refused_is_network_error() -> None:
     async def test() -> None:
-        with pytest.raises(NetworkError, match=r"could not connect to 127\.0\.0\.1:1"):
+        with pytest.raises(NetworkError, match=r"could not connect to 127\.0\.0\.1:1") as e:
             await Connection("127.0.0.1", 1).open()
+        assert isinstance(e.value, ConnectionRefused)  # nothing listens: told apart
 
     asyncio.run(test())
+
+
+def test_wait_closed_returns_when_the_broker_closes_the_connection() -> None:
+    async def test(broker: FakeBroker) -> None:
+        async def drop(key: int, version: int, request: Any) -> str:
+            return "drop"
+
+        broker.hooks[ApiKey.METADATA] = drop
+        conn = await Connection("127.0.0.1", broker.port).open()
+        waiting = asyncio.ensure_future(conn.wait_closed())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        with pytest.raises(NetworkError):
+            await conn.request(ApiKey.METADATA, {"topics": []})
+        assert "closed the connection" in await asyncio.wait_for(waiting, 5)
+        await conn.close()
+
+    run(test)
 
 
 def test_a_request_cancelled_as_its_response_arrives_is_cancelled(broker: Any) -> None:

@@ -18,7 +18,7 @@ import pytest
 import strom
 from strom.controller.election import ControllerElection
 from strom.metadata.changes import PutTopic
-from strom.metadata.image import PartitionInfo, TopicInfo
+from strom.metadata.image import BrokerInfo, PartitionInfo, TopicInfo
 from strom.metadata.zookeeper import NotControllerError, ZooKeeperMetadataStore
 from strom.testing.zookeeper import ZooKeeperServer, expire_session
 from tests.metadata.zk_helpers import wait_until
@@ -160,3 +160,63 @@ def test_a_paused_controller_that_wakes_up_cannot_write(
         zombie.send_signal(signal.SIGCONT)
         zombie.kill()
         zombie.wait()
+
+
+# -- brokers found dead by their listener (issue 22) --------------------------------------------
+
+def registration_epoch(store: ZooKeeperMetadataStore, broker_id: int) -> int | None:
+    """The czxid of ``/brokers/ids/<broker_id>`` (its broker epoch), None when absent."""
+    found = store.session.get_or_none(f"/brokers/ids/{broker_id}")
+    return None if found is None else int(found[1].czxid)
+
+
+def test_the_controller_removes_a_dead_brokers_registration_of_that_epoch_only(
+        candidates: Callable[[int], Candidate]) -> None:
+    """Only the controller, only the registration of the broker epoch found dead; a live
+    broker whose registration was removed (a wrong verdict) registers again, with a new
+    epoch, which the old verdict cannot remove."""
+    a, b = candidates(1), candidates(2)
+    a.election.start()
+    b.store.register_broker(BrokerInfo(2, "127.0.0.1", 1))
+    first = registration_epoch(a.store, 2)
+    assert first is not None
+    with pytest.raises(NotControllerError):
+        b.election.remove_dead_broker(2, first)
+    assert not a.election.remove_dead_broker(2, first + 1)  # another incarnation's epoch
+    assert registration_epoch(a.store, 2) == first
+    assert a.election.remove_dead_broker(2, first)
+    wait_until(lambda: (registration_epoch(a.store, 2) or first) != first,
+               what="broker 2 registered again (its session lives)")
+    second = registration_epoch(a.store, 2)
+    assert not a.election.remove_dead_broker(2, first)
+    assert registration_epoch(a.store, 2) == second
+    wait_until(lambda: b.store.image.brokers.get(2) is not None
+               and b.store.image.brokers[2].epoch == second)
+
+
+def test_a_dead_controller_is_deposed_once_and_a_successor_elected(
+        candidates: Callable[[int], Candidate]) -> None:
+    a, b, c = candidates(1), candidates(2), candidates(3)
+    a.store.register_broker(BrokerInfo(1, "127.0.0.1", 1))
+    a.election.start()
+    b.election.start()
+    c.election.start()
+    assert a.election.is_controller
+    epoch = registration_epoch(b.store, 1)
+    assert epoch is not None
+    assert not b.election.depose_dead_controller(2, epoch)  # not the controller
+    assert not b.election.depose_dead_controller(1, epoch + 1)  # not the epoch found dead
+    assert b.store.session.get("/controller_epoch")[0] == b"1"
+    a.election.withdraw()  # as a dead broker: it takes nothing back
+    assert b.election.depose_dead_controller(1, epoch)
+    assert not c.election.depose_dead_controller(1, epoch)  # the second one finds it done
+    wait_until(lambda: b.store.session.get("/controller_epoch")[0] == b"2",
+               what="the next election")
+    wait_until(lambda: b.election.is_controller or c.election.is_controller)
+    wait_until(lambda: a.events == ["elected 1", "resigned"], what="a learns it lost")
+    assert registration_epoch(b.store, 1) == epoch  # the successor's to remove
+    # the successor is never deposed by the old verdict
+    assert not b.election.depose_dead_controller(1, epoch)
+    successor = 2 if b.election.is_controller else 3
+    assert not a.election.depose_dead_controller(successor, epoch)
+    assert b.store.session.get("/controller_epoch")[0] == b"2"

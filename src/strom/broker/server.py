@@ -30,6 +30,7 @@ from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.connection_rates import ConnectionRates
 from strom.broker.dispatch import Dispatcher
 from strom.broker.dynamic_config import DynamicConfigApplier, effective_config, warn_ignored
+from strom.broker.failure_detector import FailureDetector
 from strom.broker.handlers import build_handlers
 from strom.broker.metadata_recovery import keep_topics_on_disk
 from strom.broker.network import Connections, KafkaConnection
@@ -47,6 +48,7 @@ from strom.common.config import BrokerConfig
 from strom.common.errors import StromError
 from strom.common.timer import LoopScheduler
 from strom.common.types import TopicPartition
+from strom.controller.election import ControllerElection
 from strom.controller.producer_ids import ProducerIdManager
 from strom.coordinator.group.coordinator import GroupCoordinator
 from strom.coordinator.group.records import OFFSETS_TOPIC
@@ -119,6 +121,8 @@ class BrokerServer:
         self._zk_store: ZooKeeperMetadataStore | None = None
         self._inter_security: ClientSecurity | None = None
         self._replication: Replication | None = None
+        self._failure_detector: FailureDetector | None = None
+        self._election: ControllerElection | None = None
 
     async def start(self) -> None:
         """Start, or raise :class:`BrokerStartupError` (or ``OSError``) having released what
@@ -250,8 +254,12 @@ class BrokerServer:
         try:
             store.register_broker(self._broker_info(node_id, listeners))
             if isinstance(store, ZooKeeperMetadataStore):
-                _election, state.controller = zookeeper_metadata.stand_for_controller(
+                election, state.controller = zookeeper_metadata.stand_for_controller(
                     store, node_id, lambda: state.config, state.topic_config)
+                self._election = election
+                self._failure_detector = FailureDetector(store, node_id, election,
+                                                         state.controller, config,
+                                                         inter_security)
         except (BrokerIdAlreadyRegisteredError, ZooKeeperUnavailableError) as exc:
             raise BrokerStartupError(str(exc)) from None
         loop = asyncio.get_running_loop()
@@ -381,6 +389,13 @@ class BrokerServer:
                 log.exception("background task %s failed", name)
 
     async def stop(self) -> None:
+        if self._failure_detector is not None:  # a stopping broker judges no one
+            await self._failure_detector.close()
+            self._failure_detector = None
+        if self._zk_store is not None:  # its listeners close before its session ends
+            self._zk_store.retire()
+        if self._election is not None:  # deposed meanwhile, it takes nothing back
+            self._election.withdraw()
         await self._controlled_shutdown()
         if self._replication is not None:
             # As Kafka's StopReplica after a controlled shutdown: a broker on its way out

@@ -18,7 +18,10 @@ sets a session lifetime closes the connection when it ends, and callers reconnec
 
 When the socket fails or the broker closes it, every waiting request fails with
 :class:`~strom.common.errors.NetworkError` and the connection is closed for good: callers (the
-:class:`~strom.client.cluster.Cluster`) open a new one.
+:class:`~strom.client.cluster.Cluster`) open a new one; :meth:`Connection.wait_closed` returns
+then. A connect that the broker's host refuses (nothing listens on the port: the broker's
+process is gone, or its listener closed) raises :class:`ConnectionRefused`, a
+``NetworkError`` of its own, since it tells more than a timeout does.
 """
 
 from __future__ import annotations
@@ -51,6 +54,12 @@ DEFAULT_REQUEST_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 _INT16 = struct.Struct(">h")
 _MAX_RESPONSE_BYTES = 1 << 30
+
+
+#: The connect was refused (``ECONNREFUSED``): the broker's host answered, and nothing
+#: listens on the port. A NETWORK_EXCEPTION like the others, of a class of its own.
+ConnectionRefused: type[KafkaError] = type("ConnectionRefused", (NetworkError,), {
+    "__doc__": "The connect was refused: nothing listens on the broker's port."})
 
 
 class Connection:
@@ -119,6 +128,9 @@ class Connection:
             raise NetworkError(
                 f"could not connect to {self.address}: timed out after {self.connect_timeout_s}s"
             ) from None
+        except ConnectionRefusedError as exc:
+            raise ConnectionRefused(
+                f"could not connect to {self.address}: {exc.strerror or exc}") from None
         except OSError as exc:
             raise NetworkError(
                 f"could not connect to {self.address}: {exc.strerror or exc}"
@@ -219,6 +231,14 @@ class Connection:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def wait_closed(self) -> str:
+        """Wait until the connection is closed — by the broker, a socket error, or
+        :meth:`close` — and return why (an unopened connection: at once)."""
+        task = self._read_task
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+        return self._closed_reason or "not open"
 
     def _fail(self, reason: str) -> None:
         if self._closed_reason is None:

@@ -391,6 +391,17 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("controller.socket.timeout.ms", ConfigType.INT, 30000,
               "How long one controlled-shutdown attempt may take: connecting to the "
               "controller and its answer.", at_least(1), read_only=True),
+    ConfigKey("broker.failure.detection.refusals", ConfigType.INT, 3,
+              "(strom) In a ZooKeeper cluster, a broker whose inter-broker listener refuses "
+              "this many connects in a row (its process is gone: a slow or paused broker "
+              "still accepts them) counts as dead at once, without waiting for its ZooKeeper "
+              "session to expire: the controller moves its leadership and ISR membership "
+              "and removes its registration, and the other brokers depose a dead "
+              "controller. 0 turns this off (only session expiry then).", at_least(0),
+              read_only=True),
+    ConfigKey("broker.failure.detection.interval.ms", ConfigType.INT, 100,
+              "(strom) The pause between the connects of broker.failure.detection.refusals.",
+              at_least(1), read_only=True),
     ConfigKey("auto.leader.rebalance.enable", ConfigType.BOOLEAN, True,
               "The controller moves leadership back to preferred replicas when a broker's "
               "imbalance exceeds leader.imbalance.per.broker.percentage.", read_only=True),

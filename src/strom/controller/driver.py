@@ -9,6 +9,19 @@ completion of reassignments whose target replicas joined the ISR
 (:func:`~strom.controller.reassignment.progress`), and the preferred-leader rebalance every
 ``leader.imbalance.check.interval.seconds`` when ``auto.leader.rebalance.enable``.
 
+Dead brokers: a broker counts as live while it is registered, unless :meth:`broker_died`
+reported that registration (its broker epoch) dead — its listener refuses connections
+(:mod:`strom.broker.death_watch`). It then leaves leadership and ISRs at once, as on a session
+expiry. Its registration is removed (fenced, on the writer thread) when it is reported again
+:data:`REGISTRATION_GRACE_S` or more after it was first found dead (the death watch repeats
+the report every second while the port refuses): a restart need not wait for the session to
+expire, and brokers and clients stop naming it. Not at once, because a client that sees a
+broker leave Metadata while it is still moving a partition away from it loses the partition's
+new leader (librdkafka 2.16 decommissions the broker and sends the partition back to "leader
+unknown" until its next one-second scan: measured, acks=all resumed about a second later).
+A new registration of the id (a restart) is live again. Deaths reported while this broker
+is not the controller are kept, and count from its election on.
+
 Threads: everything here runs on the broker's event loop, except the ZooKeeper writes, which
 go to one writer thread (:meth:`ControllerElection.commit`, fenced by the controller epoch),
 so the loop never waits on ZooKeeper and the controller's writes are serialised. A write
@@ -40,6 +53,8 @@ T = TypeVar("T")
 
 #: Re-run the decisions this long after a write even if no new image arrived (a lost watch).
 SAFETY_RECHECK_S = 1.0
+#: A dead broker's registration is removed no sooner than this after it was found dead.
+REGISTRATION_GRACE_S = 2.0
 PLAN_ATTEMPTS = 20
 STALE_BACKOFF_S = 0.05
 
@@ -48,6 +63,8 @@ class Committer(Protocol):
     """A fenced conditional write from the writer thread (``ControllerElection.commit``)."""
 
     def commit(self, expected_epoch: int, changes: Sequence[MetadataChange]) -> None: ...
+
+    def remove_dead_broker(self, broker_id: int, epoch: int) -> bool: ...
 
 
 class ControllerDriver:
@@ -64,7 +81,11 @@ class ControllerDriver:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="strom-controller")
         self._active = False
         self._writing = False
+        self._written_from = -1  # the image epoch the write in flight was planned against
         self._shutting_down: set[int] = set()
+        #: broker id → (the broker epoch found dead, when: loop time), until the registration
+        #: changes
+        self._dead: dict[int, tuple[int, float]] = {}
         self._rebalancer: asyncio.Task[None] | None = None
         self._unsubscribe = store.subscribe(lambda image: self._reconsider())
 
@@ -85,10 +106,45 @@ class ControllerDriver:
 
     # -- what handlers ask of the controller ------------------------------------------------
 
+    def alive(self, image: MetadataImage) -> set[int]:
+        """Registered brokers, less those found dead (:meth:`broker_died`)."""
+        for broker, (epoch, _found) in list(self._dead.items()):
+            info = image.brokers.get(broker)
+            if info is None or info.epoch != epoch:
+                del self._dead[broker]  # its registration is gone (or a new one came)
+        return set(image.brokers) - self._dead.keys()
+
     def live(self, image: MetadataImage) -> set[int]:
-        """Registered brokers, less those in a controlled shutdown (not to be given
+        """Brokers alive, less those in a controlled shutdown (not to be given
         leadership)."""
-        return set(image.brokers) - self._shutting_down
+        return self.alive(image) - self._shutting_down
+
+    def broker_died(self, broker: int, epoch: int) -> None:
+        """Broker ``broker``'s registration of broker ``epoch`` belongs to a dead process:
+        reconcile without it now; reported again after :data:`REGISTRATION_GRACE_S`, remove
+        the registration (both fenced writes). A report while this broker is not the
+        controller is kept (a dead process stays dead): elected later — typically because
+        the dead broker was the controller — it reconciles without it at once."""
+        info = self._store.image.brokers.get(broker)
+        if info is None or info.epoch != epoch:
+            return
+        found = self._dead.get(broker)
+        if found is None or found[0] != epoch:
+            self._dead[broker] = (epoch, self._loop.time())
+            if self._active:
+                log.warning("controller: broker %d (epoch %d) is dead; moving its leadership "
+                            "and removing it from ISRs", broker, epoch)
+                self._reconsider()
+        elif self._active and self._loop.time() - found[1] >= REGISTRATION_GRACE_S:
+            future = self._loop.run_in_executor(
+                self._writer, self._committer.remove_dead_broker, broker, epoch)
+            future.add_done_callback(self._removed)
+
+    def _removed(self, future: asyncio.Future[bool]) -> None:
+        if not future.cancelled() and (error := future.exception()) is not None and \
+                not isinstance(error, NotControllerError):
+            log.warning("controller: cannot remove a dead broker's registration (retried "
+                        "while it is still found dead): %s", error)
 
     def shutting_down(self, image: MetadataImage) -> set[int]:
         self._shutting_down &= set(image.brokers)  # gone: its shutdown is over
@@ -136,6 +192,10 @@ class ControllerDriver:
         self._active = True
         self._rebalancer = self._loop.create_task(self._rebalance_every(),
                                                   name="leader-rebalance")
+        image = self._store.image
+        if dead := set(image.brokers) - self.alive(image):
+            log.warning("controller: brokers %s were found dead before this election; "
+                        "moving their leadership and removing them from ISRs", sorted(dead))
         self._reconsider()  # reconcile everything once: failures while nobody was controller
 
     def _deactivate(self) -> None:
@@ -151,7 +211,7 @@ class ControllerDriver:
     def reconcile_plan(self, image: MetadataImage) -> list[MetadataChange]:
         """:func:`reconcile` against ``image`` with this controller's view of who is
         shutting down and the topics' unclean-election policy."""
-        return reconcile(image, image.brokers, shutting_down=self.shutting_down(image),
+        return reconcile(image, self.alive(image), shutting_down=self.shutting_down(image),
                          unclean=self._unclean_allowed)
 
     def _reconsider(self) -> None:
@@ -164,6 +224,7 @@ class ControllerDriver:
 
     def _submit(self, image: MetadataImage, changes: list[MetadataChange]) -> None:
         self._writing = True
+        self._written_from = image.epoch
         log.info("controller: %s", "; ".join(map(str, changes)))
         future = self._loop.run_in_executor(self._writer, self._committer.commit, image.epoch,
                                             changes)
@@ -178,8 +239,11 @@ class ControllerDriver:
             return  # resigned() follows
         if error is not None and not isinstance(error, StaleMetadataError):
             log.warning("controller write failed (retrying): %s", error)
-        # the new image (ours, or the one that beat us) arrives by the store's watch, which
-        # re-runs the decisions; this is the safety net
+        if self._store.image.epoch != self._written_from:
+            # a newer image arrived while writing (its listener call found us busy)
+            self._reconsider()
+        # otherwise the new image (ours, or the one that beat us) arrives by the store's
+        # watch, which re-runs the decisions; this is the safety net
         self._loop.call_later(SAFETY_RECHECK_S, self._reconsider)
 
     async def _rebalance_every(self) -> None:

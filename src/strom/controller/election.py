@@ -10,6 +10,20 @@ its :class:`~strom.metadata.zookeeper.ControllerFence`; every controller write
 paused or cut off while another was elected has its writes refused (``NOT_CONTROLLER``) even
 before it notices that it lost.
 
+A broker found dead by its listener (:mod:`strom.broker.death_watch`: its port refuses
+connections) need not wait for its ZooKeeper session to expire. The controller deletes its
+registration (:meth:`ControllerElection.remove_dead_broker`, in a multi-op fenced by the
+controller epoch, only while ``/brokers/ids/<id>`` is still the registration of the broker
+epoch found dead); a dead controller is deposed by any other broker
+(:meth:`ControllerElection.depose_dead_controller`): ``/controller`` deleted in a multi-op
+checked against the ``/controller_epoch`` version read with it — an election in between
+changes that version, so a successor is never deposed — and only when ``/controller``
+belongs to the ZooKeeper session of the registration found dead. The watches then run the
+next election at once, and the successor finds the dead broker for itself. Being wrong costs
+availability, never data: a live broker whose registration vanished registers again (a new
+broker epoch, see :mod:`strom.metadata.zookeeper`), a live controller deposed stands again,
+and writes stay fenced by leader and controller epochs.
+
 Lifecycle: :meth:`ControllerElection.start` runs for election once and watches
 ``/controller``; when the znode goes (the controller's session ended or it resigned) every
 candidate runs again. ``on_elected(epoch)`` and ``on_resigned()`` run on the store session's
@@ -100,6 +114,65 @@ class ControllerElection:
             self._lost(fence)
             raise
 
+    def remove_dead_broker(self, broker_id: int, epoch: int) -> bool:
+        """Delete ``/brokers/ids/<broker_id>`` of a broker found dead, if it still is the
+        registration of broker ``epoch`` (its czxid) and this broker still the controller
+        (``NOT_CONTROLLER`` otherwise); True when deleted. Blocks on ZooKeeper: call it from
+        a thread other than the event loop's."""
+        fence = self._fence
+        if fence is None:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        session = self._session
+        path = zk.broker_path(broker_id)
+        found = session.get_or_none(path)
+        if found is None or found[1].czxid != epoch:
+            return False  # gone already, or a new incarnation registered
+        tx = session.transaction()
+        tx.check(zk.CONTROLLER_EPOCH, fence.zk_version)
+        tx.delete(path, version=found[1].version)
+        try:
+            session.commit(tx, f"remove the registration of dead broker {broker_id}")
+        except TransactionFailedError as e:
+            if e.index == 0:
+                self._lost(fence)
+                raise NotControllerError(
+                    f"controller epoch {fence.epoch} is no longer current") from None
+            return False  # changed meanwhile
+        log.warning("broker %d (epoch %d) found dead: its registration is removed",
+                    broker_id, epoch)
+        return True
+
+    def depose_dead_controller(self, controller_id: int, epoch: int) -> bool:
+        """Delete ``/controller`` of controller ``controller_id``, found dead at broker
+        ``epoch``, so that the next election starts now (see the module doc); True when
+        deposed. Blocks on ZooKeeper (call it from the session's worker)."""
+        session = self._session
+        current = session.get_or_none(zk.CONTROLLER)
+        epoch_node = session.get_or_none(zk.CONTROLLER_EPOCH)
+        registration = session.get_or_none(zk.broker_path(controller_id))
+        if (current is None or epoch_node is None or registration is None
+                or zk.decode_controller(current[0]) != controller_id
+                or registration[1].czxid != epoch
+                or registration[1].ephemeralOwner != current[1].ephemeralOwner):
+            return False  # not (or no longer) the controller found dead
+        tx = session.transaction()
+        tx.check(zk.CONTROLLER_EPOCH, epoch_node[1].version)
+        tx.delete(zk.CONTROLLER, version=current[1].version)
+        try:
+            session.commit(tx, f"depose dead controller {controller_id}")
+        except TransactionFailedError:
+            return False  # another broker deposed it first, or an election ran meanwhile
+        log.warning("controller %d (broker epoch %d) found dead: deposed", controller_id,
+                    epoch)
+        return True
+
+    def withdraw(self) -> None:
+        """Stand no more (a stopping broker), keeping the controllership while it lasts: if
+        ``/controller`` goes — deposed, see :meth:`depose_dead_controller` — this broker
+        does not take it back."""
+        with self._lock:
+            self._standing = False
+
     def resign(self) -> None:
         """Stop standing for election and give up the controllership (a controlled shutdown):
         delete ``/controller`` if it is still ours; the other candidates elect one of them.
@@ -159,6 +232,13 @@ class ControllerElection:
                 raise
             self._fence = ControllerFence(epoch, results[1].version)
             return epoch
+        fence = self._fence  # standing no more (withdrawn): a controllership that ended ends
+        if fence is not None:
+            current = session.get_or_none(zk.CONTROLLER)
+            session_id = (session.client.client_id or (None,))[0]
+            if current is None or zk.decode_controller(current[0]) != self.broker_id \
+                    or current[1].owner_session_id != session_id:
+                self._session.submit(functools.partial(self._lost, fence))
         return None
 
     def _controller_changed(self, event: WatchedEvent) -> None:

@@ -39,8 +39,11 @@ check makes the retry safe — it is refused as stale if the first attempt lande
 
 Broker registrations are ephemeral znodes of this store's session, re-created when a new
 session replaces an expired one; registering an id another session holds fails with
-:class:`BrokerIdAlreadyRegisteredError`. Producer-id blocks are a compare-and-set on
-``/latest_producer_id_block``.
+:class:`BrokerIdAlreadyRegisteredError`. A registration deleted while the session lives (the
+controller found the broker dead, :mod:`strom.controller.election`: a wrong verdict, or a race
+with a restart) is re-created when a refresh notices, with a new czxid — a new broker epoch —
+until :meth:`ZooKeeperMetadataStore.retire` (a stopping broker lets it go). Producer-id
+blocks are a compare-and-set on ``/latest_producer_id_block``.
 """
 
 from __future__ import annotations
@@ -156,6 +159,7 @@ class ZooKeeperMetadataStore:
         self._live_seq = 0  # the snapshot whose brokers and controller the image holds
         self._listeners = Listeners()
         self._registrations: dict[int, BrokerInfo] = {}
+        self._keep_registered = True
         self._refresh_pending = False
         try:
             self._cluster_id = self._init_tree()
@@ -254,6 +258,10 @@ class ZooKeeperMetadataStore:
             self._registrations[broker.node_id] = broker
             self._refresh_locked()
 
+    def retire(self) -> None:
+        """The broker is stopping: a registration deleted from now on is not re-created."""
+        self._keep_registered = False
+
     def allocate_producer_id_block(self, size: int) -> ProducerIdBlock:
         """Compare-and-set on ``/latest_producer_id_block`` (retried while others win)."""
         owner = min(self._registrations, default=-1)
@@ -327,6 +335,8 @@ class ZooKeeperMetadataStore:
             seq, self._next_seq = self._next_seq, self._next_seq + 1
         data = self._read_data(self._data_version)
         brokers, controller = self._read_live()
+        if self._keep_registered and any(n not in brokers for n in list(self._registrations)):
+            self.session.submit(self._restore_registrations)
         return _Snapshot(seq, data, brokers, controller)
 
     def _deliver(self, snapshot: _Snapshot) -> None:
@@ -406,6 +416,29 @@ class ZooKeeperMetadataStore:
             raise BrokerIdAlreadyRegisteredError(
                 f"broker id {node_id} is already registered (another live broker holds "
                 f"{path})") from None
+
+    def _restore_registrations(self) -> None:
+        """Re-create this session's registrations that were deleted while it lives (worker
+        thread; the lock is not held while ZooKeeper answers)."""
+        if not self._keep_registered or self.session.closed:
+            return
+        present = set(self.session.children(zk.BROKER_IDS))
+        with self._lock:
+            registrations = dict(self._registrations)
+        restored = False
+        for node_id, broker in registrations.items():
+            if str(node_id) in present or not self._keep_registered:
+                continue
+            try:
+                self._create_registration(node_id, zk.encode_broker(broker))
+            except BrokerIdAlreadyRegisteredError:
+                continue  # re-created meanwhile (a session expiry's re-registration)
+            log.warning("the registration of broker %d was deleted while its ZooKeeper "
+                        "session lives (found dead by the controller?): registered again, "
+                        "with a new broker epoch", node_id)
+            restored = True
+        if restored:
+            self.refresh()
 
     def _reregister(self) -> None:
         """After a session expiry: the ephemeral registrations again (worker thread; the

@@ -109,6 +109,10 @@ def test_a_clean_stop_moves_leadership_before_the_process_exits(
     leaving, heir = [n for n in IDS if n != controller]
     create(cluster, observer, "graceful", [[leaving, heir], [heir, leaving]])
     wait_for(observer, "graceful", lambda p: p.leader == leaving, "the first leader")
+    # the controller must know the partitions before the broker asks it to move them (a
+    # request arriving first is answered "nothing remains", and the move follows the exit)
+    wait_until(lambda: leader_seen_by(cluster[controller], "graceful") == leaving,
+               what="the controller's metadata naming the leaving leader")
     images: list[MetadataImage] = []
     observer.subscribe(images.append)
 

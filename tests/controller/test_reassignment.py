@@ -231,6 +231,11 @@ def test_reassignment_errors_and_cancellation_as_kafka_answers_them(
     a, paused = [n for n in IDS if n != controller]
     create(brokers, observer, "stay", [[controller, a], [controller, a]])
     wait_for(observer, "stay", lambda p: p.leader == controller, "the first leader")
+    # the controller plans against its own image, which reads the topic from ZooKeeper a
+    # moment after the observer wrote it (Kafka's ZooKeeper-mode controller answers
+    # UNKNOWN_TOPIC_OR_PARTITION from a context that has not yet seen the topic, too)
+    wait_until(lambda: leader_seen_by(brokers[controller], "stay") == controller,
+               what="the controller's image holding the topic")
     admin = kafka_python_admin(brokers)
     p0, p1 = KafkaTopicPartition("stay", 0), KafkaTopicPartition("stay", 1)
     pid = brokers[paused].pid

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
 
 import pytest
@@ -35,10 +36,11 @@ class Run:
                            {"value": value, "partition": partition, "offset": offset})
 
     def state(self, leader: int, isr: Iterable[int], version: int, epoch: int = 0,
-              partition: int = 0) -> None:
+              partition: int = 0, mtime: float | None = None) -> None:
         self.history.event("observer", "ok", "partition-state",
                            {"partition": partition, "leader": leader, "leader_epoch": epoch,
-                            "isr": list(isr), "version": version})
+                            "isr": list(isr), "version": version,
+                            **({} if mtime is None else {"mtime": mtime})})
 
     @property
     def ops(self):  # type: ignore[no-untyped-def]
@@ -266,6 +268,58 @@ def test_an_ack_whose_isr_recovered_before_it_completed_is_fine() -> None:
     run.state(leader=1, isr=[1, 2], version=1)
     run.history.complete(invoke, "ok", {"partition": 0, "offset": 0})
     assert check(run.ops, {0: reads(["a"])}, config=CheckConfig(min_insync_replicas=2)).valid
+
+
+def test_an_isr_written_before_the_ack_but_polled_after_it_counts() -> None:
+    """The leader acknowledges once its own ISR expansion is written; the observer's poll
+    sees the znode later (seen in the rolling-restart schedule: 0.4 s late under load).
+    Judged by the znode's mtime, not by when the poll saw it."""
+    def run_with(mtime_known: bool) -> Run:
+        run = Run()
+        run.state(leader=1, isr=[1, 2], version=0, epoch=0)
+        run.state(leader=2, isr=[2], version=1, epoch=1)
+        invoke = run.history.invoke("p0", "send", {"value": "a"})
+        written = time.time()
+        ack = run.history.complete(invoke, "ok", {"partition": 0, "offset": 0})
+        while time.time() <= ack.wall:
+            time.sleep(0.001)  # the poll sees the expansion after the ack
+        run.state(leader=2, isr=[2, 1], version=2, epoch=1,
+                  mtime=written if mtime_known else None)
+        return run
+
+    config = CheckConfig(min_insync_replicas=2)
+    assert check(run_with(True).ops, {0: reads(["a"])}, config=config).valid
+    # without the write time the same history is judged below min.insync.replicas
+    result = check(run_with(False).ops, {0: reads(["a"])}, config=config)
+    assert found(result) == {checker.BELOW_MIN_ISR}
+
+
+def test_an_ack_is_judged_by_the_isr_of_the_leader_epoch_that_appended_it() -> None:
+    """Seen in the rolling-restart schedule: the controller moved leadership to broker 2 with
+    ISR {2} while the old leader, 1, still took a producer's records and acknowledged them
+    once 2 — not yet aware — had fetched them: on two replicas, as Kafka's old leader does.
+    The batches' leader epoch (on disk) names the leader that acknowledged."""
+    config = CheckConfig(min_insync_replicas=2)
+    run = Run()
+    run.state(leader=1, isr=[1, 2], version=0, epoch=0)
+    run.state(leader=2, isr=[2], version=1, epoch=1)
+    run.send("by-the-old-leader", offset=0)
+    run.send("by-the-new-leader", offset=1)
+    values = ["by-the-old-leader", "by-the-new-leader"]
+
+    def copies(epochs: tuple[tuple[int, int], ...]) -> dict[int, dict[int, ReplicaLog]]:
+        return {0: {b: dataclasses.replace(replica(b, values), epochs=epochs)
+                    for b in (1, 2)}}
+
+    result = check(run.ops, {0: reads(values)}, copies(((0, 0), (1, 1))), config)
+    assert found(result) == {checker.BELOW_MIN_ISR}
+    assert [e["value"] for e in result.anomalies[checker.BELOW_MIN_ISR]] == [
+        "by-the-new-leader"]
+    # both appended by epoch 0's leader: nothing below min.insync.replicas
+    assert check(run.ops, {0: reads(values)}, copies(((0, 0),)), config).valid
+    # without the epochs both acks are judged by the states around them
+    assert check(run.ops, {0: reads(values)}, None, config).counts[
+        checker.BELOW_MIN_ISR] == 2
 
 
 def test_an_unclean_election() -> None:

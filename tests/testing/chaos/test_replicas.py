@@ -39,6 +39,10 @@ def test_a_replica_log_is_what_consumers_read(strom_broker_factory: BrokerFactor
     assert [r.value for r in copy.records] == values
     assert copy.records == tuple(final[0])
     assert copy.high_watermark in (None, 300)
+    # one leader epoch (0) for every batch: who appended each offset
+    assert copy.epochs == ((0, 0),)
+    assert (copy.leader_epoch_at(0), copy.leader_epoch_at(299), copy.leader_epoch_at(300)) \
+        == (0, 0, None)
     assert len(list((broker.data_dir / "rl-0").glob("*.log"))) > 1
     assert read_replicas({7: broker.data_dir}, "rl", [0, 1, 2]) == {
         0: {7: copy}, 1: {7: read_replica(7, broker.data_dir, "rl", 1)}, 2: {}}

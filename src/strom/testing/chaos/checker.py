@@ -41,10 +41,16 @@ ZooKeeper-mode Kafka does; nothing is lost. So:
   which only the deterministic simulation can know — is judged by it: an anomaly when
   fewer than min.insync.replicas held the record, when the leader's ISR was that small, or
   when a member of the leader's ISR lacked the record;
-* an ``ok`` without one (real processes: the leader's view is not observable) is judged
+* an ``ok`` without one (real processes: the leader's view is not observable) whose offset
+  the replicas' copies hold is judged against the ISRs of the leader epoch its batch carries
+  — the leader that appended it, even one already deposed that a follower still fetched
+  from: every state of that epoch written before the ack (ZooKeeper's mtime; a poll may see
+  it late). An anomaly when all of them were below min.insync.replicas and none was missed;
+* otherwise it is judged
   against the observed ``partition-state`` ISRs, conservatively: against every ISR the
   acknowledging leader may still have held — the state in effect at the invoke, every state
-  up to the ack, and every earlier state of the same leader epoch (a leader learns its ISR
+  up to the ack (written before it: ZooKeeper's mtime, which a poll may see late), and
+  every earlier state of the same leader epoch (a leader learns its ISR
   only from the store, at the earliest from the state that began its epoch). An anomaly only
   when all of those were below min.insync.replicas, and only where no state in that window
   was missed (versions consecutive, from 0). Left out, so not flagged: an acknowledgement from a
@@ -54,7 +60,7 @@ ZooKeeper-mode Kafka does; nothing is lost. So:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -127,8 +133,15 @@ def partition_states(ops: Iterable[Op]) -> list[PartitionState]:
     """The ``partition-state`` observations of a history, in order."""
     return [PartitionState(op.time, int(op.value["partition"]), int(op.value["leader"]),
                            int(op.value["leader_epoch"]), tuple(op.value["isr"]),
-                           int(op.value["version"]))
+                           int(op.value["version"]), _written(op))
             for op in ops if op.f == PARTITION_STATE and op.type == "ok"]
+
+
+def _written(op: Op) -> float | None:
+    """When ZooKeeper wrote the observed state, on the history's time axis (its znode mtime
+    and the observation's wall clock: one machine, one clock), never after the observation."""
+    mtime = op.value.get("mtime")
+    return None if mtime is None else op.time - max(0.0, op.wall - float(mtime))
 
 
 def check(ops: Sequence[Op], final_reads: Mapping[int, Sequence[ReadRecord]],
@@ -178,7 +191,8 @@ def check(ops: Sequence[Op], final_reads: Mapping[int, Sequence[ReadRecord]],
             _check_topic_ids(out, partition, replicas, topic_id)
     states = partition_states(ops)
     stats["partition-states"] = len(states)
-    _check_min_isr(out, ops, done, states, config.min_insync_replicas)
+    _check_min_isr(out, ops, done, states, config.min_insync_replicas,
+                   _epoch_finder(replica_logs or {}))
     if not config.unclean_leader_election:
         _check_elections(out, states)
     out.result.stats = dict(stats)
@@ -255,8 +269,21 @@ def _check_topic_ids(out: _Collector, partition: int, replicas: Mapping[int, Rep
                     topic_id=log.topic_id, expected=expected)
 
 
+def _epoch_finder(replica_logs: Mapping[int, Mapping[int, ReplicaLog]]
+                  ) -> Callable[[int, int], int | None]:
+    """(partition, offset) → the leader epoch of the batch holding it in the replicas' copies
+    (the first copy that holds it; None when none does)."""
+    def epoch_at(partition: int, offset: int) -> int | None:
+        for replica in replica_logs.get(partition, {}).values():
+            if (epoch := replica.leader_epoch_at(offset)) is not None:
+                return epoch
+        return None
+    return epoch_at
+
+
 def _check_min_isr(out: _Collector, ops: Sequence[Op], done: Mapping[int, Op],
-                   states: Sequence[PartitionState], min_isr: int) -> None:
+                   states: Sequence[PartitionState], min_isr: int,
+                   epoch_at: Callable[[int, int], int | None]) -> None:
     """See "Judging min.insync.replicas" in the module docstring."""
     if min_isr <= 1:
         return
@@ -277,8 +304,12 @@ def _check_min_isr(out: _Collector, ops: Sequence[Op], done: Mapping[int, Op],
                 out.add(BELOW_MIN_ISR, **where, holders=sorted(holders),
                         leader_isr=sorted(leader_isr))
             continue
-        views = _possible_isr_views(by_partition.get(int(ack.value.get("partition", -1)), []),
-                                    op.time, ack.time)
+        partition = int(ack.value.get("partition", -1))
+        offset = ack.value.get("offset")
+        epoch = epoch_at(partition, int(offset)) if offset is not None else None
+        history = by_partition.get(partition, [])
+        views = (_possible_isr_views(history, op.time, ack.time) if epoch is None
+                 else _epoch_isr_views(history, epoch, ack.time))
         if views and all(len(s.isr) < min_isr for s in views):
             out.add(BELOW_MIN_ISR, **where, isr=[list(s.isr) for s in views])
 
@@ -295,7 +326,9 @@ def _possible_isr_views(history: Sequence[PartitionState], invoke: float,
     while start > 0 and history[start - 1].leader_epoch == history[at_invoke].leader_epoch:
         start -= 1
     end = at_invoke + 1
-    while end < len(history) and history[end].time <= ack:
+    # a state written before the ack counts even when the poll saw it after: the leader holds
+    # an ISR it wrote itself (an expansion) from the moment ZooKeeper accepted it
+    while end < len(history) and _effective(history[end]) <= ack:
         end += 1
     views = list(history[start:end])
     # the state before the window: a missed one in between may have begun the epoch
@@ -304,6 +337,29 @@ def _possible_isr_views(history: Sequence[PartitionState], invoke: float,
             or any(b.version != a.version + 1 for a, b in pairwise(views)):
         return []
     return views
+
+
+def _epoch_isr_views(history: Sequence[PartitionState], epoch: int,
+                     ack: float) -> list[PartitionState]:
+    """The states whose ISR the leader of ``epoch`` — the one that appended the record —
+    may have held when it acknowledged at ``ack``: that epoch's states written before the
+    ack; empty when unknown (none seen, or one missed: versions not consecutive)."""
+    indexes = [i for i, s in enumerate(history)
+               if s.leader_epoch == epoch and _effective(s) <= ack]
+    if not indexes:
+        return []
+    first, last = indexes[0], indexes[-1]
+    views = list(history[first:last + 1])
+    previous_version = history[first - 1].version if first > 0 else -1
+    if views[0].version != previous_version + 1 \
+            or any(b.version != a.version + 1 for a, b in pairwise(views)) \
+            or any(s.leader_epoch != epoch for s in views):
+        return []
+    return views
+
+
+def _effective(state: PartitionState) -> float:
+    return state.time if state.written is None else min(state.time, state.written)
 
 
 def _check_elections(out: _Collector, states: Sequence[PartitionState]) -> None:

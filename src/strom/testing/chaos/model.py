@@ -26,7 +26,10 @@ class ReplicaLog:
     checkpoint says more); ``high_watermark`` the broker's ``replication-offset-checkpoint``
     entry (None if it has none); ``problem`` why reading stopped early (a torn tail, a CRC
     mismatch), None when every segment was read to its end; ``topic_id`` the topic id its
-    ``partition.metadata`` names (Kafka's text form; None without the file)."""
+    ``partition.metadata`` names (Kafka's text form; None without the file); ``epochs`` the
+    leader epochs of its batches as ``(leader epoch, first offset)`` runs in offset order (a
+    leader-epoch cache rebuilt from the batches, control batches included): which leader
+    appended each offset."""
 
     broker: int
     partition: int
@@ -35,17 +38,31 @@ class ReplicaLog:
     high_watermark: int | None
     problem: str | None = None
     topic_id: str | None = None
+    epochs: tuple[tuple[int, int], ...] = ()
 
     @property
     def log_end(self) -> int:
         return self.records[-1].offset + 1 if self.records else self.log_start
+
+    def leader_epoch_at(self, offset: int) -> int | None:
+        """The leader epoch of the batch holding ``offset`` (None if this copy lacks it)."""
+        if not self.log_start <= offset < self.log_end:
+            return None
+        found = None
+        for epoch, start in self.epochs:
+            if start > offset:
+                break
+            found = epoch
+        return found
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionState:
     """A partition's ``/brokers/topics/<t>/partitions/<p>/state`` as observed at ``time``
     (seconds since the history began); ``version`` is the znode's version, so a jump of more
-    than one means states were missed in between."""
+    than one means states were missed in between. ``written``: when ZooKeeper wrote it, on
+    the same axis (from the znode's mtime; None when unknown) — at or before ``time``: a
+    poll sees a write late, and a leader holds the ISR it wrote itself from the write on."""
 
     time: float
     partition: int
@@ -53,3 +70,4 @@ class PartitionState:
     leader_epoch: int
     isr: tuple[int, ...]
     version: int
+    written: float | None = None

@@ -6,7 +6,8 @@ Layout read (Kafka's): ``<data-dir>/<topic>-<partition>/<20-digit base offset>.l
 and ``partition.metadata`` (the topic id); ``<data-dir>/replication-offset-checkpoint`` and
 ``log-start-offset-checkpoint`` (``topic partition offset`` lines). Only the prefix of whole
 batches with good CRCs is read from each segment, as crash recovery would keep; control
-batches (transaction markers) are skipped and values decoded as UTF-8 (``errors="replace"``).
+batches (transaction markers) are skipped and values decoded as UTF-8 (``errors="replace"``);
+each batch's leader epoch is kept as runs (:attr:`ReplicaLog.epochs`).
 Read only after the broker stopped (or on a copy): a live broker may be writing — or, as
 :mod:`strom.testing.chaos.generations` does, poll until the copies agree.
 """
@@ -45,6 +46,7 @@ def read_replica(broker: int, data_dir: str | Path, topic: str, partition: int) 
     directory = partition_dir(data_dir, topic, partition)
     segments = segment_files(directory) if directory.is_dir() else []
     records: list[ReadRecord] = []
+    epochs: list[tuple[int, int]] = []
     problem: str | None = None
     for path in segments:
         dump = dump_segment(path)
@@ -54,6 +56,8 @@ def read_replica(broker: int, data_dir: str | Path, topic: str, partition: int) 
         finally:
             os.close(fd)
         for header, batch in decode_batches(data):
+            if not epochs or epochs[-1][0] != header.partition_leader_epoch:
+                epochs.append((header.partition_leader_epoch, header.base_offset))
             if header.is_control:
                 continue
             records.extend(ReadRecord(partition, r.offset, _text(r.value)) for r in batch)
@@ -66,7 +70,7 @@ def read_replica(broker: int, data_dir: str | Path, topic: str, partition: int) 
     high_watermark = read_offsets(data_path / REPLICATION_OFFSET_CHECKPOINT).get(tp)
     kept = tuple(r for r in records if r.offset >= log_start)
     return ReplicaLog(broker, partition, kept, log_start, high_watermark, problem,
-                      replica_topic_id(directory))
+                      replica_topic_id(directory), tuple(epochs))
 
 
 def replica_topic_id(directory: Path) -> str | None:

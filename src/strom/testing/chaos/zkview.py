@@ -27,12 +27,13 @@ class ZooKeeperView:
         self.client = KazooClient(hosts=connect, timeout=timeout)
         self.client.start(timeout=timeout)
 
-    def _get(self, path: str) -> tuple[bytes, int] | None:
+    def _get(self, path: str) -> tuple[bytes, int, float] | None:
+        """The znode's data, version and mtime (seconds since the epoch), or None."""
         try:
             data, stat = self.client.get_async(path).get(timeout=CALL_TIMEOUT)
         except NoNodeError:
             return None
-        return data, int(stat.version)
+        return data, int(stat.version), stat.mtime / 1000
 
     def brokers(self) -> set[int]:
         """The ids of the registered (live) brokers."""
@@ -68,13 +69,15 @@ class ZooKeeperView:
         return zk_layout.decode_config(found[0]) if found else None
 
     def partition_state(self, topic: str, partition: int) -> dict[str, object] | None:
-        """``{"leader", "leader_epoch", "isr", "version"}`` of the state znode, or None."""
+        """``{"leader", "leader_epoch", "isr", "version", "mtime"}`` of the state znode (mtime:
+        when ZooKeeper wrote it, seconds since the epoch), or None."""
         found = self._get(zk_layout.state_path(topic, partition))
         if found is None:
             return None
         state = json.loads(found[0])
         return {"leader": int(state["leader"]), "leader_epoch": int(state["leader_epoch"]),
-                "isr": [int(b) for b in state["isr"]], "version": found[1]}
+                "isr": [int(b) for b in state["isr"]], "version": found[1],
+                "mtime": found[2]}
 
     def wait_for(self, condition: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
         """Poll ``check`` until it holds; TimeoutError naming ``condition`` otherwise."""

@@ -225,15 +225,16 @@ class FailoverRun:
 
 
 class SteadyProducer:
-    """An idempotent acks=all producer sending ``rate`` records/s round-robin over the
-    partitions on its own thread; remembers, per partition, when the first record sent after
-    :meth:`mark` was acknowledged."""
+    """An idempotent acks=all producer sending ``rate`` records/s round-robin over
+    ``partitions`` partitions on its own thread; remembers, per partition, when the first
+    record sent after :meth:`mark` was acknowledged."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, rate: int, partitions: int = PARTITIONS,
+                 message_timeout_ms: int = 60000) -> None:
         self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                    "enable.idempotence": True, "linger.ms": 5,
-                                   "message.timeout.ms": 60000, "log_level": 2})
-        self._topic, self._rate = topic, rate
+                                   "message.timeout.ms": message_timeout_ms, "log_level": 2})
+        self._topic, self._rate, self._partitions = topic, rate, partitions
         self._mark = float("inf")
         self.acked_after: dict[int, float] = {}
         self.errors = 0
@@ -261,7 +262,7 @@ class SteadyProducer:
             if due > now:
                 self._producer.poll(due - now)
                 continue
-            partition = i % PARTITIONS
+            partition = i % self._partitions
             self._producer.produce(self._topic, VALUE, partition=partition,
                                    on_delivery=self._report(partition, now))
             self._producer.poll(0)

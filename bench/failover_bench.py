@@ -44,15 +44,14 @@ import datetime
 import os
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from cluster_bench import SteadyProducer  # type: ignore[import-not-found]
 from strom.testing.chaos.zkview import ZooKeeperView
 from strom.testing.cluster import EmbeddedCluster
 
@@ -64,55 +63,6 @@ PARTITIONS = len(ASSIGNMENT)
 DEFAULT_SESSION_MS = 18000
 KINDS = ("leader", "follower", "controller")
 ROUND_TIMEOUT_S = 90.0
-
-
-class SteadyProducer:
-    """An idempotent acks=all producer sending ``rate`` records/s round-robin over the
-    partitions on its own thread; after :meth:`mark` it remembers, per partition, when the
-    first record sent after the mark was acknowledged."""
-
-    def __init__(self, bootstrap: str, rate: int) -> None:
-        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                                   "enable.idempotence": True, "linger.ms": 5,
-                                   "message.timeout.ms": 300000, "log_level": 2})
-        self._rate = rate
-        self._mark = float("inf")
-        self.acked_after: dict[int, float] = {}
-        self.errors = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def mark(self, at: float) -> None:
-        self.acked_after = {}
-        self._mark = at
-
-    def _report(self, partition: int, sent: float) -> Callable[[object, object], None]:
-        def report(err: object, _msg: object) -> None:
-            if err is not None:
-                self.errors += 1
-            elif sent >= self._mark and partition not in self.acked_after:
-                self.acked_after[partition] = time.monotonic()
-        return report
-
-    def _run(self) -> None:
-        start, i = time.monotonic(), 0
-        while not self._stop.is_set():
-            now = time.monotonic()
-            due = start + i / self._rate
-            if due > now:
-                self._producer.poll(due - now)
-                continue
-            partition = i % PARTITIONS
-            self._producer.produce(TOPIC, b"x" * 100, partition=partition,
-                                   on_delivery=self._report(partition, now))
-            self._producer.poll(0)
-            i += 1
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._producer.flush(60)
 
 
 @dataclass
@@ -308,7 +258,8 @@ def main() -> int:
         admin.create_topics([topic])[TOPIC].result(30)
         view.wait_for("every ISR full", lambda: all(
             len(s.get("isr") or []) == 3 for s in states(view).values()), 60)
-        producer = SteadyProducer(cluster.bootstrap, args.rate)
+        producer = SteadyProducer(cluster.bootstrap, TOPIC, args.rate, PARTITIONS,
+                                  message_timeout_ms=300000)
         try:
             time.sleep(3.0)
             counts: dict[str, int] = {}

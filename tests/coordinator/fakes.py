@@ -41,7 +41,7 @@ def make_coordinator(
     clock = clock or ManualClock()
     scheduler = ManualScheduler(clock)
     loop = asyncio.get_event_loop()
-    writer = writer or MemoryPartitionWriter(loop, scheduler)
+    writer = writer or MemoryPartitionWriter(loop)
     coordinator = GroupCoordinator(writer, scheduler, clock, settings, loop=loop)
     if load:
         load_all(coordinator)

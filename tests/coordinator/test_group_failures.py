@@ -1,6 +1,8 @@
 """The group coordinator when its writes wait, fail or time out, and when its partition loads
-or moves away: responses are released only once records commit, a failed write is never
-visible and answers Kafka's error, protocol-session changes made for it are undone."""
+or moves away: responses are released only once records commit; a refused write is never
+visible and answers Kafka's error, protocol-session changes made for it are undone; a write
+answered at its timeout is applied when it commits; a write whose fate is unknown reloads the
+shard from its log — so the shard always holds what its log does."""
 
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ def test_offset_commit_answers_only_once_committed() -> None:
     assert answer == [[E.NONE]] and fetched(c, "g") == 5
 
 
-def test_offset_commit_failing_asynchronously_is_never_visible() -> None:
+def test_offset_commit_whose_fate_is_unknown_reloads_the_shard() -> None:
     c, _, w = make_coordinator()
     assert commit(c, "g", offsets=[OffsetToCommit("t", 0, 1, -1, "")]) == [[E.NONE]]
     w.hold = True
@@ -72,7 +74,9 @@ def test_offset_commit_failing_asynchronously_is_never_visible() -> None:
     w.fail(KafkaStorageError("fsync failed"))
     settle()
     assert answer == [[E.NOT_COORDINATOR, E.NOT_COORDINATOR]]  # type: ignore[attr-defined]
-    assert fetched(c, "g") == 1 and fetched(c, "g", partition=1) == -1
+    # the records are in the log, so the reloaded shard has them (as a new leader would)
+    assert c.runtime.state(c.partition_for("g")) is ShardState.ACTIVE
+    assert fetched(c, "g") == 9 and fetched(c, "g", partition=1) == 9
     w.hold = False
     assert commit(c, "g", offsets=[OffsetToCommit("t", 0, 3, -1, "")]) == [[E.NONE]]
     assert fetched(c, "g") == 3
@@ -92,14 +96,30 @@ def test_offset_commit_failing_synchronously(error: Exception, expected: str) ->
     assert fetched(c, "g") == -1
 
 
-def test_offset_commit_timing_out_is_coordinator_not_available() -> None:
+def test_offset_commit_timing_out_is_answered_then_applied_when_it_commits() -> None:
+    """Issue 22: the commit's write is in the log but not committed within
+    offsets.commit.timeout.ms. The client gets COORDINATOR_NOT_AVAILABLE at once; the offset
+    stays in flight (UNSTABLE for require_stable) and becomes visible when the write
+    commits — before, the write was failed for good and OffsetFetch never returned it in
+    this run although the log held it committed (a reload or failover did)."""
     c, sched, w = make_coordinator()
+    assert commit(c, "g", offsets=[OffsetToCommit("t", 0, 3, -1, "")]) == [[0]]
     w.hold = True
-    answer = commit(c, "g")
+    answer = commit(c, "g", offsets=[OffsetToCommit("t", 0, 7, -1, "")])
     sched.advance(c.settings.write_timeout_ms)
     settle()
     assert answer == [[E.COORDINATOR_NOT_AVAILABLE]]  # type: ignore[attr-defined]
-    assert fetched(c, "g") == -1
+    assert fetched(c, "g") == 3
+    error, stable = c.fetch_offsets("g", [("t", 0)], require_stable=True)
+    assert (error, stable[0].error) == (0, E.UNSTABLE_OFFSET_COMMIT)  # type: ignore[attr-defined]
+    w.commit()
+    settle()
+    assert answer == [[E.COORDINATOR_NOT_AVAILABLE]]  # answered once
+    assert fetched(c, "g") == 7
+    error, stable = c.fetch_offsets("g", [("t", 0)], require_stable=True)
+    assert (error, stable[0].offset, stable[0].error) == (0, 7, 0)
+    reloaded, _, _ = make_coordinator(writer=w)
+    assert fetched(reloaded, "g") == 7  # memory is what a load of the log gives
 
 
 def test_commits_become_visible_in_offset_order() -> None:
@@ -135,12 +155,8 @@ def test_sync_group_answers_everyone_once_the_assignment_commits() -> None:
     assert group.state is GroupState.STABLE and group.members[b_id].assignment == b"B3"
 
 
-@pytest.mark.parametrize(("error", "expected"), [
-    (KafkaStorageError("fsync failed"), "NOT_COORDINATOR"),
-    (NotEnoughReplicasError("isr shrank"), "COORDINATOR_NOT_AVAILABLE"),
-])
-def test_sync_group_assignment_failing_asynchronously(error: Exception, expected: str) -> None:
-    c, _, w = make_coordinator()
+def _two_members_syncing(c: GroupCoordinator, w: MemoryPartitionWriter
+                         ) -> tuple[str, str, list[object], list[object]]:
     a = join(c)
     b = join(c)
     a_id = a[0].member_id
@@ -151,13 +167,35 @@ def test_sync_group_assignment_failing_asynchronously(error: Exception, expected
     follower = sync(c, b_id, 2)
     w.hold = True
     leader = sync(c, a_id, 2, {a_id: b"A", b_id: b"B"})
-    w.fail(error)  # type: ignore[arg-type]
+    return a_id, b_id, leader, follower  # type: ignore[return-value]
+
+
+def test_sync_group_assignment_timing_out_rebalances() -> None:
+    c, sched, w = make_coordinator()
+    a_id, b_id, leader, follower = _two_members_syncing(c, w)
+    sched.advance(c.settings.write_timeout_ms)
     settle()
-    code = getattr(E, expected)
-    assert leader[0].error == follower[0].error == code
+    code = E.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
+    assert leader[0].error == follower[0].error == code  # type: ignore[attr-defined]
     group = the_group(c)
     assert group.state is GroupState.PREPARING_REBALANCE
     assert group.members[a_id].assignment == b"" == group.members[b_id].assignment
+    w.commit()  # committed late: generation 2's assignment, as the log now says
+    settle()
+    assert len(leader) == len(follower) == 1 and group.state is GroupState.PREPARING_REBALANCE
+    assert group.members[a_id].assignment == b"A"
+
+
+def test_sync_group_assignment_whose_fate_is_unknown_reloads_the_group() -> None:
+    c, _, w = make_coordinator()
+    a_id, b_id, leader, follower = _two_members_syncing(c, w)
+    w.fail(KafkaStorageError("fsync failed"))
+    settle()
+    code = E.NOT_COORDINATOR  # type: ignore[attr-defined]
+    assert leader[0].error == follower[0].error == code  # type: ignore[attr-defined]
+    group = the_group(c)  # reloaded from the log, which holds the assignment
+    assert group.state is GroupState.STABLE and group.generation == 2
+    assert group.members[a_id].assignment == b"A" and group.members[b_id].assignment == b"B"
 
 
 def test_member_joining_while_the_assignment_is_written_is_not_clobbered() -> None:
@@ -178,21 +216,35 @@ def test_member_joining_while_the_assignment_is_written_is_not_clobbered() -> No
 
 
 # -- static membership ------------------------------------------------------------
-def test_static_rejoin_failing_reverts_the_member_id_swap() -> None:
-    c, _, w = make_coordinator()
+def test_static_rejoin_timing_out_reverts_the_member_id_swap() -> None:
+    c, sched, w = make_coordinator()
     a_id = one_member_stable(c, instance="i-a")
     w.hold = True
     again = join(c, instance="i-a")
     group = the_group(c)
     new_id = next(iter(group.members))
     assert again == [] and new_id != a_id  # swapped in memory, waiting for the write
-    w.fail(KafkaStorageError("disk gone"))
+    sched.advance(c.settings.write_timeout_ms)
     settle()
-    assert again[0].error == E.NOT_COORDINATOR  # type: ignore[attr-defined]
+    assert again[0].error == E.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
     assert list(group.members) == [a_id] and group.static_members == {"i-a": a_id}
     assert group.leader_id == a_id and group.state is GroupState.STABLE
     assert c.heartbeat("g", a_id, "i-a", 1) == E.NONE
     assert c.heartbeat("g", new_id, "i-a", 1) == E.FENCED_INSTANCE_ID  # type: ignore[attr-defined]
+    w.commit()  # the record commits late: membership is the protocol's, answered once
+    settle()
+    assert len(again) == 1 and list(group.members) == [a_id]
+
+
+def test_static_rejoin_refused_reverts_the_member_id_swap() -> None:
+    c, _, w = make_coordinator()
+    a_id = one_member_stable(c, instance="i-a")
+    w.fail_appends = KafkaStorageError("disk gone")
+    again = join(c, instance="i-a")
+    group = the_group(c)
+    assert again[0].error == E.NOT_COORDINATOR  # type: ignore[attr-defined]
+    assert list(group.members) == [a_id] and group.static_members == {"i-a": a_id}
+    assert c.heartbeat("g", a_id, "i-a", 1) == E.NONE
 
 
 def test_static_rejoin_answers_once_committed() -> None:
@@ -208,18 +260,29 @@ def test_static_rejoin_answers_once_committed() -> None:
 
 
 # -- deletions, expiry, empty groups ------------------------------------------------------------
-def test_delete_groups_failing_keeps_the_group() -> None:
+def test_delete_groups_refused_keeps_the_group() -> None:
     c, _, w = make_coordinator()
+    commit(c, "g", offsets=[OffsetToCommit("t", 0, 4, -1, "")])
+    w.fail_appends = NotEnoughReplicasError("isr")
+    assert delete_groups(c, ["g"]) == [[E.COORDINATOR_NOT_AVAILABLE]]  # type: ignore[attr-defined]
+    assert the_group(c).state is GroupState.EMPTY and fetched(c, "g") == 4
+
+
+def test_delete_groups_timing_out_stays_dead_until_the_tombstones_commit() -> None:
+    c, sched, w = make_coordinator()
     commit(c, "g", offsets=[OffsetToCommit("t", 0, 4, -1, "")])
     w.hold = True
     answer = delete_groups(c, ["g"])
     assert answer == [] and the_group(c).state is GroupState.DEAD
     assert join(c)[0].error == E.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
     assert commit(c, "g") == [[E.COORDINATOR_NOT_AVAILABLE]]  # type: ignore[attr-defined]
-    w.fail(NotEnoughReplicasError("isr"))
+    sched.advance(c.settings.write_timeout_ms)
     settle()
     assert answer == [[E.COORDINATOR_NOT_AVAILABLE]]  # type: ignore[attr-defined]
-    assert the_group(c).state is GroupState.EMPTY and fetched(c, "g") == 4
+    assert the_group(c).state is GroupState.DEAD  # still being deleted
+    w.commit()
+    settle()
+    assert c.group("g") is None and len(answer) == 1
 
 
 def test_delete_groups_covers_commits_still_in_flight() -> None:
@@ -243,17 +306,15 @@ def test_offset_delete_failing_is_the_top_level_error() -> None:
     assert fetched(c, "g") == 4
 
 
-def test_expiry_write_failing_is_logged_and_changes_nothing(
+def test_expiry_write_refused_is_logged_and_changes_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     c, sched, w = make_coordinator()
     commit(c, "g", offsets=[OffsetToCommit("t", 0, 4, -1, "")])
     sched.advance(c.settings.offsets_retention_ms + 1)
-    w.hold = True
+    w.fail_appends = KafkaStorageError("disk gone")
     with caplog.at_level(logging.WARNING, "strom.coordinator.group"):
         assert c.expire_offsets() == 1
-        w.fail(KafkaStorageError("disk gone"))
-        settle()
     assert "offset expiry for group g failed" in caplog.text
     assert the_group(c).state is GroupState.EMPTY and fetched(c, "g") == 4
 
@@ -320,17 +381,26 @@ def test_resign_answers_parked_requests_and_a_new_leader_replays_what_committed(
     assert fetched(c, "g") == 6
 
 
-def test_asynchronously_failed_records_are_replayed_by_a_later_load() -> None:
-    """As in Kafka, a write that failed after reaching the log (a timeout, a failed fsync of
-    data still readable) is not replayed in this run, but a later load replays the log."""
-    c, _, w = make_coordinator()
+def test_shard_memory_is_a_replay_of_its_log_whatever_the_writes_did() -> None:
+    """Writes committed at once, late (after their answer timed out), refused, and one
+    whose fate was lost (reload): the coordinator's offsets equal those of a coordinator
+    that loads the same log."""
+    c, sched, w = make_coordinator()
+    commit(c, "g", offsets=[OffsetToCommit("t", 0, 1, -1, "")])
     w.hold = True
-    answer = commit(c, "g", offsets=[OffsetToCommit("t", 0, 7, -1, "")])
-    w.fail(NotEnoughReplicasError("isr shrank"))
+    commit(c, "g", offsets=[OffsetToCommit("t", 1, 2, -1, "")])
+    sched.advance(c.settings.write_timeout_ms)
+    w.commit()
+    w.hold = False
+    w.fail_appends = NotEnoughReplicasError("isr")
+    commit(c, "g", offsets=[OffsetToCommit("t", 2, 3, -1, "")])
+    w.fail_appends = None
+    w.hold = True
+    commit(c, "g", offsets=[OffsetToCommit("t", 3, 4, -1, "")])
+    w.fail(KafkaStorageError("fsync failed"))
     settle()
-    assert answer == [[E.COORDINATOR_NOT_AVAILABLE]] and fetched(c, "g") == -1  # type: ignore[attr-defined]
-    reloaded, _, _ = make_coordinator(writer=MemoryPartitionWriter())
-    assert reloaded.group("g") is None
-    after_restart, _, _ = make_coordinator(writer=w)
-    assert fetched(after_restart, "g") == 7
-    assert fetch(after_restart, "g", None)[0].offset == 7
+    w.hold = False
+    reloaded, _, _ = make_coordinator(writer=w)
+    ours = [(o.topic, o.partition, o.offset) for o in fetch(c, "g", None)]
+    assert ours == [("t", 0, 1), ("t", 1, 2), ("t", 3, 4)]
+    assert ours == [(o.topic, o.partition, o.offset) for o in fetch(reloaded, "g", None)]

@@ -64,6 +64,6 @@ def test_load_replays_the_markers_in_the_log() -> None:
     tp = TopicPartition(OFFSETS_TOPIC, c.partition_for("g"))
     marker = BatchBuilder(producer_id=PID, producer_epoch=0, transactional=True, control=True)
     marker.append(0, encode_control_key(ControlType.COMMIT), encode_end_txn_marker_value(0))
-    writer.append(tp, marker.build(), timeout_ms=1000)  # what WriteTxnMarkers appends
+    writer.append(tp, marker.build())  # what WriteTxnMarkers appends
     c2, _, _ = make_coordinator(writer=writer)
     assert fetched(c2, "g") == 5

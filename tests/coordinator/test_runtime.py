@@ -1,6 +1,7 @@
 """The coordinator runtime's states (not led, loading, active, resigned, stale load, failed load)
-and its write rule (replay at commit, in offset order; failed writes never replayed), with a
-shard that records what happens to it and the in-memory partition writer."""
+and its write rule (replay at commit, in offset order; a write in the log is replayed when it
+commits, whenever that is; one whose fate is unknown reloads the shard; refused writes never
+replayed), with a shard that records what happens to it and the in-memory partition writer."""
 
 from __future__ import annotations
 
@@ -54,12 +55,15 @@ class RecordingShard:
         self.events.append("unloaded")
 
     def write(self, *keys: bytes, **flags: int | bool) -> list[object]:
-        """Write one record per key; returns the outcome list ("ok" or the error)."""
+        """Write one record per key; returns the outcome list ("ok", the error, or
+        ("timeout", error) first when the answer was due before the write resolved)."""
         out: list[object] = []
         self.context.write(
             [(k, b"v") for k in keys],
             on_commit=lambda: (out.append("ok"), self.events.append(("commit", keys))),
             on_failure=lambda exc: (out.append(exc), self.events.append(("fail", keys))),
+            on_timeout=lambda exc: (out.append(("timeout", exc)),
+                                    self.events.append(("timeout", keys))),
             **flags,  # type: ignore[arg-type]
         )
         return out
@@ -71,9 +75,10 @@ Harness = tuple[CoordinatorRuntime[RecordingShard], MemoryPartitionWriter, Manua
 def make(writer: MemoryPartitionWriter | None = None) -> Harness:
     loop = asyncio.get_event_loop()
     scheduler = ManualScheduler(ManualClock())
-    writer = writer or MemoryPartitionWriter(loop, scheduler)
+    writer = writer or MemoryPartitionWriter(loop)
     runtime: CoordinatorRuntime[RecordingShard] = CoordinatorRuntime(
-        TOPIC, writer, scheduler.clock, RecordingShard, write_timeout_ms=1000, loop=loop)
+        TOPIC, writer, scheduler.clock, RecordingShard, scheduler=scheduler,
+        write_timeout_ms=1000, loop=loop)
     return runtime, writer, scheduler
 
 
@@ -98,7 +103,7 @@ def prefill(writer: MemoryPartitionWriter, count: int, *, per_batch: int = 10) -
         builder = BatchBuilder()
         for i in range(start, min(start + per_batch, count)):
             builder.append(0, b"k%d" % i, b"v")
-        writer.append(TP, builder.build(), timeout_ms=0)
+        writer.append(TP, builder.build())
 
 
 # -- states ------------------------------------------------------------
@@ -270,21 +275,47 @@ def test_writes_replay_in_offset_order_whatever_order_they_resolve_in() -> None:
     assert commits == [("commit", (b"a",)), ("commit", (b"b",)), ("commit", (b"c",))]
 
 
-def test_asynchronous_failure_is_never_replayed_and_later_writes_still_are() -> None:
+def test_a_write_whose_fate_is_unknown_reloads_the_shard_from_the_log() -> None:
+    """The writer gives up on a write in the log (an fsync round failed): whether its
+    records survive is unknown, so the shard is loaded again from the log — the pending
+    writes are answered NOT_COORDINATOR, the failed one with its error — and then holds
+    exactly what the log does."""
     runtime, writer, _ = make()
     shard = active(runtime)
     writer.hold = True
-    failed, ok = shard.write(b"a"), shard.write(b"b")
-    writer.held[1].future.set_result(writer.held[1].last_offset)
+    failed, later = shard.write(b"a"), shard.write(b"b")
     writer.fail(KafkaStorageError("fsync failed"), 1)
+    assert runtime.state(0) is ShardState.ACTIVE  # until the failure is seen
     settle()
-    assert isinstance(failed[0], KafkaError) and ok == ["ok"]
+    assert isinstance(failed[0], KafkaStorageError)  # type: ignore[misc]
     assert coordinator_error(failed[0]) == E.NOT_COORDINATOR  # type: ignore[attr-defined]
-    assert [r.key for r in shard.replayed] == [b"b"]
-    assert shard.events.index(("fail", (b"a",))) < shard.events.index(("commit", (b"b",)))
+    assert coordinator_error(later[0]) == E.NOT_COORDINATOR  # type: ignore[arg-type,attr-defined]
+    assert shard.replayed == [] and shard.events[-3:] == [
+        "unloaded", ("fail", (b"a",)), ("fail", (b"b",))]
+    writer.commit()  # the second write resolving later changes nothing in the old shard
+    settle()
+    reloaded = runtime.shard(0)
+    assert reloaded is not shard and runtime.epoch(0) == 0
+    assert [r.key for r in reloaded.replayed] == [b"a", b"b"]  # what the log holds
 
 
-def test_timed_out_write_fails_with_request_timed_out() -> None:
+def test_a_write_whose_partition_moved_only_unloads() -> None:
+    runtime, writer, _ = make()
+    shard = active(runtime)
+    writer.hold = True
+    outcome = shard.write(b"a")
+    writer.fail(error_class("NOT_LEADER_OR_FOLLOWER")("moved"))
+    settle()
+    assert coordinator_error(outcome[0]) == E.NOT_COORDINATOR  # type: ignore[arg-type,attr-defined]
+    assert runtime.state(0) is None and shard.events[-1] == ("fail", (b"a",))
+
+
+def test_a_timed_out_write_is_answered_and_replayed_when_it_commits() -> None:
+    """Issue 22: a write not committed within the write timeout was failed for good — never
+    replayed in this run — although it was in the log and committed later, so the shard's
+    memory lacked it until a reload. Now the answer times out (the client hears
+    REQUEST_TIMED_OUT as COORDINATOR_NOT_AVAILABLE) and the write stays pending: when it
+    commits it is replayed, in order, as a load of the log replays it."""
     runtime, writer, scheduler = make()
     shard = active(runtime)
     writer.hold = True
@@ -294,9 +325,30 @@ def test_timed_out_write_fails_with_request_timed_out() -> None:
     assert outcome == []
     scheduler.advance(1)
     settle()
-    assert isinstance(outcome[0], RequestTimedOutError)  # type: ignore[misc]
-    assert coordinator_error(outcome[0]) == E.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
+    assert outcome[0][0] == "timeout"  # type: ignore[index]
+    timed_out = outcome[0][1]  # type: ignore[index]
+    assert isinstance(timed_out, RequestTimedOutError)  # type: ignore[misc]
+    assert coordinator_error(timed_out) == E.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
     assert shard.replayed == []
+    later = shard.write(b"b")  # queued behind it
+    writer.commit()
+    settle()
+    assert outcome[1:] == ["ok"] and later == ["ok"]
+    assert [r.key for r in shard.replayed] == [b"a", b"b"]
+    reloaded, _, _ = make(writer)
+    assert [(r.offset, r.key) for r in active(reloaded).replayed] == [
+        (r.offset, r.key) for r in shard.replayed]
+
+
+def test_a_write_committed_in_time_is_never_timed_out() -> None:
+    runtime, writer, scheduler = make()
+    shard = active(runtime)
+    writer.hold = True
+    outcome = shard.write(b"a")
+    writer.commit()
+    settle()
+    scheduler.advance(5000)
+    assert outcome == ["ok"] and ("timeout", (b"a",)) not in shard.events
 
 
 def test_synchronous_failure_appends_nothing() -> None:
@@ -312,7 +364,7 @@ def test_writer_bug_fails_the_write_not_the_request_path() -> None:
     runtime, writer, _ = make()
     shard = active(runtime)
 
-    def broken(tp: TopicPartition, batch: bytes, *, timeout_ms: int) -> int:
+    def broken(tp: TopicPartition, batch: bytes, **_: object) -> int:
         raise RuntimeError("bug")
 
     writer.append = broken  # type: ignore[method-assign]

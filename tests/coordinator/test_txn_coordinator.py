@@ -62,7 +62,7 @@ class Harness:
         self.clock = clock or ManualClock()
         self.scheduler = ManualScheduler(self.clock)
         loop = asyncio.get_event_loop()
-        self.writer = writer or MemoryPartitionWriter(loop, self.scheduler)
+        self.writer = writer or MemoryPartitionWriter(loop)
         self.markers = RecordingMarkers()
         self.next_pid = 1000
         self.c = TxnCoordinator(self.writer, self.scheduler, self.clock, SETTINGS,
@@ -293,7 +293,7 @@ def test_prepared_transaction_found_on_load_is_completed() -> None:
     assert h2.state() is TxnState.COMPLETE_COMMIT
 
 
-def test_failed_write_changes_nothing() -> None:
+def test_failed_write_reloads_and_refused_write_changes_nothing() -> None:
     h = Harness()
     _, pid, _ = h.init()
     h.writer.hold = True
@@ -304,7 +304,10 @@ def test_failed_write_changes_nothing() -> None:
     h.writer.fail(KafkaStorageError("disk"))
     settle()
     assert out == [E.NOT_COORDINATOR]  # type: ignore[attr-defined]
-    assert h.state() is TxnState.EMPTY
+    # the record is in the log (the writer lost track of it, it was not refused): the shard
+    # was reloaded and holds what a fresh load of the log gives
+    settle()
+    assert h.state() is Harness(writer=h.writer, clock=h.clock).state() is TxnState.ONGOING
     h.writer.hold = False
     h.writer.fail_appends = KafkaStorageError("disk")
     assert h.init(tid="fresh")[0] == E.NOT_COORDINATOR  # type: ignore[attr-defined]

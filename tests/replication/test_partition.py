@@ -119,7 +119,7 @@ def test_last_stable_offset_stops_at_an_open_transaction(tmp_path: Path) -> None
     append(p, 2)
     txn = make_batch([b"t1", b"t2"], producer_id=9, producer_epoch=0, base_sequence=0,
                      attributes=0x10)  # transactional
-    p.append_as_leader(payload(txn), 1)
+    p.append_as_leader(payload(txn), 1, verification_guard=p.start_transaction_verification(9))
     append(p, 1)
     assert p.high_watermark == 5 and p.last_stable_offset == 2
     assert p.log.stable_end == 2  # the cleaner stays below the open transaction

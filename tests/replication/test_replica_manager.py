@@ -14,8 +14,9 @@ from strom.replication.delayed import DelayedFetch
 from strom.replication.partition import FetchIsolation, Partition
 from strom.replication.replica_manager import AppendOrigin
 from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
-from tests.replication.harness import Harness, partition_info
+from tests.replication.harness import NOW, Harness, partition_info
 from tests.replication.harness import image as make_image
+from tests.storage.helpers import make_batch, payload
 
 TP = TopicPartition("t", 0)
 
@@ -266,3 +267,53 @@ def test_new_partitions_are_prepared_all_or_nothing(tmp_path: Path) -> None:
     assert h.logs.partitions() == [TP._replace(partition=1)]
     assert sorted(p.name for p in tmp_path.glob("t-*")) == ["t-1"]
     h.close()
+
+
+def test_an_exception_part_way_gives_exact_per_partition_outcomes(tmp_path: Path) -> None:
+    """Issue 22: one append to four partitions — one takes its records normally, one refuses
+    with an unexpected exception (nothing written), one raises after its records reached the
+    log, one's high-watermark listener raises. Each is answered as what happened to it: the
+    written ones with their offsets (never as failed), the refused one UNKNOWN_SERVER_ERROR
+    (never as written), and the others are not affected."""
+    async def scenario() -> None:
+        h = Harness(tmp_path)
+        h.apply(make_image(*(partition_info(i) for i in range(4))))
+        tps = [TopicPartition("t", i) for i in range(4)]
+        parts = [h.replicas.partition(tp) for tp in tps]
+        assert all(p is not None for p in parts)
+        _, refusing, raising_after, listener = parts  # type: ignore[misc]
+
+        def refuse(*args: object, **kwargs: object) -> object:
+            raise RuntimeError("bug before the write")
+
+        real_append = raising_after.log.append
+
+        def write_then_raise(*args: object, **kwargs: object) -> object:
+            real_append(*args, **kwargs)  # type: ignore[arg-type]
+            raise RuntimeError("bug after the write")
+
+        def broken_listener(tp: TopicPartition) -> None:
+            raise RuntimeError("listener bug")
+
+        refusing.log.append = refuse  # type: ignore[method-assign]
+        raising_after.log.append = write_then_raise  # type: ignore[method-assign]
+        listener._on_high_watermark = broken_listener
+        for acks in (1, -1):
+            entries = {tp: payload(make_batch([b"a", b"b"], timestamps=[NOW] * 2))
+                       for tp in tps}
+            outcome = h.replicas.append(entries, required_acks=acks,
+                                        origin=AppendOrigin.CLIENT, timeout_ms=1000)
+            if outcome.done is not None:
+                await asyncio.wait_for(outcome.done, 5)
+            results = outcome.results
+            base = 0 if acks == 1 else 2
+            for tp in (tps[0], tps[2], tps[3]):
+                assert results[tp].error is None, (acks, tp, results[tp].error)
+                assert (results[tp].base_offset, results[tp].last_offset) == (base, base + 1)
+            assert code(results[tps[1]].error) == ErrorCode.UNKNOWN_SERVER_ERROR
+            assert results[tps[1]].base_offset == -1
+            assert [p.log.log_end_offset for p in parts] == [base + 2, 0, base + 2, base + 2]
+            assert [p.high_watermark for p in parts] == [base + 2, 0, base + 2, base + 2]
+        del refusing.log.append, raising_after.log.append
+        h.close()
+    run(scenario)

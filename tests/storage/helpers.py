@@ -110,9 +110,13 @@ def values(count: int, size: int = 10, prefix: str = "v") -> list[bytes | None]:
     return [f"{prefix}{i}".encode().ljust(size, b".") for i in range(count)]
 
 
-def topic_config(**overrides: object) -> TopicConfig:
+def topic_config(*, verify_transactions: bool = False, **overrides: object) -> TopicConfig:
+    """A topic config with these overrides (underscores become dots). Transactional batches
+    need no KIP-890 verification guard unless ``verify_transactions`` (as in Kafka's log
+    tests: the broker turns it on, ``transaction.partition.verification.enable``)."""
     raw = {k.replace("_", "."): str(v) for k, v in overrides.items()}
-    return TopicConfig(BrokerConfig(), validate_topic_configs(raw))
+    broker = BrokerConfig({"transaction.partition.verification.enable": verify_transactions})
+    return TopicConfig(broker, validate_topic_configs(raw))
 
 
 def read_all(plog: Log, start: int | None = None, max_bytes: int = 1 << 30) -> bytes:

@@ -677,6 +677,12 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               3600000, "How often expired transactional ids are removed.", at_least(1)),
     ConfigKey("producer.id.expiration.ms", ConfigType.INT, _DAY_MS,
               "Expiry of idle idempotent producers' state.", at_least(1), dynamic=True),
+    ConfigKey("transaction.partition.verification.enable", ConfigType.BOOLEAN, True,
+              "KIP-890: a transactional producer's first batch in a partition (Produce) and "
+              "its first offsets in a group's partition (TxnOffsetCommit) are written only "
+              "once its transaction coordinator confirms the partition is in its ongoing "
+              "transaction, and only if that transaction has not ended since.",
+              dynamic=True),
     ConfigKey("leader.replication.throttled.rate", ConfigType.LONG, MAX_LONG,
               "Bytes/s a leader sends to the replicas its topics list in "
               "leader.replication.throttled.replicas.", at_least(0), dynamic=True),

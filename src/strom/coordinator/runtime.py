@@ -26,22 +26,40 @@ COORDINATOR_LOAD_IN_PROGRESS while it loads and NOT_COORDINATOR when the partiti
 here (or its load failed).
 
 **Writes: replay at commit.** An operation validates against the shard's current state and
-hands the runtime its records plus two continuations (:meth:`ShardContext.write`). The
-runtime builds the records into one v2 batch (producer id, epoch, transactional and control
-flags as given) and appends it through the :class:`PartitionWriter` seam. Only when the write
-is *committed* (the high watermark passed it and it is durable per the flush policy) does the
+hands the runtime its records plus continuations (:meth:`ShardContext.write`). The runtime
+builds the records into one v2 batch (producer id, epoch, transactional and control flags as
+given) and appends it through the :class:`PartitionWriter` seam. Only when the write is
+*committed* (the high watermark passed it and it is durable per the flush policy) does the
 runtime replay the records into the shard — **in offset order**: writes complete in the order
 they were appended, a committed write waits for every earlier one to resolve — and then run
-``on_commit``, which releases the response. If the append fails (synchronously, or later:
-fsync failure, NOT_ENOUGH_REPLICAS_AFTER_APPEND, timeout) the records are never replayed in
-this run and ``on_failure`` gets the error: the shard's durable state never saw them, so it
-"returns to what it was" trivially. (They may still be in the log, as in Kafka; a later load
-replays whatever the log holds.) Reads therefore always see committed state.
+``on_commit``. The shard's memory is therefore always what replaying its partition up to the
+last completed write gives (Kafka's ``CoordinatorRuntime`` keeps the same invariant with a
+snapshot registry it reverts on failure):
+
+* an append **refused** (nothing in the log: not the leader, ISR too small, too large …)
+  runs ``on_failure`` at once and changes nothing;
+* an append **in the log** stays pending until the writer resolves it. It is never "failed"
+  by time: at ``write_timeout_ms`` the runtime runs its ``on_timeout`` (Kafka's
+  ``offsets.commit.timeout.ms``: the client is answered REQUEST_TIMED_OUT, mapped to
+  COORDINATOR_NOT_AVAILABLE), but the write stays queued and is replayed — and its
+  ``on_commit`` runs — when it commits later, as a replay of the log would have it;
+* the writer gives up on an appended write only when it can no longer tell whether the
+  records will commit (an fsync round failed, leadership moved). Then the shard cannot know
+  what its log holds: the runtime **reloads** it from the log at the same epoch (pending
+  writes fail with NOT_COORDINATOR, the failed one with its error; meanwhile
+  COORDINATOR_LOAD_IN_PROGRESS), which is what Kafka's broker does by moving the failed
+  partition elsewhere. A partition no longer led here just unloads.
+
+Continuations: exactly one of ``on_commit`` (replayed) and ``on_failure`` (never replayed in
+this shard) runs per write; ``on_timeout`` at most once, before it. An operation that
+answers its client at the timeout keeps its in-memory marks (pending transitions, offsets in
+flight) until the write resolves, and answers only once (:func:`answer_once`).
 
 Invariants:
 
 * Durable state changes only in :meth:`CoordinatorShard.replay`; replay of live writes
-  happens in log-offset order, exactly once per committed write, never for a failed one.
+  happens in log-offset order, exactly once per committed write, never for one that is not
+  in the log; a write whose fate cannot be known any more costs the shard a reload.
 * Continuations run on the event-loop thread, one at a time; an exception in one is logged
   and does not affect the others. A continuation may issue further writes.
 * After unload no continuation of that shard runs except the NOT_COORDINATOR failures
@@ -64,9 +82,11 @@ from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from strom.common.clock import Clock
 from strom.common.errors import KafkaError, UnknownServerError, error_class
+from strom.common.timer import Scheduler, TimerHandle
 from strom.common.types import TopicPartition
 from strom.protocol.records.builder import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, BatchBuilder
 from strom.protocol.records.reader import decode_batches
+from strom.storage.txn_verification import VerificationGuard
 
 log = logging.getLogger("strom.coordinator.runtime")
 
@@ -98,18 +118,21 @@ def replay_records(buf: bytes | bytearray | memoryview) -> Iterator[list[ReplayR
 class PartitionWriter(Protocol):
     """How the runtime reaches its internal topic (the broker: the replica manager)."""
 
-    def append(self, tp: TopicPartition, batch: bytes, *, timeout_ms: int
+    def append(self, tp: TopicPartition, batch: bytes, *,
+               verification_guard: VerificationGuard | None = None
                ) -> int | asyncio.Future[int]:
         """Append one batch as the partition's leader. Raises KafkaError if nothing was
         appended. Returns the batch's last offset if it is already committed (high watermark
         past it and durable per the flush policy), else a future resolving with it once it
-        is, or failing with the KafkaError that kept it from committing (including
-        REQUEST_TIMED_OUT after ``timeout_ms``)."""
+        is. The future fails only when the writer can no longer tell whether the records
+        will commit here — leadership moved (NOT_LEADER_OR_FOLLOWER) or an fsync round
+        failed (KAFKA_STORAGE_ERROR) — never by time: the runtime times out its answers, not
+        its writes. ``verification_guard``: a transactional batch's KIP-890 guard."""
         ...
 
     def read_batches(self, tp: TopicPartition) -> Iterator[list[ReplayRecord]]:
         """Every record from the log start to the log end, one list per batch, read lazily
-        (the loader may stop early)."""
+        (the loader may stop early); raises if this broker does not lead ``tp``."""
         ...
 
 
@@ -151,6 +174,7 @@ _NOT_COORDINATOR = _codes("NOT_LEADER_OR_FOLLOWER", "KAFKA_STORAGE_ERROR")
 _TOO_LARGE = _codes("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_FETCH_SIZE")
 _NETWORK = error_class("NETWORK_EXCEPTION").code
 NotCoordinatorError = error_class("NOT_COORDINATOR")
+NotLeaderOrFollowerError = error_class("NOT_LEADER_OR_FOLLOWER")
 CoordinatorLoadInProgressError = error_class("COORDINATOR_LOAD_IN_PROGRESS")
 RequestTimedOutError = error_class("REQUEST_TIMED_OUT")
 COORDINATOR_NOT_AVAILABLE = error_class("COORDINATOR_NOT_AVAILABLE").code
@@ -180,6 +204,22 @@ def coordinator_error(exc: BaseException, *, offset_commit: bool = False) -> int
 
 
 # -- the runtime -----------------------------------------------------------------------------
+T = TypeVar("T")
+
+
+def answer_once(callback: Callable[[T], None]) -> Callable[[T], None]:
+    """``callback`` that runs for the first answer only (an operation answered at its write's
+    timeout is not answered again when the write resolves)."""
+    answered = False
+
+    def answer(value: T) -> None:
+        nonlocal answered
+        if not answered:
+            answered = True
+            callback(value)
+    return answer
+
+
 @dataclass(slots=True, eq=False)
 class _PendingWrite:
     records: Sequence[RawRecord]
@@ -188,9 +228,10 @@ class _PendingWrite:
     control: bool
     on_commit: Callable[[], None]
     on_failure: Callable[[KafkaError], None]
+    on_timeout: Callable[[KafkaError], None] | None
     last_offset: int = -1
-    error: KafkaError | None = None
     resolved: bool = False
+    timer: TimerHandle | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -226,14 +267,19 @@ class ShardContext:
 
     def write(
         self, records: Sequence[RawRecord], *, on_commit: Callable[[], None],
-        on_failure: Callable[[KafkaError], None], producer_id: int = NO_PRODUCER_ID,
-        producer_epoch: int = NO_PRODUCER_EPOCH, transactional: bool = False,
-        control: bool = False,
+        on_failure: Callable[[KafkaError], None],
+        on_timeout: Callable[[KafkaError], None] | None = None,
+        producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+        transactional: bool = False, control: bool = False,
+        verification_guard: VerificationGuard | None = None,
     ) -> None:
         """Append ``records`` as one batch; replay them and run ``on_commit`` once committed,
-        or run ``on_failure`` (possibly before this returns) if the write fails."""
-        self._runtime._write(self._slot, records, on_commit, on_failure, producer_id,
-                             producer_epoch, transactional, control)
+        or run ``on_failure`` (possibly before this returns) if they will never be replayed
+        here; ``on_timeout`` if neither happened within the write timeout (the write stays
+        pending). See the module docstring."""
+        self._runtime._write(self._slot, records, on_commit, on_failure, on_timeout,
+                             producer_id, producer_epoch, transactional, control,
+                             verification_guard)
 
 
 class CoordinatorRuntime(Generic[S]):
@@ -245,12 +291,13 @@ class CoordinatorRuntime(Generic[S]):
 
     def __init__(
         self, topic: str, writer: PartitionWriter, clock: Clock,
-        shard_factory: Callable[[ShardContext], S], *, write_timeout_ms: int = 5000,
-        loop: asyncio.AbstractEventLoop | None = None,
+        shard_factory: Callable[[ShardContext], S], *, scheduler: Scheduler,
+        write_timeout_ms: int = 5000, loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.topic = topic
         self._writer = writer
         self._clock = clock
+        self._scheduler = scheduler
         self._factory = shard_factory
         self._write_timeout_ms = write_timeout_ms
         self._loop = loop
@@ -378,7 +425,10 @@ class CoordinatorRuntime(Generic[S]):
                  "%s-%d: loaded %d records in %.3f s (epoch %d)", self.topic,
                  slot.tp.partition, count, self._clock.monotonic() - started, slot.epoch)
 
-    def _unload(self, slot: _Slot[S]) -> None:
+    def _unload(self, slot: _Slot[S], failures: dict[int, KafkaError] | None = None) -> None:
+        """Close ``slot``: the shard's ``on_unloaded``, then every pending write's failure
+        (NOT_COORDINATOR unless ``failures`` names another error for it, by id)."""
+        failures = failures or {}
         if self._slots.get(slot.tp.partition) is slot:
             del self._slots[slot.tp.partition]
         was = slot.state
@@ -390,15 +440,31 @@ class CoordinatorRuntime(Generic[S]):
             self._safely(slot.shard.on_unloaded)
         pending, slot.pending = list(slot.pending), collections.deque()
         for write in pending:
+            self._cancel_timer(write)
             self._safely(functools.partial(
-                write.on_failure,
-                NotCoordinatorError(f"{slot.tp} is no longer led by this broker")))
+                write.on_failure, failures.get(id(write)) or NotCoordinatorError(
+                    f"{slot.tp} is no longer led by this broker")))
+
+    def _reload(self, slot: _Slot[S], write: _PendingWrite, error: KafkaError) -> None:
+        """``write`` is in the log but the writer cannot tell whether it will commit: the
+        shard's memory can no longer be known to match its log, so it is loaded again from
+        the log (unloaded only, when this broker no longer leads the partition)."""
+        partition, epoch = slot.tp.partition, slot.epoch
+        moved = error.code == NotLeaderOrFollowerError.code
+        log.warning("%s: the outcome of a coordinator write is unknown (%s); "
+                    "%s", slot.tp, error,
+                    "unloading" if moved else "reloading the shard from the log")
+        self._unload(slot, {id(write): error})
+        if not moved:
+            self._start_load(partition, epoch)
 
     # -- writes ------------------------------------------------------------------------------
     def _write(
         self, slot: _Slot[S], records: Sequence[RawRecord], on_commit: Callable[[], None],
-        on_failure: Callable[[KafkaError], None], producer_id: int, producer_epoch: int,
-        transactional: bool, control: bool,
+        on_failure: Callable[[KafkaError], None],
+        on_timeout: Callable[[KafkaError], None] | None, producer_id: int,
+        producer_epoch: int, transactional: bool, control: bool,
+        verification_guard: VerificationGuard | None,
     ) -> None:
         if not self._current(slot) or slot.state is not ShardState.ACTIVE:
             on_failure(NotCoordinatorError(f"{slot.tp} is not led by this broker"))
@@ -413,9 +479,9 @@ class CoordinatorRuntime(Generic[S]):
             builder.append(now, key, value)
         try:
             outcome = self._writer.append(slot.tp, builder.build(),
-                                          timeout_ms=self._write_timeout_ms)
+                                          verification_guard=verification_guard)
         except KafkaError as exc:
-            log.warning("%s: coordinator write failed: %s", slot.tp, exc)
+            log.warning("%s: coordinator write refused: %s", slot.tp, exc)
             on_failure(exc)
             return
         except Exception as exc:  # a writer bug must not escape into the request path
@@ -423,13 +489,29 @@ class CoordinatorRuntime(Generic[S]):
             on_failure(UnknownServerError(str(exc)))
             return
         write = _PendingWrite(records, producer_id, producer_epoch, control, on_commit,
-                              on_failure)
+                              on_failure, on_timeout)
         slot.pending.append(write)
         if isinstance(outcome, int):
             write.last_offset, write.resolved = outcome, True
             self._drain(slot)
-        else:
-            outcome.add_done_callback(lambda f: self._resolved(slot, write, f))
+            return
+        write.timer = self._scheduler.call_later(
+            self._write_timeout_ms, lambda: self._timed_out(slot, write))
+        outcome.add_done_callback(lambda f: self._resolved(slot, write, f))
+
+    def _timed_out(self, slot: _Slot[S], write: _PendingWrite) -> None:
+        """The write's answer is due: ``on_timeout`` answers it; the write stays pending (it
+        is in the log and is replayed if it commits)."""
+        write.timer = None
+        if write.resolved or write not in slot.pending or not self._current(slot):
+            return
+        log.info("%s: coordinator write not committed within %d ms; answered, still "
+                 "pending", slot.tp, self._write_timeout_ms)
+        if write.on_timeout is not None:
+            on_timeout, write.on_timeout = write.on_timeout, None
+            self._safely(functools.partial(on_timeout, RequestTimedOutError(
+                f"the write to {slot.tp} was not committed within "
+                f"{self._write_timeout_ms} ms")))
 
     def _resolved(self, slot: _Slot[S], write: _PendingWrite, future: asyncio.Future[int]
                   ) -> None:
@@ -439,33 +521,39 @@ class CoordinatorRuntime(Generic[S]):
             if not future.cancelled():
                 future.exception()
             return
+        error: KafkaError | None = None
         if future.cancelled():
-            write.error = RequestTimedOutError("coordinator write cancelled")
+            error = UnknownServerError("coordinator write cancelled")
         else:
             exc = future.exception()
             if exc is None:
                 write.last_offset = future.result()
             elif isinstance(exc, KafkaError):
-                write.error = exc
+                error = exc
             else:
                 log.error("%s: coordinator write failed unexpectedly", slot.tp, exc_info=exc)
-                write.error = UnknownServerError(str(exc))
-            if write.error is not None:
-                log.warning("%s: coordinator write failed: %s", slot.tp, write.error)
+                error = UnknownServerError(str(exc))
+        if error is not None:
+            self._reload(slot, write, error)
+            return
         write.resolved = True
+        self._cancel_timer(write)
         self._drain(slot)
 
+    @staticmethod
+    def _cancel_timer(write: _PendingWrite) -> None:
+        if write.timer is not None:
+            write.timer.cancel()
+            write.timer = None
+
     def _drain(self, slot: _Slot[S]) -> None:
-        """Complete resolved writes from the head of the queue, in append (offset) order."""
+        """Complete committed writes from the head of the queue, in append (offset) order."""
         if slot.draining:
             return  # a continuation wrote; the running drain picks it up
         slot.draining = True
         try:
             while slot.pending and slot.pending[0].resolved and self._current(slot):
                 write = slot.pending.popleft()
-                if write.error is not None:
-                    self._safely(functools.partial(write.on_failure, write.error))
-                    continue
                 self._safely(functools.partial(self._replay_write, slot, write))
                 self._safely(write.on_commit)
         finally:

@@ -77,6 +77,7 @@ from strom.common.types import (
 )
 from strom.storage.log import AppendResult, Log, ReadResult
 from strom.storage.log_validator import AppendOrigin
+from strom.storage.txn_verification import VerificationGuard
 
 log = logging.getLogger("strom.replication.partition")
 
@@ -208,6 +209,12 @@ class Partition:
         """Whether the producer's transaction already wrote to this partition (no marker yet)."""
         return self.log.producer_state.is_ongoing(producer_id)
 
+    def start_transaction_verification(self, producer_id: int) -> VerificationGuard | None:
+        """KIP-890: the guard the append of the producer's first transactional batch here
+        must carry once its coordinator has vouched for it; None when its transaction is
+        already open here (see :meth:`strom.storage.log.Log.start_transaction_verification`)."""
+        return self.log.start_transaction_verification(producer_id)
+
     @property
     def last_stable_offset(self) -> int:
         first_unstable = self._first_unstable_offset()
@@ -328,15 +335,18 @@ class Partition:
     # appends
     # ------------------------------------------------------------------------------------
     def append_as_leader(self, records: memoryview, required_acks: int,
-                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+                         origin: AppendOrigin = AppendOrigin.CLIENT,
+                         verification_guard: VerificationGuard | None = None) -> AppendResult:
         """Validate and append a client's or a coordinator's payload (``origin``: only a
         client's batches pass the client checks and producer-sequence checks); may move the
         high watermark.
 
         Only the transaction coordinator writes control batches (clients' are refused with
-        INVALID_RECORD by the log's validator).
+        INVALID_RECORD by the log's validator). A producer's first transactional batch here
+        needs ``verification_guard`` (KIP-890; :meth:`start_transaction_verification`).
         Raises NotLeaderOrFollower when not the leader, NotEnoughReplicas for acks=-1 with too
-        small an ISR (nothing appended), and whatever the log refuses."""
+        small an ISR (nothing appended), and whatever the log refuses. Once the log took the
+        records nothing raises: a failing high-watermark listener is logged."""
         if self.role is not Role.LEADER:
             raise NotLeaderOrFollowerError(
                 f"this broker is not the leader of {self.tp} (leader: {self.leader_id})")
@@ -345,7 +355,8 @@ class Partition:
                 f"the in-sync replicas of {self.tp} ({len(self.isr_state.isr)}) are fewer "
                 f"than min.insync.replicas ({self.min_insync_replicas})")
         result = self.log.append(records, leader_epoch=self.leader_epoch,
-                                 now_ms=self.clock.now_ms(), origin=origin)
+                                 now_ms=self.clock.now_ms(), origin=origin,
+                                 verification_guard=verification_guard)
         if not result.duplicate:
             self.maybe_increment_high_watermark()
         return result
@@ -482,8 +493,14 @@ class Partition:
         return True
 
     def _notify_high_watermark(self) -> None:
+        """Tell the listener (the replica manager: parked produces and fetches); its failure
+        is logged, never raised into whoever moved the high watermark (an append that is on
+        the log, a follower's fetch)."""
         if self._on_high_watermark is not None:
-            self._on_high_watermark(self.tp)
+            try:
+                self._on_high_watermark(self.tp)
+            except Exception:
+                log.exception("%s: high-watermark listener failed", self.tp)
 
     def check_enough_replicas_reach_offset(
         self, required_offset: int

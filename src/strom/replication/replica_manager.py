@@ -68,6 +68,7 @@ from strom.common.errors import (
     KafkaError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from strom.common.timer import Scheduler
@@ -87,12 +88,14 @@ from strom.replication.purgatory import Purgatory
 from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from strom.storage.files import CorruptFileError
 from strom.storage.health import LogDirHealth
+from strom.storage.log import AppendResult
 from strom.storage.log_manager import LogManager
 from strom.storage.log_validator import AppendOrigin
+from strom.storage.txn_verification import VerificationGuard
 
 __all__ = [
     "AppendOrigin", "AppendOutcome", "LeadershipListener", "PartitionAppendResult",
-    "ReplicaManager", "as_kafka_error",
+    "ReplicaManager", "VerificationGuard", "as_kafka_error",
 ]
 
 log = logging.getLogger("strom.replication")
@@ -384,14 +387,23 @@ class ReplicaManager:
         required_acks: int,
         origin: AppendOrigin,
         timeout_ms: int,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> AppendOutcome:
         """Append to each partition (all or nothing per partition); see the module docstring.
 
         ``None`` records (a partition the request could not decode) fail with CORRUPT_MESSAGE.
+        ``verification_guards``: the KIP-890 guard of each partition whose producer's first
+        transactional batch there was verified with its coordinator.
+
+        The outcome is exact per partition, whatever fails (Kafka's ``appendToLocalLog``): a
+        partition whose records reached its log is answered with their offsets (then its
+        acknowledgement's outcome), one refused with its error — an unexpected exception
+        UNKNOWN_SERVER_ERROR, logged —, and nothing escapes once a partition took records.
         """
         results: dict[TopicPartition, PartitionAppendResult] = {}
         pending: dict[TopicPartition, PendingAck] = {}
         acks_valid = required_acks in (-1, 0, 1)
+        guards = verification_guards or {}
         for tp, records in entries.items():
             result = PartitionAppendResult()
             results[tp] = result
@@ -408,10 +420,14 @@ class ReplicaManager:
             elif partition.internal and origin is AppendOrigin.CLIENT:
                 result.error = InvalidTopicError(f"Cannot append to internal topic {tp.topic}")
             else:
-                wait = self._append_one(partition, records, required_acks, origin, result)
+                wait = self._append_one(partition, records, required_acks, origin, result,
+                                        guards.get(tp))
                 if wait is not None and required_acks != 0:
                     pending[tp] = wait
-        settle(pending, results, self)  # most appends are acknowledged at once: no operation
+        try:
+            settle(pending, results, self)  # most appends are acknowledged at once
+        except Exception:
+            log.exception("checking the acknowledgements of an append failed")
         if not pending:
             return AppendOutcome(results, None)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -422,27 +438,64 @@ class ReplicaManager:
     def _append_one(
         self, partition: Partition, records: memoryview, required_acks: int,
         origin: AppendOrigin, result: PartitionAppendResult,
+        guard: VerificationGuard | None = None,
     ) -> PendingAck | None:
+        """Append to one partition and fill ``result``; what its acknowledgement waits for.
+        Refusals (nothing appended) become ``result.error``; once the log took the records
+        nothing here fails the partition."""
+        tp = partition.tp
+        end_before = partition.log.log_end_offset
         hw_before = partition.high_watermark
         try:
             if origin is AppendOrigin.REPLICATION:
                 appended = partition.append_as_follower(records)
             else:
-                appended = partition.append_as_leader(records, required_acks, origin)
-        except OSError as exc:
-            result.error = self.health.failure(exc, f"appending to {partition.tp}")
-            return None
+                appended = partition.append_as_leader(records, required_acks, origin, guard)
         except Exception as exc:
-            error = as_kafka_error(exc)
-            result.error = error
-            log.debug("append to %s refused: %s", partition.tp, error)
-            return None
+            end_after = partition.log.log_end_offset
+            if end_after <= end_before:  # refused: nothing is in the log
+                result.error = self._refusal(tp, exc)
+                return None
+            # The records are in the log although the append raised (bookkeeping after
+            # the write failed): they are answered as what they are, appended.
+            log.error("%s: the append of offsets %d-%d raised after the records were "
+                      "written; answered as appended", tp, end_before, end_after - 1,
+                      exc_info=exc)
+            appended = AppendResult(end_before, end_after - 1, -1, partition.log_start_offset,
+                                    0, False)
+            try:
+                partition.maybe_increment_high_watermark()  # as a completed append does
+            except Exception:
+                log.exception("%s: moving the high watermark failed", tp)
         self.health.succeeded()
         result.base_offset = appended.base_offset
         result.last_offset = appended.last_offset
         result.log_append_time = appended.log_append_time
         result.log_start_offset = appended.log_start_offset
-        if not appended.duplicate and partition.high_watermark == hw_before:
+        try:
+            return self._after_append(partition, appended, required_acks, origin,
+                                      partition.high_watermark != hw_before)
+        except Exception:
+            log.exception("%s: bookkeeping after an append failed", tp)
+            # still wait for what the acks ask: the records are in the log
+            return PendingAck(appended.last_offset + 1, required_acks == -1
+                              and origin is not AppendOrigin.REPLICATION, False)
+
+    def _refusal(self, tp: TopicPartition, exc: Exception) -> KafkaError:
+        """The error a refused append is answered with."""
+        if isinstance(exc, OSError):
+            return self.health.failure(exc, f"appending to {tp}")
+        if isinstance(exc, KafkaError):
+            log.debug("append to %s refused: %s", tp, exc)
+            return exc
+        log.error("append to %s failed unexpectedly; nothing was appended", tp, exc_info=exc)
+        return UnknownServerError(f"unexpected error appending to {tp}: {exc!r}")
+
+    def _after_append(self, partition: Partition, appended: AppendResult, required_acks: int,
+                      origin: AppendOrigin, hw_moved: bool) -> PendingAck | None:
+        """Wake followers' fetches (a high-watermark move woke every fetch already), start
+        the fsync round the flush policy asks for; what the acknowledgement waits for."""
+        if not appended.duplicate and not hw_moved:
             self.fetch_purgatory.check_and_complete(partition.tp)  # followers read to the LEO
         required = appended.last_offset + 1
         plog = partition.log

@@ -22,7 +22,12 @@ from pathlib import Path
 
 from strom.common.clock import Clock
 from strom.common.config import TopicConfig
-from strom.common.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
+from strom.common.errors import (
+    InvalidRecordError,
+    InvalidTxnStateError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
 from strom.protocol.records.batch import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -66,6 +71,7 @@ from strom.storage.producer_state import ProducerStateManager
 from strom.storage.segment import INLINE_READ_BYTES, FileRegion, LogSegment
 from strom.storage.swap import SWAP_SUFFIX, discard_swap, rename_segment_files
 from strom.storage.txn_index import AbortedTxn
+from strom.storage.txn_verification import VerificationGuard
 
 __all__ = [
     "AbortedTxn", "AppendResult", "CleanerView", "FileRegion", "Log", "LogSettings",
@@ -301,9 +307,20 @@ class Log:
     # ------------------------------------------------------------------------------------
     # appends
     # ------------------------------------------------------------------------------------
+    def start_transaction_verification(self, producer_id: int) -> VerificationGuard | None:
+        """KIP-890: the guard an append of the producer's first transactional batch here
+        must present once its coordinator confirmed the partition is in its transaction
+        (:mod:`strom.storage.txn_verification`); None when its transaction is already open
+        here (nothing to verify)."""
+        state = self.producer_state
+        if state.is_ongoing(producer_id):
+            return None
+        return state.verifications.start(producer_id, self.clock.now_ms())
+
     def append(
         self, buf: memoryview, *, leader_epoch: int, now_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> AppendResult:
         """Validate, assign offsets to and append a leader's payload (one or more batches)
         from a client or a coordinator (``origin``: some checks are for client batches only).
@@ -317,6 +334,14 @@ class Log:
         :mod:`strom.storage.log_validator`). A marker is checked against the producer's
         epoch and its coordinator's epoch, ends the producer's transaction and, for an
         abort, adds the transaction to the transaction index.
+
+        KIP-890: a transactional data batch of a producer without a transaction open here
+        starts one only with the producer's current ``verification_guard`` (taken by
+        :meth:`start_transaction_verification` before its coordinator was asked, and cleared
+        by any transactional batch of the producer since — its transaction's marker, say);
+        otherwise INVALID_TXN_STATE and nothing is appended (Kafka's ``UnifiedLog``, client
+        and coordinator origins; unless ``transaction.partition.verification.enable`` is
+        off).
         """
         if self._closed:
             raise KafkaStorageError(f"log {self.directory.name} is closed")
@@ -347,6 +372,8 @@ class Log:
                             dup.timestamp if settings.log_append_time else -1,
                             self.log_start_offset, dup.last_offset - dup.first_offset + 1, True,
                         )
+        if has_producer and settings.verify_transactions:
+            _check_verified(headers, state, verification_guard)
 
         # Assign offsets (validation of producer sequences needs them).
         if buf.readonly:
@@ -381,13 +408,17 @@ class Log:
             self.leader_epochs.assign(leader_epoch, base_offset)
         elif self.leader_epochs.dirty:
             self.leader_epochs.flush()
-        segment.append(buf, headers)
-        if pending is not None:
-            for aborted in state.commit(pending, next_offset):
-                segment.txn_index.append(aborted)
-        else:
-            state.map_end_offset = next_offset
-        self.log_end_offset = next_offset
+        segment.append(buf, headers)  # all or nothing
+        try:
+            if pending is not None:
+                for aborted in state.commit(pending, next_offset):
+                    segment.txn_index.append(aborted)
+            else:
+                state.map_end_offset = next_offset
+        finally:
+            # The records are in the segment: the log end says so even if the bookkeeping
+            # after them failed (the caller sees the error and the log end moved).
+            self.log_end_offset = next_offset
         return AppendResult(base_offset, next_offset - 1,
                             now if settings.log_append_time else -1,
                             self.log_start_offset, record_count, False)
@@ -946,6 +977,17 @@ class Log:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self._segments)})")
 
+
+
+def _check_verified(headers: list[BatchHeader], state: ProducerStateManager,
+                    guard: VerificationGuard | None) -> None:
+    """A leader's transactional data batch either joins its producer's open transaction
+    here or presents the guard of a verification (see :meth:`Log.append`)."""
+    for header in headers:
+        pid = header.producer_id
+        if (pid >= 0 and header.is_transactional and not header.is_control
+                and not state.is_ongoing(pid) and not state.verifications.verifies(pid, guard)):
+            raise InvalidTxnStateError("Record was not part of an ongoing transaction")
 
 
 def _marker_reader(buf: memoryview) -> Callable[[BatchHeader], EndTxnMarker | None]:

@@ -20,6 +20,7 @@ class LogSettings:
         "log_append_time", "max_compaction_lag_ms", "max_index_bytes", "max_message_bytes",
         "min_cleanable_ratio", "min_compaction_lag_ms", "producer_expiration_ms",
         "retention_bytes", "retention_ms", "segment_bytes", "segment_jitter_ms", "segment_ms",
+        "verify_transactions",
     )
 
     def __init__(self, config: TopicConfig) -> None:
@@ -44,6 +45,8 @@ class LogSettings:
         self.flush_ms = config.flush_ms
         self.delete_delay_ms = int(config.get("file.delete.delay.ms"))
         self.producer_expiration_ms = int(config.broker.get("producer.id.expiration.ms"))
+        self.verify_transactions = bool(
+            config.broker.get("transaction.partition.verification.enable"))
 
     def roll_jitter_ms(self) -> int:
         """A new segment's random ``segment.jitter.ms`` share (spreads time-based rolls)."""

@@ -28,6 +28,7 @@ from strom.storage.files import (
     unlink_quietly,
 )
 from strom.storage.txn_index import AbortedTxn
+from strom.storage.txn_verification import VerificationGuards
 
 log = logging.getLogger("strom.storage.producer_state")
 
@@ -161,6 +162,8 @@ class PendingUpdate:
 
     entries: dict[int, ProducerStateEntry] = field(default_factory=dict)
     completed: list[CompletedTxn] = field(default_factory=list)
+    #: producers with a transactional batch (data or marker) in the append
+    transactional: set[int] = field(default_factory=set)
 
 
 class ProducerStateManager:
@@ -201,6 +204,11 @@ class ProducerStateManager:
     first offset becomes the log start (what is left of it); a producer with an open
     transaction never expires and is not evicted with its batches (its marker is still due).
 
+    KIP-890 verification (:mod:`strom.storage.txn_verification`): :attr:`verifications` holds
+    the guard of each producer whose first transactional batch here is being verified with
+    its coordinator; every transactional batch of the producer committed or replayed clears
+    it, and :meth:`remove_expired` drops guards never used.
+
     State changes only through :meth:`commit` (after the batches were written) and
     :meth:`replay` (rebuilding from the log, and follower appends), so a rejected append
     changes nothing. Mutate :attr:`producers` only through these methods: the transaction
@@ -239,6 +247,7 @@ class ProducerStateManager:
         # ended transactions whose marker is not yet below the reported high watermark,
         # in marker-offset order
         self._unstable: deque[CompletedTxn] = deque()
+        self.verifications = VerificationGuards()
 
     # -- transactions ---------------------------------------------------------------------
     def ongoing_transactions(self) -> dict[int, int]:
@@ -337,6 +346,8 @@ class ProducerStateManager:
             completed = updated.apply(header, marker)
             if completed is not None:
                 pending.completed.append(completed)
+            if header.is_transactional:
+                pending.transactional.add(pid)
         return pending
 
     @staticmethod
@@ -379,6 +390,9 @@ class ProducerStateManager:
                 entry.txn_first_offset = update.txn_first_offset
                 entry.coordinator_epoch = update.coordinator_epoch
             self._track(entry)
+        for pid in pending.transactional:
+            # the transaction is open here now (data) or over (marker): no guard needed
+            self.verifications.clear(pid)
         completed = pending.completed
         self._unstable.extend(completed)
         self.map_end_offset = end_offset
@@ -399,6 +413,8 @@ class ProducerStateManager:
                 entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
             completed = entry.apply(header, marker)
             self._track(entry)
+            if header.is_transactional:
+                self.verifications.clear(header.producer_id)
             if completed is not None:
                 self._unstable.append(completed)
                 if completed.aborted:
@@ -418,7 +434,8 @@ class ProducerStateManager:
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for ``expiration_ms`` (``producer.id.expiration.ms``), except
-        those with an ongoing transaction."""
+        those with an ongoing transaction, and verification guards taken that long ago."""
+        self.verifications.expire(now_ms, expiration_ms)
         expired = [pid for pid, e in self.producers.items()
                    if now_ms - e.last_timestamp >= expiration_ms and e.txn_first_offset is None]
         for pid in expired:

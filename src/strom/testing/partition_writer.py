@@ -5,14 +5,16 @@ how appends end:
 
 * **committed at once** (the default): :meth:`MemoryPartitionWriter.append` returns the last
   offset, as the replica manager does when nothing needs waiting for;
-* **synchronous failure**: while :attr:`MemoryPartitionWriter.fail_appends` holds an error,
+* **synchronous refusal**: while :attr:`MemoryPartitionWriter.fail_appends` holds an error,
   every append raises it and nothing is appended (full disk, not the leader, too large);
 * **held**: with :attr:`MemoryPartitionWriter.hold` set, appends are written to the log and
-  return a future the test resolves in order with :meth:`commit` or fails with :meth:`fail`
-  (fsync failure, ISR shrink); with a scheduler, a held write not resolved within its
-  ``timeout_ms`` fails with REQUEST_TIMED_OUT. A write that failed stays in the log, as a
-  locally appended batch does in Kafka (a later load replays it).
+  return a future the test resolves in order with :meth:`commit`, or fails with :meth:`fail`
+  — the writer giving up on a write whose fate it cannot know (fsync failure, leadership
+  moved). Held writes never time out (the broker's writer has no time limit either: the
+  runtime times out its answers). A write that failed stays in the log, as a locally
+  appended batch does in Kafka (a later load replays it).
 
+The KIP-890 guard each append carried is kept in :attr:`MemoryPartitionWriter.guards`.
 Single-threaded; futures belong to the loop given (or the running one).
 """
 
@@ -22,11 +24,11 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from strom.common.errors import KafkaError, RequestTimedOutError
-from strom.common.timer import Scheduler, TimerHandle
+from strom.common.errors import KafkaError
 from strom.common.types import TopicPartition
 from strom.coordinator.runtime import ReplayRecord, replay_records
 from strom.protocol.records.batch import parse_header, patch_base_offset
+from strom.storage.txn_verification import VerificationGuard
 
 
 @dataclass(slots=True, eq=False)
@@ -34,27 +36,26 @@ class HeldWrite:
     tp: TopicPartition
     last_offset: int
     future: asyncio.Future[int]
-    timer: TimerHandle | None = None
 
 
 class MemoryPartitionWriter:
     """Partitions as lists of batches; see the module docstring for the failure modes."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None,
-                 scheduler: Scheduler | None = None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop
-        self._scheduler = scheduler
         self.batches: dict[TopicPartition, list[bytes]] = {}
         self.fail_appends: KafkaError | None = None
         self.hold = False
         self.held: list[HeldWrite] = []
         self.appends = 0
+        self.guards: list[VerificationGuard | None] = []
 
     def log_end(self, tp: TopicPartition) -> int:
         batches = self.batches.get(tp)
         return parse_header(batches[-1]).next_offset if batches else 0
 
-    def append(self, tp: TopicPartition, batch: bytes, *, timeout_ms: int
+    def append(self, tp: TopicPartition, batch: bytes, *,
+               verification_guard: VerificationGuard | None = None
                ) -> int | asyncio.Future[int]:
         if self.fail_appends is not None:
             raise self.fail_appends
@@ -62,27 +63,18 @@ class MemoryPartitionWriter:
         patch_base_offset(data, 0, self.log_end(tp))
         self.batches.setdefault(tp, []).append(bytes(data))
         self.appends += 1
+        self.guards.append(verification_guard)
         last = parse_header(data).last_offset
         if not self.hold:
             return last
         loop = self._loop or asyncio.get_running_loop()
         held = HeldWrite(tp, last, loop.create_future())
-        if self._scheduler is not None:
-            held.timer = self._scheduler.call_later(timeout_ms, lambda: self._expire(held))
         self.held.append(held)
         return held.future
-
-    def _expire(self, held: HeldWrite) -> None:
-        if held in self.held:
-            self.held.remove(held)
-            held.future.set_exception(RequestTimedOutError("coordinator write timed out"))
 
     def _take(self, count: int | None) -> list[HeldWrite]:
         count = len(self.held) if count is None else count
         taken, self.held = self.held[:count], self.held[count:]
-        for held in taken:
-            if held.timer is not None:
-                held.timer.cancel()
         return taken
 
     def commit(self, count: int | None = None) -> None:
@@ -92,7 +84,7 @@ class MemoryPartitionWriter:
                 held.future.set_result(held.last_offset)
 
     def fail(self, error: KafkaError, count: int | None = None) -> None:
-        """Fail the oldest ``count`` held writes (all by default) with ``error``."""
+        """Give up on the oldest ``count`` held writes (all by default) with ``error``."""
         for held in self._take(count):
             if not held.future.done():
                 held.future.set_exception(error)

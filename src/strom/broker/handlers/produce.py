@@ -12,11 +12,14 @@ watermark passes the records (the ISR has them), refused up front with NOT_ENOUG
 when the ISR is smaller than ``min.insync.replicas``. ``timeout_ms`` bounds the wait
 (REQUEST_TIMED_OUT).
 
-Transactional writes (KIP-890 part 1): a producer's first transactional batch in a partition
-is appended only if the transaction coordinator confirms the partition was added to the
-producer's ongoing transaction. When the coordinator is another broker, the question goes to
-it over the wire (AddPartitionsToTxn v4 ``verify_only``, through
-:mod:`strom.coordinator.txn.verifier`) before the append. A refusal is answered as Kafka 4.4
+Transactional writes (KIP-890 part 1, :mod:`.txn_verification`): a producer's first
+transactional batch in a partition is appended only if the transaction coordinator confirms
+the partition was added to the producer's ongoing transaction, and only if that transaction
+has not ended since the question was asked (the append carries the partition's verification
+guard; a marker meanwhile makes the log refuse it with INVALID_TXN_STATE). When the
+coordinator is another broker, the question goes to it over the wire (AddPartitionsToTxn v4
+``verify_only``, through :mod:`strom.coordinator.txn.verifier`) before the append. A refusal
+is answered as Kafka 4.4
 answers it (:func:`.produce_checks.verification_error`): a producer the coordinator does not
 know INVALID_PRODUCER_ID_MAPPING, an old epoch INVALID_PRODUCER_EPOCH, a partition not in the
 transaction INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11) — so producers fail fast —,
@@ -39,7 +42,7 @@ import inspect
 
 from strom.broker.access import TopicDenied
 from strom.broker.dispatch import CloseConnection, HandlerResult, Request, ResponseParts
-from strom.broker.handlers import leader_hints, produce_checks
+from strom.broker.handlers import leader_hints, produce_checks, txn_verification
 from strom.broker.handlers.common import topic_name_for
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
@@ -52,15 +55,12 @@ from strom.common.errors import (
 )
 from strom.common.types import TopicPartition
 from strom.protocol import fast
-from strom.protocol.records.batch import HEADER_SIZE, parse_header
 from strom.protocol.versions import ApiKey
 from strom.replication.replica_manager import AppendOrigin, AppendOutcome
 
 API_KEY = ApiKey.PRODUCE
 TOPIC, TXN_ID = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
-NOT_COORDINATOR = error_class("NOT_COORDINATOR").code
-#: ``_verify``'s answer when another broker's coordinator must verify (not an error code).
-_REMOTE = -2
+Slots = list[tuple[fast.ProducePartitionResult, TopicPartition | None]]
 
 
 class ProduceHandler:
@@ -72,14 +72,13 @@ class ProduceHandler:
         req = fast.decode_produce_request(request.body, version)
         image = self._state.store.image
         entries: dict[TopicPartition, memoryview | None] = {}
-        slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]] = []
+        slots: Slots = []
         results: list[fast.ProduceTopicResult] = []
-        # partitions whose transaction coordinator is another broker: verified over the wire
-        remote: dict[TopicPartition, tuple[fast.ProducePartitionResult, memoryview | None]] = {}
         transactional = any(produce_checks.has_transactional_batch(p.records)
                             for topic in req.topics for p in topic.partitions)
+        producers = _producers(req) if transactional else set()
         request_error = (produce_checks.transactional_id_error(req.transactional_id)
-                         or produce_checks.producers_error(_producers(req))
+                         or produce_checks.producers_error(producers)
                          if transactional else None)
         access = self._state.access
         if (request_error is None and transactional and req.transactional_id is not None
@@ -101,35 +100,32 @@ class ProduceHandler:
                     slots.append((result, None))
                     continue
                 tp = TopicPartition(name, p.index)
-                answer = (self._verify(req.transactional_id, tp, p.records)
-                          if req.transactional_id is not None else 0)
-                refused = (produce_checks.verification_error(answer, version)
-                           if answer != _REMOTE else None)
-                if answer == _REMOTE:
-                    remote[tp] = (result, p.records)
-                    slots.append((result, tp))
-                elif refused is not None:
-                    _refuse(result, refused)
-                    slots.append((result, None))
-                else:
-                    entries[tp] = p.records
-                    slots.append((result, tp))
+                entries[tp] = p.records
+                slots.append((result, tp))
             results.append(fast.ProduceTopicResult(topic.name or "", topic.topic_id, partitions))
-        if remote:
-            assert req.transactional_id is not None
-            return self._verify_remotely(req, req.transactional_id, remote, entries, slots,
-                                         version, results, request.throttle_ms,
-                                         request.conn.listener)
+        verification = None
+        if request_error is None and producers and req.transactional_id is not None:
+            (producer_id, epoch), = producers
+            verification = txn_verification.start(
+                self._state, req.transactional_id, producer_id, epoch,
+                [tp for tp, records in entries.items()
+                 if produce_checks.transactional_producer(records) is not None])
+            if verification.remote:
+                return self._verify_remotely(req, verification, entries, slots, version,
+                                             results, request.throttle_ms,
+                                             request.conn.listener)
+            slots = _refuse_unverified(verification, entries, slots, version)
         return self._append(req, entries, slots, version, results, request.throttle_ms,
-                            request.conn.listener)
+                            request.conn.listener, verification)
 
     def _append(self, req: fast.ProduceRequest, entries: dict[TopicPartition, memoryview | None],
-                slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
-                version: int, results: list[fast.ProduceTopicResult], throttle_ms: int,
-                listener: str | None) -> HandlerResult:
+                slots: Slots, version: int, results: list[fast.ProduceTopicResult],
+                throttle_ms: int, listener: str | None,
+                verification: txn_verification.Verification | None = None) -> HandlerResult:
         outcome = self._state.replicas.append(
             entries, required_acks=req.acks, origin=AppendOrigin.CLIENT,
-            timeout_ms=max(req.timeout_ms, 0))
+            timeout_ms=max(req.timeout_ms, 0),
+            verification_guards=verification.guards if verification is not None else None)
         if req.acks == 0:
             _fill(slots, outcome)
             if any(result.error_code for result, _ in slots):
@@ -141,9 +137,8 @@ class ProduceHandler:
         _fill(slots, outcome)
         return self._encode(slots, version, results, throttle_ms, listener)
 
-    def _encode(self, slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
-                version: int, results: list[fast.ProduceTopicResult], throttle_ms: int,
-                listener: str | None) -> ResponseParts:
+    def _encode(self, slots: Slots, version: int, results: list[fast.ProduceTopicResult],
+                throttle_ms: int, listener: str | None) -> ResponseParts:
         """The response, with the leader hints of partitions led elsewhere (see
         :mod:`.leader_hints`)."""
         state = self._state
@@ -165,68 +160,50 @@ class ProduceHandler:
                                              node_endpoints=endpoints)]
 
     async def _verify_remotely(
-        self, req: fast.ProduceRequest, transactional_id: str,
-        remote: dict[TopicPartition, tuple[fast.ProducePartitionResult, memoryview | None]],
-        entries: dict[TopicPartition, memoryview | None],
-        slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
-        version: int, results: list[fast.ProduceTopicResult], throttle_ms: int,
-        listener: str | None,
+        self, req: fast.ProduceRequest, verification: txn_verification.Verification,
+        entries: dict[TopicPartition, memoryview | None], slots: Slots, version: int,
+        results: list[fast.ProduceTopicResult], throttle_ms: int, listener: str | None,
     ) -> ResponseParts | None:
         """KIP-890 verification by a coordinator on another broker, then the append of what
         it confirmed (the others answer its verdict as a producer gets it:
-        :func:`.produce_checks.verification_error`)."""
-        verifier = self._state.txn_verifier
-        assert verifier is not None
-        by_producer: dict[tuple[int, int], set[TopicPartition]] = {}
-        for tp, (_result, records) in remote.items():
-            assert records is not None  # _verify answers 0 for absent records
-            header = parse_header(records)
-            by_producer.setdefault((header.producer_id, header.producer_epoch), set()).add(tp)
-        refused: set[TopicPartition] = set()
-        for (producer_id, epoch), tps in by_producer.items():
-            answers = await verifier.verify(transactional_id, producer_id, epoch, tps)
-            for tp, code in answers.items():
-                error = produce_checks.verification_error(code, version)
-                result, records = remote[tp]
-                if error is not None:
-                    _refuse(result, error)
-                    refused.add(tp)
-                else:
-                    entries[tp] = records
-        slots = [(result, None if tp in refused else tp) for result, tp in slots]
-        answer = self._append(req, entries, slots, version, results, throttle_ms, listener)
+        :func:`.produce_checks.verification_error`). The appends carry the guards taken
+        before the question went out: a transaction that ended meanwhile is refused."""
+        await txn_verification.finish(self._state, verification)
+        slots = _refuse_unverified(verification, entries, slots, version)
+        answer = self._append(req, entries, slots, version, results, throttle_ms, listener,
+                              verification)
         return await answer if inspect.isawaitable(answer) else answer
 
-    def _verify(self, transactional_id: str, tp: TopicPartition,
-                records: memoryview | None) -> int:
-        """KIP-890 verification of a transactional write: the first transactional batch of a
-        producer in a partition must belong to a transaction the coordinator knows this
-        partition was added to. Returns 0 to append, the coordinator's answer (see
-        :meth:`~strom.coordinator.txn.shard.TxnShard.verify_partitions`) or ``_REMOTE``."""
-        if records is None or len(records) < HEADER_SIZE:
-            return 0  # the append refuses it with the right error
-        header = parse_header(records)
-        if not header.is_transactional or header.is_control:
-            return 0
-        partition = self._state.replicas.get(tp.topic, tp.partition)
-        if partition is None or partition.has_ongoing_transaction(header.producer_id):
-            return 0
-        error = self._state.txns.verify_partitions(
-            transactional_id, header.producer_id, header.producer_epoch, {tp})[tp]
-        if error == NOT_COORDINATOR and self._state.txn_verifier is not None:
-            return _REMOTE  # the coordinator is another broker: ask it over the wire
-        return error
-
     async def _when_acknowledged(
-        self, outcome: AppendOutcome,
-        slots: list[tuple[fast.ProducePartitionResult, TopicPartition | None]],
-        version: int, results: list[fast.ProduceTopicResult], throttle_ms: int,
-        listener: str | None,
+        self, outcome: AppendOutcome, slots: Slots, version: int,
+        results: list[fast.ProduceTopicResult], throttle_ms: int, listener: str | None,
     ) -> ResponseParts:
         assert outcome.done is not None
         await outcome.done
         _fill(slots, outcome)
         return self._encode(slots, version, results, throttle_ms, listener)
+
+
+def _refuse_unverified(verification: txn_verification.Verification,
+                       entries: dict[TopicPartition, memoryview | None], slots: Slots,
+                       version: int) -> Slots:
+    """Answer each partition the coordinator did not vouch for with its verdict as a
+    producer gets it, and leave it out of the append."""
+    refused = verification.refused()
+    if not refused:
+        return slots
+    out: Slots = []
+    for result, tp in slots:
+        code = refused.get(tp) if tp is not None else None
+        if code is None:
+            out.append((result, tp))
+            continue
+        error = produce_checks.verification_error(code, version)
+        assert error is not None
+        _refuse(result, error)
+        entries.pop(tp, None)  # type: ignore[arg-type]
+        out.append((result, None))
+    return out
 
 
 def _producers(req: fast.ProduceRequest) -> set[tuple[int, int]]:

@@ -43,6 +43,7 @@ from strom.coordinator.runtime import (
     PartitionWriter,
     ShardContext,
 )
+from strom.storage.txn_verification import VerificationGuard
 
 __all__ = [
     "ILLEGAL_GENERATION",
@@ -65,7 +66,7 @@ class GroupCoordinator:
         self.clock = clock
         self.settings = settings
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
-            OFFSETS_TOPIC, writer, clock, self._new_shard,
+            OFFSETS_TOPIC, writer, clock, self._new_shard, scheduler=scheduler,
             write_timeout_ms=settings.write_timeout_ms, loop=loop)
 
     def _new_shard(self, context: ShardContext) -> GroupShard:
@@ -176,8 +177,11 @@ class GroupCoordinator:
         self, *, group_id: str, producer_id: int, producer_epoch: int, generation: int,
         member_id: str, group_instance_id: str | None, offsets: list[OffsetToCommit],
         callback: Callable[[list[int]], None],
+        verification_guard: VerificationGuard | None = None,
     ) -> None:
-        """TxnOffsetCommit: one error per offset through ``callback``."""
+        """TxnOffsetCommit: one error per offset through ``callback`` (the KIP-890
+        verification happened before: ``verification_guard``, see
+        :meth:`GroupShard.txn_commit_offsets`)."""
         if not group_id:
             return callback([INVALID_GROUP_ID] * len(offsets))
         shard = self._route(group_id)
@@ -186,7 +190,7 @@ class GroupCoordinator:
         return shard.txn_commit_offsets(
             group_id=group_id, producer_id=producer_id, producer_epoch=producer_epoch,
             generation=generation, member_id=member_id, group_instance_id=group_instance_id,
-            offsets=offsets, callback=callback)
+            offsets=offsets, callback=callback, verification_guard=verification_guard)
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker was written to ``partition`` of ``__consumer_offsets``: its

@@ -45,7 +45,13 @@ from strom.coordinator.group.records import (
     encode_value,
 )
 from strom.coordinator.group.txn_offsets import TxnOffsets
-from strom.coordinator.runtime import COORDINATOR_NOT_AVAILABLE, ShardContext, coordinator_error
+from strom.coordinator.runtime import (
+    COORDINATOR_NOT_AVAILABLE,
+    ShardContext,
+    answer_once,
+    coordinator_error,
+)
+from strom.storage.txn_verification import VerificationGuard
 
 log = logging.getLogger("strom.coordinator.group")
 
@@ -62,7 +68,8 @@ class OffsetOperations:
 
     if TYPE_CHECKING:
         def _write(self, records: list[Record], on_commit: Callable[[], None],
-                   on_failure: Callable[[KafkaError], None]) -> None: ...
+                   on_failure: Callable[[KafkaError], None],
+                   on_timeout: Callable[[KafkaError], None] | None = None) -> None: ...
 
         def _check_member(self, group: Group, member_id: str,
                           instance_id: str | None) -> int: ...
@@ -71,7 +78,8 @@ class OffsetOperations:
 
         def _delete(self, group: Group, on_commit: Callable[[], None],
                     on_failure: Callable[[KafkaError], None],
-                    offsets: Iterable[tuple[str, int]] | None = None) -> None: ...
+                    offsets: Iterable[tuple[str, int]] | None = None, *,
+                    on_timeout: Callable[[KafkaError], None] | None = None) -> None: ...
 
     def commit_offsets(
         self, *, group_id: str, generation: int, member_id: str,
@@ -80,7 +88,10 @@ class OffsetOperations:
         callback: Callable[[list[int]], None],
     ) -> None:
         """Answer one error per offset through ``callback`` once the commit is durable (or
-        at once when nothing is written)."""
+        at once when nothing is written, or with COORDINATOR_NOT_AVAILABLE when the write is
+        not committed within the timeout: it stays in flight, UNSTABLE for ``require_stable``
+        fetches, until it commits or fails)."""
+        callback = answer_once(callback)
         error = self._validate_commit(group_id, generation, member_id, group_instance_id,
                                       group_not_found_error)
         if error:
@@ -109,12 +120,15 @@ class OffsetOperations:
             settle()
             callback(errors)
 
-        def failed(exc: KafkaError) -> None:
-            settle()
+        def answer_error(exc: KafkaError) -> None:
             code = coordinator_error(exc, offset_commit=True)
             callback([e or code for e in errors])
 
-        self._write(records, committed, failed)
+        def failed(exc: KafkaError) -> None:
+            settle()
+            answer_error(exc)
+
+        self._write(records, committed, failed, answer_error)
         return None
 
     def _validate_commit(self, group_id: str, generation: int, member_id: str,
@@ -168,11 +182,16 @@ class OffsetOperations:
         self, *, group_id: str, producer_id: int, producer_epoch: int, generation: int,
         member_id: str, group_instance_id: str | None, offsets: list[OffsetToCommit],
         callback: Callable[[list[int]], None],
+        verification_guard: VerificationGuard | None = None,
     ) -> None:
         """TxnOffsetCommit: write the offsets in a transactional batch of the producer; they
         become committed with the transaction's commit marker. Member checks as Kafka's
         ``doTxnCommitOffsets`` (a v0-2 request carries no member: only the group's life is
-        checked); one error per offset through ``callback`` once the write is durable."""
+        checked); one error per offset through ``callback`` once the write is durable.
+        ``verification_guard``: the KIP-890 guard taken when the producer's transaction
+        coordinator was asked whether this partition is in its transaction (none when the
+        transaction already wrote here); the log refuses the batch if the transaction ended
+        since (INVALID_TXN_STATE)."""
         group = self.groups.get(group_id)
         error = NONE
         if group is not None and group.state is GroupState.DEAD:
@@ -191,11 +210,15 @@ class OffsetOperations:
         if not records:
             return callback(errors)
         raw = [(encode_key(k), encode_value(v)) for k, v in records]
+        answer = answer_once(callback)
+
+        def failed(exc: KafkaError) -> None:
+            answer([e or coordinator_error(exc, offset_commit=True) for e in errors])
+
         self.context.write(
             raw, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True,
-            on_commit=lambda: callback(errors),
-            on_failure=lambda exc: callback(
-                [e or coordinator_error(exc, offset_commit=True) for e in errors]))
+            verification_guard=verification_guard, on_commit=lambda: answer(errors),
+            on_failure=failed, on_timeout=failed)
         return None
 
     def _offset_records(self, group_id: str, offsets: list[OffsetToCommit],
@@ -236,8 +259,15 @@ class OffsetOperations:
             errors.append(NONE)
             if (topic, partition) in group.offsets or (topic, partition) in group.pending_offsets:
                 records.append((OffsetCommitKey(group_id, topic, partition), None))
-        self._write(records, lambda: callback(NONE, errors),
-                    lambda exc: callback(coordinator_error(exc), []))
+        def deliver(result: tuple[int, list[int]]) -> None:
+            callback(*result)
+
+        answer = answer_once(deliver)
+
+        def failed(exc: KafkaError) -> None:
+            answer((coordinator_error(exc), []))
+
+        self._write(records, lambda: answer((NONE, errors)), failed, failed)
         return None
 
     def expire_offsets(self) -> int:

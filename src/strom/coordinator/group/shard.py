@@ -12,7 +12,11 @@ The runtime replays the records through :meth:`GroupShard.replay` only once the 
 committed, in offset order, then runs the commit continuation, which answers the client. A
 failed write is never replayed; its failure continuation answers with Kafka's error (see
 :func:`strom.coordinator.runtime.coordinator_error`) and undoes the protocol-session changes
-made for it.
+made for it. A write not committed within ``offsets.commit.timeout.ms`` is answered then
+(COORDINATOR_NOT_AVAILABLE) but stays pending: if it commits later it is replayed like any
+other (offsets, deletions), so the shard's durable state always equals a replay of its log;
+marks of writes in flight (offsets being committed, a group being deleted) stay until it
+resolves.
 
 Replay rules (the only place durable state changes):
 
@@ -101,6 +105,7 @@ from strom.coordinator.runtime import (
     NOT_COORDINATOR,
     ReplayRecord,
     ShardContext,
+    answer_once,
     coordinator_error,
 )
 from strom.protocol.records.control import ControlType, control_type_of
@@ -251,9 +256,11 @@ class GroupShard(OffsetOperations):
     # writing
     # ------------------------------------------------------------------------------------
     def _write(self, records: list[Record], on_commit: Callable[[], None],
-               on_failure: Callable[[KafkaError], None]) -> None:
+               on_failure: Callable[[KafkaError], None],
+               on_timeout: Callable[[KafkaError], None] | None = None) -> None:
         raw = [(encode_key(k), encode_value(v)) for k, v in records]
-        self.context.write(raw, on_commit=on_commit, on_failure=on_failure)
+        self.context.write(raw, on_commit=on_commit, on_failure=on_failure,
+                           on_timeout=on_timeout)
 
     def _group_or_new(self, group_id: str) -> Group:
         group = self.groups.get(group_id)
@@ -425,6 +432,7 @@ class GroupShard(OffsetOperations):
                             session_ms, protocol_type, list(protocols),
                             assignment=old.assignment)
         if group.state is GroupState.STABLE and self._same_subscription(group, old, new_member):
+            callback = answer_once(callback)
             was_leader = group.is_leader(old_id)
             self._swap_member(group, old, new_member)
             if was_leader:
@@ -449,7 +457,9 @@ class GroupShard(OffsetOperations):
                         group.leader_id = old_id
                 callback(JoinResult(coordinator_error(exc), ""))
 
-            self._write([self._metadata_record(group)], committed, failed)
+            # not stored in time: answered and reverted as a failure (Kafka's timed-out
+            # append future); the record, if it commits later, only confirms assignments
+            self._write([self._metadata_record(group)], committed, failed, failed)
             return
         # Otherwise replace the member in memory and rebalance.
         self._drop_member(group, old_id)
@@ -656,14 +666,15 @@ class GroupShard(OffsetOperations):
                     cb(self._sync_result(group, m.assignment))
 
         def failed(exc: KafkaError) -> None:
+            if not still_waiting():
+                return  # answered already (at the timeout, or by a rebalance)
             log.warning("group %s: cannot store the assignment of generation %d: %s",
                         group_id, generation, exc)
-            if not still_waiting():
-                return
             self._propagate_sync_error(group, coordinator_error(exc))
             self._prepare_rebalance(group)
 
-        self._write([self._metadata_record(group, None, full)], committed, failed)
+        # not stored in time: the members get the error and rejoin, as after a failure
+        self._write([self._metadata_record(group, None, full)], committed, failed, failed)
         return None
 
     @staticmethod
@@ -804,15 +815,18 @@ class GroupShard(OffsetOperations):
             return callback(GROUP_ID_NOT_FOUND)
         if group.state is not GroupState.EMPTY:
             return callback(NON_EMPTY_GROUP)
-        self._delete(group, lambda: callback(NONE),
-                     lambda exc: callback(coordinator_error(exc)))
+        answer = answer_once(callback)
+        self._delete(group, lambda: answer(NONE), lambda exc: answer(coordinator_error(exc)),
+                     on_timeout=lambda exc: answer(coordinator_error(exc)))
         return None
 
     def _delete(self, group: Group, on_commit: Callable[[], None],
                 on_failure: Callable[[KafkaError], None],
-                offsets: Iterable[tuple[str, int]] | None = None) -> None:
+                offsets: Iterable[tuple[str, int]] | None = None, *,
+                on_timeout: Callable[[KafkaError], None] | None = None) -> None:
         """Write the deletion of an Empty group; it is DEAD until the tombstone commits
-        (replay then forgets it) and EMPTY again if the write fails."""
+        (replay then forgets it) and EMPTY again if the write fails (still DEAD when its
+        answer timed out: the write is pending)."""
         doomed = set(group.offsets) | set(group.pending_offsets) if offsets is None else set(
             offsets)
         records: list[Record] = [(OffsetCommitKey(group.group_id, t, p), None)
@@ -825,7 +839,7 @@ class GroupShard(OffsetOperations):
                 group.state = GroupState.EMPTY
             on_failure(exc)
 
-        self._write(records, on_commit, failed)
+        self._write(records, on_commit, failed, on_timeout)
 
     # ------------------------------------------------------------------------------------
     # ListGroups / DescribeGroups

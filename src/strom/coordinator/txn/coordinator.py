@@ -53,7 +53,7 @@ class TxnCoordinator:
         self.markers = markers
         self._new_producer_id = new_producer_id
         self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
-            TXN_TOPIC, writer, clock, self._new_shard,
+            TXN_TOPIC, writer, clock, self._new_shard, scheduler=scheduler,
             write_timeout_ms=settings.write_timeout_ms, loop=loop)
 
     def _new_shard(self, context: ShardContext) -> TxnShard:

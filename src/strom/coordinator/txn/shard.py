@@ -25,8 +25,11 @@ Operations (Kafka's rules and error codes):
   (in the transaction) or TRANSACTION_ABORTABLE; nothing is written.
 * **EndTxn**: Ongoing → PrepareCommit / PrepareAbort, answered once that record is committed;
   the markers then go out (:class:`MarkerSender`) and, once every partition has its marker,
-  CompleteCommit / CompleteAbort is written. A retried EndTxn after completion is answered
-  NONE for the same result, INVALID_TXN_STATE for the other; Empty is INVALID_TXN_STATE.
+  CompleteCommit / CompleteAbort is written. A Prepare* not committed within the write
+  timeout is answered COORDINATOR_NOT_AVAILABLE but stays pending (retries get
+  CONCURRENT_TRANSACTIONS); if it commits later its markers go out all the same. A retried
+  EndTxn after completion is answered NONE for the same result, INVALID_TXN_STATE for the
+  other; Empty is INVALID_TXN_STATE.
 * **Timeouts**: every ``abort_interval_ms`` an Ongoing transaction older than its
   ``transaction.timeout.ms`` is fenced and aborted (its producer then gets PRODUCER_FENCED /
   INVALID_PRODUCER_EPOCH, as with Kafka before transaction version 2).
@@ -49,7 +52,7 @@ from strom.common.clock import Clock
 from strom.common.errors import KafkaError, error_class
 from strom.common.timer import Scheduler, TimerHandle
 from strom.common.types import TopicPartition
-from strom.coordinator.runtime import ReplayRecord, ShardContext, coordinator_error
+from strom.coordinator.runtime import ReplayRecord, ShardContext, answer_once, coordinator_error
 from strom.coordinator.txn.model import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -202,19 +205,28 @@ class TxnShard:
         self._timers.append(self.scheduler.call_later(interval_ms, tick))
 
     # -- writes ----------------------------------------------------------------------------
-    def _write(self, meta: TxnMetadata, transit: TxnTransit,
-               on_done: Callable[[int], None]) -> None:
-        """Write ``transit``; ``on_done(NONE)`` once it is applied, or the mapped error."""
+    def _write(self, meta: TxnMetadata, transit: TxnTransit, on_done: Callable[[int], None],
+               *, then: Callable[[], None] | None = None, answer_timeout: bool = True) -> None:
+        """Write ``transit``; once its record is committed and applied run ``then`` and
+        ``on_done(NONE)``; if the write fails, ``on_done`` with the mapped error. A write not
+        committed within the write timeout is answered then (COORDINATOR_NOT_AVAILABLE,
+        unless not ``answer_timeout``) but stays pending — the transition keeps its pending
+        mark (CONCURRENT_TRANSACTIONS meanwhile) and, if it commits, is applied and ``then``
+        runs (markers go out for a Prepare*), as a replay of the log would have it.
+        ``on_done`` runs once."""
         tid = meta.transactional_id
         is_new = tid not in self.txns
         if is_new:
             self.txns[tid] = meta  # visible, with its pending mark, while being written
+        reply = answer_once(on_done)
 
         def committed() -> None:
             current = self.txns.get(tid)
             if current is not None:
                 current.complete(transit)
-            on_done(NONE)
+            if then is not None:
+                then()
+            reply(NONE)
 
         def failed(exc: KafkaError) -> None:
             current = self.txns.get(tid)
@@ -222,10 +234,14 @@ class TxnShard:
                 del self.txns[tid]  # its first record failed: the id never existed
             elif current is not None:
                 current.abandon()
-            on_done(coordinator_error(exc))
+            reply(coordinator_error(exc))
+
+        def timed_out(exc: KafkaError) -> None:
+            reply(coordinator_error(exc))
 
         value = None if transit.state is TxnState.DEAD else encode_value(transit.log_value())
-        self.context.write([(encode_key(tid), value)], on_commit=committed, on_failure=failed)
+        self.context.write([(encode_key(tid), value)], on_commit=committed, on_failure=failed,
+                           on_timeout=timed_out if answer_timeout else None)
 
     # -- InitProducerId ----------------------------------------------------------------------
     def init_producer_id(self, tid: str, timeout_ms: int,
@@ -285,11 +301,9 @@ class TxnShard:
             log.error("%s: %s", self._name, exc)
             return on_done(CONCURRENT_TRANSACTIONS)
 
-        def prepared(error: int) -> None:
-            if not error:
-                self._send_markers(self.txns.get(meta.transactional_id, meta))
-            on_done(error)
-        self._write(meta, transit, prepared)
+        tid = meta.transactional_id
+        self._write(meta, transit, on_done,
+                    then=lambda: self._send_markers(self.txns.get(tid, meta)))
         return None
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------
@@ -354,12 +368,8 @@ class TxnShard:
         state = meta.state
         if state is TxnState.ONGOING:
             transit = meta.prepare_end(commit, self.clock.now_ms())
-
-            def prepared(error: int) -> None:
-                if not error:
-                    self._send_markers(self.txns.get(tid, meta))
-                callback(error)
-            self._write(meta, transit, prepared)
+            self._write(meta, transit, callback,
+                        then=lambda: self._send_markers(self.txns.get(tid, meta)))
             return None
         if state is TxnState.COMPLETE_COMMIT:
             return callback(NONE if commit else INVALID_TXN_STATE)
@@ -400,7 +410,7 @@ class TxnShard:
                             transit.state.display, job.transactional_id, error)
                 if self._active:
                     self.scheduler.call_later(100, lambda: self._complete(job))
-        self._write(meta, transit, written)
+        self._write(meta, transit, written, answer_timeout=False)
 
     # -- timers ------------------------------------------------------------------------------
     def abort_timed_out(self) -> int:
@@ -424,7 +434,8 @@ class TxnShard:
                                                      TxnState.COMPLETE_ABORT)
                 and m.update_ms + self.settings.id_expiration_ms <= now]
         for meta in idle:
-            self._write(meta, meta.prepare_dead(now), lambda error: None)
+            self._write(meta, meta.prepare_dead(now), lambda error: None,
+                        answer_timeout=False)
         return len(idle)
 
     # -- introspection -----------------------------------------------------------------------

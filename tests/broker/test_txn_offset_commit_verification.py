@@ -4,7 +4,13 @@ the group's ``__consumer_offsets`` partition is in the producer's ongoing transa
 AddOffsetsToTxn) at that epoch, as Kafka 4.4's group coordinator does. Without it a
 TxnOffsetCommit arriving after its transaction was aborted (a zombie, or a retry) was written
 and answered NONE: its offsets stayed pending — OffsetFetch with require_stable answered
-UNSTABLE_OFFSET_COMMIT — until some later marker of the producer committed or aborted them."""
+UNSTABLE_OFFSET_COMMIT — until some later marker of the producer committed or aborted them.
+
+Kafka 4.4 (one KRaft node, 2026-12-06) answers these same raw requests with the same codes:
+no AddOffsetsToTxn INVALID_TXN_STATE (v3) / TRANSACTION_ABORTABLE (v4), an unknown producer
+INVALID_PRODUCER_ID_MAPPING, after the abort INVALID_TXN_STATE (v3) / TRANSACTION_ABORTABLE
+(v4), an older epoch INVALID_PRODUCER_EPOCH (v3 and v4), and require_stable fetches as
+below."""
 
 from __future__ import annotations
 
@@ -119,10 +125,14 @@ def test_a_commit_after_its_transaction_was_aborted_is_refused(broker: EmbeddedB
         time.sleep(0.1)
     assert stable_offset(client, "g2") == (-1, 0)
     assert txn_commit(client, "late-tx", producer, "g2", 9) == E.INVALID_TXN_STATE
+    assert txn_commit(client, "late-tx", producer, "g2", 9,
+                      version=4) == E.TRANSACTION_ABORTABLE
     assert stable_offset(client, "g2") == (-1, 0)  # not pending: nothing was written
     # a fenced producer (its epoch was bumped by another InitProducerId)
     bumped = init(client, "late-tx")
     assert bumped == (producer[0], producer[1] + 1)
-    assert txn_commit(client, "late-tx", producer, "g2", 9) == E.INVALID_PRODUCER_EPOCH
+    for version in (3, 4):
+        assert txn_commit(client, "late-tx", producer, "g2", 9,
+                          version=version) == E.INVALID_PRODUCER_EPOCH
     assert stable_offset(client, "g2") == (-1, 0)
     client.close()

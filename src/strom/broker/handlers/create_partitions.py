@@ -1,4 +1,7 @@
-"""CreatePartitions (37), v0-3: grow a topic's partition count (validate_only supported)."""
+"""CreatePartitions (37), v0-3: grow a topic's partition count (validate_only supported).
+
+A request adding more than 10,000 partitions in all (:mod:`strom.controller.limits`) is
+refused whole, POLICY_VIOLATION for every topic, before anything is planned."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from strom.broker.quotas.mutations import MutationQuota
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import InvalidRequestError, KafkaError
+from strom.controller.limits import check_added_partitions
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -26,9 +30,17 @@ class CreatePartitionsHandler:
         names = [t.name for t in body.topics]
         results = []
         quota = MutationQuota(self._state.quotas, request)
+        try:  # Kafka's per-request bound refuses the whole request, before anything else
+            check_added_partitions(self._state.store.image,
+                                   ((t.name, t.count) for t in body.topics))
+            refused: KafkaError | None = None
+        except KafkaError as exc:
+            refused = exc
         for topic in body.topics:
             out: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None}
             try:
+                if refused is not None:
+                    raise refused
                 if names.count(topic.name) > 1:
                     raise InvalidRequestError(f"Duplicate topic {topic.name} in the request.")
                 if not self._state.access.allowed(request, ResourceType.TOPIC, topic.name):

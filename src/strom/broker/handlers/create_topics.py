@@ -1,4 +1,8 @@
-"""CreateTopics (19), v2-7: with configs, manual assignments, validate_only, topic ids (v7)."""
+"""CreateTopics (19), v2-7: with configs, manual assignments, validate_only, topic ids (v7).
+
+A request past Kafka's per-request bounds (:mod:`strom.controller.limits`: 10,000 partitions,
+10,000 metadata records) is refused whole, POLICY_VIOLATION for every topic, before anything
+is planned."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.config import TopicConfig, validate_topic_configs
 from strom.common.errors import InvalidReplicaAssignmentError, InvalidRequestError, KafkaError
+from strom.controller.limits import check_new_topics, requested_partitions
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -31,11 +36,21 @@ class CreateTopicsHandler:
         cluster_create = access.allowed(request, ResourceType.CLUSTER)
         results = []
         quota = MutationQuota(self._state.quotas, request)
+        default = int(self._state.config.get("num.partitions"))
+        try:  # Kafka's per-request bounds refuse the whole request, before anything else
+            check_new_topics(
+                (requested_partitions(t.num_partitions, len(t.assignments or []), default),
+                 len(t.configs or [])) for t in body.topics)
+            refused: KafkaError | None = None
+        except KafkaError as exc:
+            refused = exc
         for topic in body.topics:
             entry: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None,
                                      "num_partitions": -1, "replication_factor": -1,
                                      "configs": []}  # v5+: empty, not null, on an error
             try:
+                if refused is not None:
+                    raise refused
                 if names.count(topic.name) > 1:
                     raise InvalidRequestError(
                         f"Create topics request from client contains a duplicate topic "

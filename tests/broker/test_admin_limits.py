@@ -1,0 +1,93 @@
+"""Admin requests that cannot stop a broker: Kafka's per-request bounds on CreateTopics /
+CreatePartitions (:mod:`strom.controller.limits`), with real clients (confluent-kafka,
+kafka-python) against a real broker, which keeps serving everyone. Kafka 4.4 answers the same
+requests with the same codes and messages."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewPartitions as KNewPartitions
+from kafka.admin import NewTopic as KNewTopic
+from kafka.errors import PolicyViolationError as KPolicyViolation
+
+from strom.testing import EmbeddedBroker
+
+POLICY_VIOLATION = 44
+PER_REQUEST = "Excessively large number of partitions per request."
+ADDITIONAL = "Excessively large number of additional partitions per request."
+RECORDS = "Unable to perform excessively large batch operation."
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("existing", 2, 1)])["existing"].result(30)
+        yield b
+
+
+def refusal(future: object) -> tuple[int, str]:
+    with pytest.raises(KafkaException) as caught:
+        future.result(60)  # type: ignore[attr-defined]
+    error = caught.value.args[0]
+    return error.code(), error.str()
+
+
+def still_serving(broker: EmbeddedBroker) -> None:
+    """Metadata answers, nothing was created, and a producer gets its delivery."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topics = admin.list_topics(timeout=10).topics
+    assert {t for t in topics if not t.startswith("__")} == {"existing"}
+    assert len(topics["existing"].partitions) == 2
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("existing", b"still here", partition=1)
+    assert producer.flush(30) == 0
+
+
+def test_create_topics_above_10000_partitions_is_refused_whole(broker: EmbeddedBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert refusal(admin.create_topics([NewTopic("huge", 100_000, 1)])["huge"]) == (
+        POLICY_VIOLATION, PER_REQUEST)
+    futures = admin.create_topics([NewTopic("small", 1, 1), NewTopic("a", 5000, 1),
+                                   NewTopic("b", 5001, 1)])
+    assert {name: refusal(f) for name, f in futures.items()} == {
+        name: (POLICY_VIOLATION, PER_REQUEST) for name in ("small", "a", "b")}
+    futures = admin.create_topics([NewTopic("a", 5000, 1), NewTopic("b", 5001, 1)],
+                                  validate_only=True)
+    assert {refusal(f) for f in futures.values()} == {(POLICY_VIOLATION, PER_REQUEST)}
+    # one topic of exactly 10,000 partitions passes that bound but is 10,001 metadata
+    # records (Kafka 4.4 answers the same); 9,999 fit
+    assert refusal(admin.create_topics([NewTopic("ten-k", 10_000, 1)], validate_only=True)[
+        "ten-k"]) == (POLICY_VIOLATION, RECORDS)
+    admin.create_topics([NewTopic("fits", 9_999, 1)], validate_only=True)["fits"].result(60)
+    still_serving(broker)
+
+
+def test_create_partitions_to_a_million_is_refused_and_the_broker_serves_on(
+        broker: EmbeddedBroker) -> None:
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=60000)
+    try:
+        began = time.monotonic()
+        with pytest.raises(KPolicyViolation, match=ADDITIONAL):
+            client.create_partitions({"existing": KNewPartitions(1_000_000)})
+        with pytest.raises(KPolicyViolation, match=ADDITIONAL):
+            client.create_partitions({"existing": KNewPartitions(10_003)}, validate_only=True)
+        with pytest.raises(KPolicyViolation, match=PER_REQUEST):
+            client.create_topics([KNewTopic("most", 2**31 - 1, 1),
+                                  KNewTopic("more", 2**31 - 1, 1)])
+        assert time.monotonic() - began < 30  # refused before anything was placed
+    finally:
+        client.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert refusal(admin.create_partitions([NewPartitions("existing", 20_000)])["existing"]) \
+        == (POLICY_VIOLATION, ADDITIONAL)
+    # 10,000 more is within the bound (validated only: nothing is created)
+    admin.create_partitions([NewPartitions("existing", 10_002)],
+                            validate_only=True)["existing"].result(60)
+    still_serving(broker)

@@ -45,13 +45,13 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from cluster_bench import SteadyProducer  # type: ignore[import-not-found]
+from cluster_bench import SteadyProducer, source_tree  # type: ignore[import-not-found]
 from strom.testing.chaos.zkview import ZooKeeperView
 from strom.testing.cluster import EmbeddedCluster
 
@@ -217,21 +217,6 @@ def table(rounds: list[Round]) -> list[str]:
             note = (f" ({missing} not within {ROUND_TIMEOUT_S:.0f} s)" if missing else "")
             lines.append(f"| {kind} | {label}{note} | {len(values)} | {cells} |")
     return lines
-
-
-@contextlib.contextmanager
-def source_tree(source: str | None) -> Iterator[None]:
-    """Brokers started inside run strom from ``source`` (None: this process's strom)."""
-    saved = os.environ.get("PYTHONPATH")
-    if source is not None:
-        os.environ["PYTHONPATH"] = os.path.abspath(source)
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
 
 
 def main() -> int:

@@ -35,6 +35,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 import strom
+from strom.testing.chaos.group_workload import fetch_committed
 from strom.testing.chaos.history import History, Op
 from strom.testing.chaos.workload import FAST_RECONNECT
 
@@ -245,24 +246,10 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: Iterable[i
     read_committed consumer reads it: OffsetFetch with ``require_stable``, so an offset still
     pending in an open transaction is waited for (UNSTABLE_OFFSET_COMMIT, retried). From a
     consumer that does not join the group; KafkaException after ``timeout``."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "client.id": "eos-offsets", **FAST_RECONNECT})
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                answered = consumer.committed(
-                    [KafkaTopicPartition(topic, p) for p in partitions],
-                    timeout=max(1.0, min(10.0, deadline - time.monotonic())))
-                return {int(tp.partition): int(tp.offset) for tp in answered
-                        if tp.error is None and tp.offset >= 0}
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        consumer.close()
+    return fetch_committed({"bootstrap.servers": bootstrap, "group.id": group,
+                            "enable.auto.commit": False, "isolation.level": "read_committed",
+                            "client.id": "eos-offsets", **FAST_RECONNECT},
+                           topic, partitions, timeout)
 
 
 def wait_drained(supervisor: LoopSupervisor, ends: Mapping[int, int],

@@ -111,13 +111,24 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: Iterab
     """partition → the group's committed offset (partitions without one are absent), through
     OffsetFetch from a consumer that does not join the group; retried until the coordinator
     answers or ``timeout`` passes."""
-    consumer = Consumer({**_member_config(bootstrap, group, "offset-fetch")})
+    return fetch_committed(_member_config(bootstrap, group, "offset-fetch"), topic, partitions,
+                           timeout)
+
+
+def fetch_committed(config: dict[str, Any], topic: str, partitions: Iterable[int],
+                    timeout: float) -> dict[int, int]:
+    """partition → the committed offset (absent: none) that a consumer of ``config`` (which
+    names the group and does not join it) reads with OffsetFetch, retried every 0.5 s until
+    the coordinator answers; KafkaException after ``timeout``."""
+    consumer = Consumer(config)
     deadline = time.monotonic() + timeout
+    wanted = list(partitions)
     try:
         while True:
             try:
-                answered = consumer.committed([KafkaTopicPartition(topic, p)
-                                               for p in partitions], timeout=10)
+                answered = consumer.committed(
+                    [KafkaTopicPartition(topic, p) for p in wanted],
+                    timeout=max(1.0, min(10.0, deadline - time.monotonic())))
                 return {int(tp.partition): int(tp.offset) for tp in answered
                         if tp.error is None and tp.offset >= 0}
             except KafkaException:

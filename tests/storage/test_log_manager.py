@@ -141,3 +141,84 @@ def test_corrupt_checkpoints_mean_full_recovery(tmp_path: Path, clock: ManualClo
     plog = again.get("t", 0)
     assert plog is not None and plog.log_end_offset == 10
     again.shutdown()
+
+
+# -- many partitions: found without opening, new ones cheap, closed without writes ----------
+
+def test_scan_finds_logs_without_opening_them_and_keeps_their_checkpoints(
+        tmp_path: Path, clock: ManualClock) -> None:
+    logs = manager(tmp_path, clock)
+    fill(logs, "a", 0, 4)
+    fill(logs, "b", 0, 2)
+    logs.get("a", 0).delete_records_before(3)  # type: ignore[union-attr]
+    logs.shutdown()
+    again = LogManager(tmp_path, BROKER, clock)
+    again.scan()
+    assert again.loaded_cleanly is True and again.logs() == [] and again.unloaded() == 2
+    assert sorted(again.partitions()) == [TopicPartition("a", 0), TopicPartition("b", 0)]
+    again.checkpoint()  # the logs not opened keep what the checkpoints said
+    assert read_offsets(tmp_path / "log-start-offset-checkpoint")[TopicPartition("a", 0)] == 3
+    assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {
+        TopicPartition("a", 0): 8, TopicPartition("b", 0): 4}
+    b = again.create("b", 0, configs("b"))  # opens the one found, does not replace it
+    assert b.log_end_offset == 4 and again.unloaded() == 1
+    again.delete_logs([TopicPartition("a", 0)])  # never opened: its directory goes too
+    assert not (tmp_path / "a-0").exists() and again.unloaded() == 0
+    again.shutdown()
+
+
+def test_a_stop_before_a_log_needing_recovery_was_opened_leaves_recovery_due(
+        tmp_path: Path, clock: ManualClock) -> None:
+    logs = manager(tmp_path, clock)
+    fill(logs, "a", 0, 2)
+    fill(logs, "b", 0, 2)
+    logs.checkpoint()  # then a crash: no clean-shutdown marker
+    crashed = LogManager(tmp_path, BROKER, clock)
+    crashed.scan()
+    assert crashed.loaded_cleanly is False
+    crashed.create("a", 0, configs("a"))  # recovered; b never opened
+    crashed.shutdown()
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()  # b still needs its recovery
+    again = manager(tmp_path, clock)
+    b = again.get("b", 0)
+    assert again.loaded_cleanly is False and b is not None and b.log_end_offset == 4
+    again.shutdown()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_new_log_is_one_file_until_it_has_records(tmp_path: Path, clock: ManualClock,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = manager(tmp_path, clock)
+    logs.create("t", 0, configs("t"), sync_dir=False)
+    logs.sync_dir()
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == [
+        "00000000000000000000.log"]
+    logs.shutdown()  # an empty log: no index, snapshot or epoch file written at close
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == [
+        "00000000000000000000.log"]
+    recovered: list[int] = []
+    original = LogSegment.recover
+    monkeypatch.setattr(LogSegment, "recover",
+                        lambda self: recovered.append(self.base_offset) or original(self))
+    again = manager(tmp_path, clock)
+    plog = again.create("t", 0, configs("t"))
+    assert recovered == []  # an empty segment without index files is not "damaged"
+    plog.append(payload(make_batch(values(2, size=30))), leader_epoch=0)
+    names = {p.name for p in (tmp_path / "t-0").iterdir()}
+    assert {"00000000000000000000.index", "00000000000000000000.timeindex"} <= names
+    again.shutdown()
+    third = manager(tmp_path, clock)
+    reopened = third.get("t", 0)
+    assert recovered == [] and reopened is not None and reopened.log_end_offset == 2
+    third.shutdown()
+
+
+def test_closing_an_idle_log_rewrites_nothing(tmp_path: Path, clock: ManualClock) -> None:
+    logs = manager(tmp_path, clock)
+    fill(logs, "t", 0, 3)
+    logs.shutdown()
+    snapshots = sorted((tmp_path / "t-0").glob("*.snapshot"))
+    stamps = {p: p.stat().st_mtime_ns for p in snapshots}
+    again = manager(tmp_path, clock)
+    again.shutdown()
+    assert {p: p.stat().st_mtime_ns for p in snapshots} == stamps

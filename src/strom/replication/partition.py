@@ -266,8 +266,15 @@ class Partition:
         starts at the current log end in the leader epoch cache, as in Kafka."""
         changed = self.role is not Role.LEADER or leader_epoch != self.leader_epoch
         if changed and leader_epoch >= 0 and leader_epoch > self.log.latest_epoch:
+            # A log without records (a new partition) writes the entry before its first
+            # append instead of now: it means nothing until then, and creating thousands of
+            # partitions would otherwise cost an fsync each.
+            empty = self.log.log_end_offset == self.log.log_start_offset
             try:
-                self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset)
+                self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset,
+                                              flush=not empty)
+                if empty:
+                    self.log.leader_epochs.dirty = True
             except OSError as exc:  # kept in memory; written before the next append
                 log.warning("%s: cannot write the leader epoch checkpoint (%s); it is "
                             "written before the next append", self.tp, exc)

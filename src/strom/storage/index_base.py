@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from strom.storage.file_pool import default_pool
-from strom.storage.files import CorruptIndexError, read_fully, write_fully
+from strom.storage.files import CorruptIndexError, read_fully, unlink_quietly, write_fully
 
 log = logging.getLogger("strom.storage.index")
 
@@ -86,7 +86,7 @@ class FixedEntryIndex:
     TYPECODES: ClassVar[str]
     OFFSET_FIELD: ClassVar[int]
 
-    __slots__ = ("_closed", "_columns", "_dirty", "_io_lock", "_written", "base_offset",
+    __slots__ = ("_closed", "_columns", "_dirty", "_exists", "_io_lock", "_written", "base_offset",
                  "max_entries", "path")
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -111,15 +111,35 @@ class FixedEntryIndex:
         self._columns: Columns = tuple(array(code) for code in self.TYPECODES)
         self._written = 0  # entries in the file (the first ones of the columns)
         self._dirty = False  # the file changed since its last fsync
+        self._exists = True  # False: the first flush creates the file
         self._closed = False
         self._io_lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
-    def create(cls: type[_Index], path: Path, base_offset: int, max_index_bytes: int) -> _Index:
-        """A new, empty index (an existing file at ``path`` is emptied)."""
-        os.close(default_pool().open_fd(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC))
-        return cls(path, base_offset, max_index_bytes)
+    def create(cls: type[_Index], path: Path, base_offset: int, max_index_bytes: int, *,
+               lazy: bool = False) -> _Index:
+        """A new, empty index (an existing file at ``path`` is emptied). With ``lazy`` the
+        file is removed instead and made by the first :meth:`flush` that has an entry to
+        write (an empty segment with no index files opens as one with empty indexes)."""
+        if not lazy:
+            os.close(default_pool().open_fd(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC))
+            return cls(path, base_offset, max_index_bytes)
+        unlink_quietly(path)
+        index = cls(path, base_offset, max_index_bytes)
+        index._exists = False
+        return index
+
+    def ensure_file(self) -> None:
+        """Make the file of a lazily created index now (empty; durable with the next
+        :meth:`flush`)."""
+        if self._exists:
+            return
+        with self._io_lock:
+            if not self._exists and not self._closed:
+                os.close(default_pool().open_fd(self.path, os.O_WRONLY | os.O_CREAT))
+                self._exists = True
+                self._dirty = True
 
     @classmethod
     def _load(
@@ -172,7 +192,11 @@ class FixedEntryIndex:
             written = self._written
             if count <= written and not self._dirty:
                 return
-            fd = default_pool().open_fd(self.path, os.O_WRONLY)
+            if count == 0 and not self._exists:  # an empty index needs no file
+                self._dirty = False
+                return
+            flags = os.O_WRONLY if self._exists else os.O_WRONLY | os.O_CREAT
+            fd = default_pool().open_fd(self.path, flags)
             try:
                 if count > written:
                     rows = zip(*(column[written:count] for column in self._columns), strict=True)
@@ -182,6 +206,7 @@ class FixedEntryIndex:
                     self._written = count
                 os.fsync(fd)
                 self._dirty = False
+                self._exists = True
             finally:
                 os.close(fd)
 
@@ -245,11 +270,12 @@ class FixedEntryIndex:
         )
         data = b"".join(self.ENTRY.pack(*row) for row in rows)
         with self._io_lock:
-            fd = default_pool().open_fd(self.path, os.O_WRONLY | os.O_TRUNC)
+            fd = default_pool().open_fd(self.path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT)
             try:
                 write_fully(fd, data, 0)
             finally:
                 os.close(fd)
+            self._exists = True
             self._columns = columns
             self._written = len(rows)
             self._dirty = True

@@ -270,7 +270,7 @@ class Log:
         loaded = open_segments(self.directory, bases, self._settings, now, recover_from)
         self._segments, self._bases = loaded.segments, loaded.bases
         if not self._segments:
-            self._add_segment(log_start_offset, now)
+            self._add_segment(log_start_offset, now, lazy_indexes=True)  # a new log
         self.log_end_offset = self._segments[-1].next_offset
         if log_start_offset > self.log_end_offset:
             # The start offset was checkpointed but the data above it was lost in the crash.
@@ -293,11 +293,12 @@ class Log:
                                self.log_start_offset, self.log_end_offset,
                                rebuild_txn_indexes or ())
 
-    def _add_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+    def _add_segment(self, base_offset: int, now_ms: int, *, lazy_indexes: bool = False
+                     ) -> LogSegment:
         segment = LogSegment.create(
             self.directory, base_offset, index_interval_bytes=self._settings.index_interval_bytes,
             max_index_bytes=self._settings.max_index_bytes, now_ms=now_ms,
-            roll_jitter_ms=self._settings.roll_jitter_ms(),
+            roll_jitter_ms=self._settings.roll_jitter_ms(), lazy_indexes=lazy_indexes,
         )
         self._segments.append(segment)
         self._bases.append(base_offset)

@@ -130,15 +130,23 @@ def reconcile_leader_epochs(
 ) -> None:
     """Bring the epoch cache in line with the log: the checkpoint may be ahead of it (written
     before the append), or miss newer epochs of recovered batches. Checkpoints only if it
-    changed."""
+    changed, and only if recovered batches added an epoch: entries that merely go (past
+    the log end, below the log start — every load of an empty log drops its epoch's entry)
+    are dropped again at the next load, so the file is rewritten before the next append
+    instead (``dirty``), not once per log at every start."""
     loaded = epochs.entries()
     epochs.truncate_from_end(log_end_offset, flush=False)
+    added = False
     for header in recovered:  # epochs the checkpoint missed (only ever newer ones)
         if header.partition_leader_epoch > epochs.latest_epoch:
             epochs.assign(header.partition_leader_epoch, header.base_offset, flush=False)
+            added = True
     epochs.truncate_from_start(log_start_offset, flush=False)
     if epochs.entries() != loaded:
-        epochs.flush()
+        if added:
+            epochs.flush()
+        else:
+            epochs.dirty = True
 
 
 def rebuild_producer_state(

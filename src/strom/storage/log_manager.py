@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from strom.common.clock import Clock
 from strom.common.config import BrokerConfig, TopicConfig
@@ -53,6 +54,15 @@ def cleaner_settings(config: BrokerConfig) -> tuple[int, float | None]:
     default, no cap) as :meth:`LogManager.start_cleaner` takes them."""
     io_cap = float(config.get("log.cleaner.io.max.bytes.per.second"))
     return int(config.get("log.cleaner.backoff.ms")), io_cap if io_cap < 1e300 else None
+
+
+class DeletedLog(NamedTuple):
+    """A log :meth:`LogManager.delete_logs` deleted: its partition and topic id (None: the
+    log had none)."""
+
+    topic: str
+    partition: int
+    topic_id: uuid.UUID | None
 
 
 def _stray(directory: Path, topic_id: uuid.UUID) -> bool:
@@ -112,12 +122,25 @@ class LogManager:
         self.broker_config = broker_config
         self.clock = clock
         self._logs: dict[TopicPartition, Log] = {}
+        #: Partition directories found by :meth:`scan` and not opened yet.
+        self._unloaded: dict[TopicPartition, Path] = {}
+        self._recovery_points: dict[TopicPartition, int] = {}
+        self._log_starts: dict[TopicPartition, int] = {}
         self.loaded_cleanly: bool | None = None
         self._cleaner: LogCleaner | None = None
 
     # -- loading --------------------------------------------------------------------------
     def load(self, topic_configs: Callable[[str], TopicConfig]) -> None:
-        """Open every partition directory (recovering after a crash) and remove the marker.
+        """:meth:`scan`, then open every log found (recovering after a crash)."""
+        self.scan()
+        for tp in list(self._unloaded):
+            self._open_unloaded(tp, topic_configs(tp.topic))
+        self.checkpoint()
+
+    def scan(self) -> None:
+        """Find the partition directories without opening them (a few system calls each,
+        however many there are) and remove the clean-shutdown marker; each log is opened
+        later, on first use (:meth:`create`), with the recovery its directory needs.
 
         Sets the process's file-pool capacity from ``log.max.open.files`` first."""
         pool = configure_default_pool(int(self.broker_config.get(CAPACITY_CONFIG)))
@@ -128,8 +151,8 @@ class LogManager:
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         self.loaded_cleanly = clean
-        recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
-        log_starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        self._recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        self._log_starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         if clean:
             marker.unlink()
             fsync_dir(self.data_dir)
@@ -145,12 +168,20 @@ class LogManager:
                 continue
             topic, partition = parse_partition_dir(entry.name)
             tp = TopicPartition(topic, partition)
-            self._logs[tp] = pool.with_descriptors(partial(
-                Log.open, Path(entry.path), topic_configs(topic), clock=self.clock,
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=log_starts.get(tp, 0), clean_shutdown=clean,
-            ), entry.path)
-        self.checkpoint()
+            if tp not in self._logs:
+                self._unloaded[tp] = Path(entry.path)
+
+    def _open_unloaded(self, tp: TopicPartition, config: TopicConfig) -> Log:
+        path = self._unloaded[tp]
+        plog = default_pool().with_descriptors(partial(
+            Log.open, path, config, clock=self.clock,
+            recovery_point=self._recovery_points.get(tp, 0),
+            log_start_offset=self._log_starts.get(tp, 0),
+            clean_shutdown=bool(self.loaded_cleanly),
+        ), path)
+        del self._unloaded[tp]
+        self._logs[tp] = plog
+        return plog
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -168,19 +199,27 @@ class LogManager:
         return list(self._logs.values())
 
     def create(self, topic: str, partition: int, config: TopicConfig,
-               topic_id: uuid.UUID | None = None) -> Log:
-        """The log of a partition, created empty if it does not exist yet, labelled with
-        ``topic_id`` (``partition.metadata``) when given. An existing log is returned as it
-        is: its topic id is for the caller to check. A directory that no log here owns
-        (one whose deletion failed) is taken over only if it belongs to ``topic_id`` or to no
-        topic id; another topic's is removed first (KAFKA_STORAGE_ERROR if it cannot be).
+               topic_id: uuid.UUID | None = None, *, sync_dir: bool = True) -> Log:
+        """The log of a partition: opened if :meth:`scan` found it, else created empty;
+        labelled with ``topic_id`` (``partition.metadata``) when given. An open log is
+        returned as it is: its topic id is for the caller to check. A directory that no open
+        log owns (found by :meth:`scan`, or one whose deletion failed) is taken over only if it
+        belongs to ``topic_id`` or to no topic id; another topic's is removed first
+        (KAFKA_STORAGE_ERROR if it cannot be).
 
         All or nothing: if the log cannot be opened or labelled, a directory this call
-        created is removed again before the error propagates."""
+        created is removed again before the error propagates. Without ``sync_dir`` the new
+        directory entry is made durable by a later :meth:`sync_dir` (one fsync for many
+        logs)."""
         tp = TopicPartition(topic, partition)
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
+        found = self._unloaded.get(tp)
+        if found is not None:
+            if topic_id is None or not _stray(found, topic_id):
+                return self._label(self._open_unloaded(tp, config), topic_id)
+            del self._unloaded[tp]  # another topic's: removed below, as a stray directory
         directory = self.data_dir / str(tp)
         created = not os.path.lexists(directory)
         if not created and topic_id is not None and _stray(directory, topic_id):
@@ -191,18 +230,13 @@ class LogManager:
             plog = default_pool().with_descriptors(
                 partial(Log.open, directory, config, clock=self.clock, clean_shutdown=True),
                 directory)
-            if topic_id is not None:
-                try:
-                    plog.assign_topic_id(topic_id)
-                except BaseException:
-                    plog.close()
-                    raise
+            self._label(plog, topic_id)
         except BaseException:
             if created:
                 _remove_new_log_dir(directory)
             raise
         self._logs[tp] = plog
-        if created:
+        if created and sync_dir:
             try:
                 fsync_dir(self.data_dir)
             except BaseException:
@@ -210,20 +244,43 @@ class LogManager:
                 raise
         return plog
 
+    @staticmethod
+    def _label(plog: Log, topic_id: uuid.UUID | None) -> Log:
+        """``plog`` labelled with ``topic_id`` (closed if that fails)."""
+        if topic_id is not None:
+            try:
+                plog.assign_topic_id(topic_id)
+            except BaseException:
+                plog.close()
+                raise
+        return plog
+
+    def sync_dir(self) -> None:
+        """fsync the data directory (new log directories created with ``sync_dir=False``)."""
+        fsync_dir(self.data_dir)
+
     def delete_topic(self, topic: str) -> None:
         """Delete every partition log of ``topic`` (directories removed)."""
-        self.delete_logs([tp for tp in self._logs if tp.topic == topic])
+        self.delete_logs([tp for tp in self.partitions() if tp.topic == topic])
 
-    def delete_logs(self, partitions: Iterable[TopicPartition]) -> list[Log]:
-        """Delete the logs of ``partitions`` that exist (directories removed); returns the
-        logs deleted (closed: their names and topic ids remain readable)."""
-        deleted: list[Log] = []
+    def delete_logs(self, partitions: Iterable[TopicPartition]) -> list[DeletedLog]:
+        """Delete the logs of ``partitions`` that exist, opened or not (directories removed);
+        returns what was deleted: each log's partition and topic id."""
+        deleted: list[DeletedLog] = []
         for tp in partitions:
+            path = self._unloaded.pop(tp, None)
+            if path is not None:  # never opened: its directory goes as Log.delete does it
+                try:
+                    topic_id = read_topic_id(path)
+                except (CorruptFileError, OSError):
+                    topic_id = None
+                _remove_dir(path)
+                deleted.append(DeletedLog(tp.topic, tp.partition, topic_id))
             plog = self._logs.pop(tp, None)
             if plog is None:
                 continue
             plog.delete()  # waits for an in-flight cleaning pass to stop
-            deleted.append(plog)
+            deleted.append(DeletedLog(plog.topic, plog.partition, plog.topic_id))
             if self._cleaner is not None:
                 self._cleaner.forget(tp)
         if deleted:
@@ -231,17 +288,26 @@ class LogManager:
         return deleted
 
     def partitions(self) -> list[TopicPartition]:
-        """The partitions that have a log here."""
-        return list(self._logs)
+        """The partitions that have a log here (opened or not)."""
+        return [*self._logs, *self._unloaded]
+
+    def unloaded(self) -> int:
+        """How many logs found at start are not opened yet."""
+        return len(self._unloaded)
 
     # -- periodic work --------------------------------------------------------------------
     def checkpoint(self) -> None:
-        """Write every log's recovery point and log start offset."""
+        """Write every log's recovery point and log start offset (those not opened yet keep
+        the values read at :meth:`scan`)."""
         logs = list(self._logs.items())
-        write_offsets(self.data_dir / RECOVERY_POINT_CHECKPOINT,
-                      {tp: plog.recovery_point for tp, plog in logs})
-        write_offsets(self.data_dir / LOG_START_OFFSET_CHECKPOINT,
-                      {tp: plog.log_start_offset for tp, plog in logs})
+        unloaded = list(self._unloaded)
+        points = {tp: self._recovery_points[tp] for tp in unloaded
+                  if tp in self._recovery_points}
+        points.update((tp, plog.recovery_point) for tp, plog in logs)
+        starts = {tp: self._log_starts[tp] for tp in unloaded if tp in self._log_starts}
+        starts.update((tp, plog.log_start_offset) for tp, plog in logs)
+        write_offsets(self.data_dir / RECOVERY_POINT_CHECKPOINT, points)
+        write_offsets(self.data_dir / LOG_START_OFFSET_CHECKPOINT, starts)
 
     def run_retention(self, now_ms: int) -> int:
         """Apply retention to every log and expire idle producers; returns bytes deleted.
@@ -321,12 +387,15 @@ class LogManager:
     # -- shutdown -------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop the cleaner, flush and close every log, write the checkpoints, then the
-        clean-shutdown marker."""
+        clean-shutdown marker — unless a log that needed recovery at start was never opened
+        (it still needs it)."""
         self.stop_cleaner()
         for plog in self._logs.values():
             plog.flush()
         for plog in self._logs.values():
             plog.close()
         self.checkpoint()
-        atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
+        if self.loaded_cleanly or not self._unloaded:
+            atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
         self._logs = {}
+        self._unloaded = {}

@@ -3,6 +3,7 @@ offsets of ongoing transactions, and the transactions markers end (commit or abo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -248,6 +249,8 @@ class ProducerStateManager:
         # in marker-offset order
         self._unstable: deque[CompletedTxn] = deque()
         self.verifications = VerificationGuards()
+        # the snapshot file known to be durable (found at load, or written with fsync)
+        self._durable: int | None = None
 
     # -- transactions ---------------------------------------------------------------------
     def ongoing_transactions(self) -> dict[int, int]:
@@ -480,9 +483,22 @@ class ProducerStateManager:
         return sorted(offsets)
 
     def take_snapshot(self, *, sync: bool = True) -> Path:
-        """Write the state at :attr:`map_end_offset` to its snapshot file (atomically)."""
-        path = self.snapshot_path(self.map_end_offset)
-        atomic_write(path, encode_snapshot(self.producers.values()), sync=sync)
+        """Write the state at :attr:`map_end_offset` to its snapshot file (atomically).
+
+        A durable snapshot that already holds exactly this state (a log closed as it was
+        opened) is left as it is, and a log that never held a record gets none: closing many
+        idle or new logs costs no fsync each."""
+        offset = self.map_end_offset
+        path = self.snapshot_path(offset)
+        if offset == 0 and not self.producers and not self.snapshot_offsets():
+            return path  # an empty log's state: nothing to replay without it either
+        data = encode_snapshot(self.producers.values())
+        if sync and self._durable == offset:
+            with contextlib.suppress(OSError):
+                if path.read_bytes() == data:
+                    return path
+        atomic_write(path, data, sync=sync)
+        self._durable = offset if sync else None
         return path
 
     def load(self, log_end_offset: int, at_or_below: int | None = None) -> int:
@@ -511,6 +527,7 @@ class ProducerStateManager:
                 continue
             self._reset_transactions()
             self.map_end_offset = offset
+            self._durable = offset  # it was on disk at open
             return offset
         self.map_end_offset = 0
         return -1

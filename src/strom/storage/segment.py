@@ -303,19 +303,24 @@ class LogSegment:
         roll_jitter_ms: int = 0,
         name_suffix: str = "",
         pool: FilePool | None = None,
+        lazy_indexes: bool = False,
     ) -> LogSegment:
         """A new empty segment (files at that base offset are replaced).
 
         ``name_suffix`` is appended to the file names: the cleaner writes segments as
         ``<base>.log.cleaned`` etc. (see :mod:`strom.storage.swap`) and reopens them under
-        their final names once renamed. ``pool`` defaults to the process's file pool."""
+        their final names once renamed. ``pool`` defaults to the process's file pool.
+        ``lazy_indexes`` (a new log's first segment): the index files are made with their
+        first entry, so creating a partition costs one file, not three."""
         log_path = directory / (file_name(base_offset, LOG_SUFFIX) + name_suffix)
         file = PooledFile.create(pool or default_pool(), log_path)
         try:
             oi = OffsetIndex.create(directory / (file_name(base_offset, INDEX_SUFFIX)
-                                                 + name_suffix), base_offset, max_index_bytes)
+                                                 + name_suffix), base_offset, max_index_bytes,
+                                    lazy=lazy_indexes)
             ti = TimeIndex.create(directory / (file_name(base_offset, TIME_INDEX_SUFFIX)
-                                               + name_suffix), base_offset, max_index_bytes)
+                                               + name_suffix), base_offset, max_index_bytes,
+                                  lazy=lazy_indexes)
         except BaseException:
             file.close()
             raise
@@ -360,6 +365,18 @@ class LogSegment:
         ti: TimeIndex | None = None
         txn: TransactionIndex | None = None
         try:
+            if not recover and size == 0 and not oi_path.exists():
+                # A new log's first segment, closed before its first entry: its index files
+                # are made with that entry (see ``create(lazy_indexes=True)``).
+                oi = OffsetIndex.create(oi_path, base_offset, max_index_bytes, lazy=True)
+                ti = TimeIndex.create(ti_path, base_offset, max_index_bytes, lazy=True)
+                txn = TransactionIndex.create(txn_path, base_offset)
+                segment = cls(directory, base_offset, file, oi, ti, txn,
+                              index_interval_bytes=index_interval_bytes, created_ms=now_ms,
+                              roll_jitter_ms=roll_jitter_ms)
+                segment.size = 0
+                segment._load_tail_state()
+                return segment, None
             if not recover:
                 try:
                     oi = OffsetIndex.load(oi_path, base_offset, max_index_bytes, size)
@@ -568,6 +585,9 @@ class LogSegment:
         timestamps as written). Nothing is visible (``size``) until every byte is written.
         """
         position = self.size
+        if position == 0:  # a lazily created segment gets its index files with its data
+            self.offset_index.ensure_file()
+            self.time_index.ensure_file()
         fd = self._fd()
         try:
             write_fully(fd, buf, position)

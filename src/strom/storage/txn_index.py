@@ -78,9 +78,10 @@ class TransactionIndex(FixedEntryIndex):
 
     # -- lifecycle: the file is created by the first entry --------------------------------
     @classmethod
-    def create(cls, path: Path, base_offset: int, max_index_bytes: int = _UNBOUNDED
-               ) -> TransactionIndex:
-        """A new, empty index; an existing file at ``path`` is removed."""
+    def create(cls, path: Path, base_offset: int, max_index_bytes: int = _UNBOUNDED, *,
+               lazy: bool = True) -> TransactionIndex:
+        """A new, empty index; an existing file at ``path`` is removed (it is always made
+        by the first entry)."""
         unlink_quietly(path)
         return cls(path, base_offset, max_index_bytes)
 

@@ -22,6 +22,7 @@ from strom.common.acl import (
 from strom.common.errors import KafkaStorageError
 from strom.metadata.changes import (
     PutTopic,
+    RemoveTopic,
     SetAcls,
     SetBrokerConfigs,
     SetClientQuota,
@@ -34,6 +35,7 @@ from strom.metadata.local import (
     PREVIOUS_SUFFIX,
     LocalMetadataStore,
 )
+from strom.metadata.local_journal import JOURNAL_NAME
 from strom.metadata.store import ProducerIdBlock
 
 BROKER = BrokerInfo(3, "127.0.0.1", 9092)
@@ -50,11 +52,11 @@ def write_v1(data_dir: Path, epoch: int = 7) -> None:
                                           "configs": {}, "internal": True}}}))
 
 
-def test_new_store_writes_version_5_with_the_given_cluster_id(tmp_path: Path) -> None:
+def test_new_store_writes_version_6_with_the_given_cluster_id(tmp_path: Path) -> None:
     store = LocalMetadataStore(tmp_path, BROKER, "given-id")
     saved = json.loads((tmp_path / FILE_NAME).read_text())
-    assert saved == {"version": 5, "cluster_id": "given-id", "epoch": 0, "next_producer_id": 0,
-                     "topics": {}, "broker_configs": {}}
+    assert saved == {"version": 6, "cluster_id": "given-id", "epoch": 0, "next_producer_id": 0,
+                     "journal_seq": 0, "topics": {}, "broker_configs": {}}
     assert store.image.controller_id == 3 and store.image.brokers == {3: BROKER}
 
 
@@ -79,7 +81,7 @@ def test_version_1_is_read_as_led_here_and_rewritten(tmp_path: Path) -> None:
     assert t.topic_id == TOPIC_ID and t.configs == {"segment.ms": "5"} and not t.internal
     assert t.partitions == (PartitionInfo(0, 3, 0, (3,), (3,)), PartitionInfo(1, 3, 0, (3,), (3,)))
     assert image.topics["__consumer_offsets"].internal
-    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 5
+    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 6
     assert LocalMetadataStore(tmp_path, BROKER).image.topics == image.topics
 
 
@@ -93,7 +95,7 @@ def test_version_2_is_read_without_broker_configs_and_rewritten(tmp_path: Path) 
     assert image.epoch == 9 and image.broker_configs == {}
     assert image.topics["t"].partitions == (PartitionInfo(0, 3, 4, (3,), (3,)),)
     saved = json.loads((tmp_path / FILE_NAME).read_text())
-    assert saved["version"] == 5 and saved["broker_configs"] == {}
+    assert saved["version"] == 6 and saved["broker_configs"] == {}
     assert saved["next_producer_id"] == 2000 and saved["topics"]["t"]["partitions"] == [partition]
 
 
@@ -159,7 +161,7 @@ def test_version_4_is_read_without_client_quotas_and_rewritten(tmp_path: Path) -
     image = LocalMetadataStore(tmp_path, BROKER).image
     assert image.client_quotas == {} and image.broker_configs == {
         "": {"log.retention.ms": "1000"}}
-    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 5
+    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 6
 
 
 @pytest.mark.parametrize(("main", "tmp", "expected"), [
@@ -322,12 +324,12 @@ def test_acls_are_stored_by_resource_pattern_with_kafkas_names(tmp_path: Path) -
     assert "acls" not in json.loads((tmp_path / FILE_NAME).read_text())
 
 
-def test_version_3_is_read_without_acls_and_rewritten_as_version_5(tmp_path: Path) -> None:
+def test_version_3_is_read_without_acls_and_rewritten_as_version_6(tmp_path: Path) -> None:
     (tmp_path / FILE_NAME).write_text(json.dumps({
         "version": 3, "cluster_id": "c3", "epoch": 5, "next_producer_id": 0, "topics": {},
         "broker_configs": {}}))
     assert LocalMetadataStore(tmp_path, BROKER).image.acls == {}
-    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 5
+    assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 6
 
 
 def test_an_unknown_acl_operation_name_makes_the_file_unreadable(tmp_path: Path) -> None:
@@ -338,3 +340,113 @@ def test_an_unknown_acl_operation_name_makes_the_file_unreadable(tmp_path: Path)
     (tmp_path / PREVIOUS).unlink()
     with pytest.raises(ValueError, match="malformed metadata"):
         LocalMetadataStore(tmp_path, BROKER)
+
+
+# -- the journal: writes that cost what they change once the file is large ------------------
+
+def _large_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalMetadataStore:
+    """A store whose file counts as large from the first byte (every write journals)."""
+    monkeypatch.setattr("strom.metadata.local.SMALL_SNAPSHOT_BYTES", 0)
+    return LocalMetadataStore(tmp_path, BROKER, "c1")
+
+
+def test_writes_to_a_large_file_go_to_the_journal_and_are_replayed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _large_store(tmp_path, monkeypatch)
+    file_before = (tmp_path / FILE_NAME).read_bytes()
+    _put(store, "a")
+    _put(store, "b")
+    store.write(store.image.epoch, [SetBrokerConfigs("", {"log.retention.ms": "1000"})])
+    block = store.allocate_producer_id_block(1000)
+    journal = (tmp_path / JOURNAL_NAME).read_text().splitlines()
+    assert [json.loads(line)["seq"] for line in journal] == [1, 2, 3, 4]
+    assert set(json.loads(journal[1])["topics"]) == {"b"}  # only what the write changed
+    assert "broker_configs" in json.loads(journal[2]) and "broker_configs" not in json.loads(
+        journal[1])
+    reopened = LocalMetadataStore(tmp_path, BROKER)
+    assert reopened.image.topics == store.image.topics
+    assert reopened.image.broker_configs == {"": {"log.retention.ms": "1000"}}
+    assert reopened.image.epoch == store.image.epoch
+    assert reopened.allocate_producer_id_block(1).first == block.last + 1
+    assert (tmp_path / FILE_NAME).read_bytes() == file_before  # not rewritten meanwhile
+
+
+def test_the_journal_is_folded_into_the_file_once_as_large_as_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _large_store(tmp_path, monkeypatch)
+    monkeypatch.setattr("strom.metadata.local.JOURNAL_MIN_BYTES", 0)
+    for i in range(40):
+        _put(store, f"t{i}")
+    saved = json.loads((tmp_path / FILE_NAME).read_text())
+    assert saved["journal_seq"] > 0 and len(saved["topics"]) > 1  # rewritten at least once
+    journal = tmp_path / JOURNAL_NAME
+    lines = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert all(line["seq"] > saved["journal_seq"] for line in lines)
+    assert journal.stat().st_size < (tmp_path / FILE_NAME).stat().st_size
+    assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {f"t{i}" for i in range(40)}
+
+
+def test_lines_already_in_the_file_are_not_applied_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash after the file was rewritten but before the journal was emptied."""
+    store = _large_store(tmp_path, monkeypatch)
+    _put(store, "a")
+    stale = (tmp_path / JOURNAL_NAME).read_bytes()
+    store.write(store.image.epoch, [RemoveTopic("a")])
+    store._rewrite(store.image, 0)  # folds both lines in, empties the journal
+    (tmp_path / JOURNAL_NAME).write_bytes(stale)  # as if the journal had not been emptied
+    assert "a" not in LocalMetadataStore(tmp_path, BROKER).image.topics
+
+
+@pytest.mark.parametrize("tail", [b'{"seq": 9, "epo', b"\x00\x00\x00"])
+def test_a_torn_last_line_is_dropped_and_cut(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail: bytes) -> None:
+    store = _large_store(tmp_path, monkeypatch)
+    _put(store, "a")
+    journal = tmp_path / JOURNAL_NAME
+    sound = journal.read_bytes()
+    with journal.open("ab") as f:
+        f.write(tail)
+    reopened = LocalMetadataStore(tmp_path, BROKER)
+    assert set(reopened.image.topics) == {"a"}
+    assert journal.read_bytes() == sound  # cut back before the next append
+    _put(reopened, "b")
+    assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"a", "b"}
+
+
+def test_a_failed_journal_append_changes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _large_store(tmp_path, monkeypatch)
+    _put(store, "a")
+    before = store.image
+
+    def fail(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("strom.metadata.local_journal.os.fsync", fail)
+    with pytest.raises(KafkaStorageError, match="No space left on device"):
+        _put(store, "b")
+    monkeypatch.undo()
+    monkeypatch.setattr("strom.metadata.local.SMALL_SNAPSHOT_BYTES", 0)
+    assert store.image is before
+    assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"a"}
+    _put(store, "c")
+    assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"a", "c"}
+
+
+def test_recovery_from_the_previous_copy_applies_the_journal_to_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _large_store(tmp_path, monkeypatch)
+    _put(store, "a")
+    store._rewrite(store.image, 0)   # the file: {a}; its previous copy: {}
+    _put(store, "b")
+    store._rewrite(store.image, 0)   # the file: {a, b}; its previous copy: {a}
+    _put(store, "c")                 # journal: c
+    block = store.allocate_producer_id_block(1000)
+    (tmp_path / FILE_NAME).write_text("")
+    recovered = LocalMetadataStore(tmp_path, BROKER)
+    assert recovered.recovered_from_previous is not None
+    assert set(recovered.image.topics) == {"a", "c"}  # b was only in the damaged file
+    assert recovered.allocate_producer_id_block(1).first > block.last
+    _put(recovered, "d")
+    assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"a", "c", "d"}

@@ -21,6 +21,8 @@ from strom.common.acl import (
     ResourcePattern,
     ResourceType,
 )
+from strom.metadata import zk_layout as zk
+from strom.metadata import zookeeper as zk_store
 from strom.metadata.changes import (
     PutTopic,
     RemoveTopic,
@@ -471,3 +473,71 @@ def test_with_install_reads_are_handed_over_and_a_late_read_never_moves_the_imag
     assert {"first", "second"} <= set(image.topics)
     early()  # began before the installed read: nothing moves back
     assert store.image is image
+
+
+# -- change hints: a write costs the readers what it changed, not the whole metadata ---------
+
+def test_other_brokers_read_only_the_topics_a_write_changed(
+        open_store: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = open_store(), open_store()
+    a.write(a.image.epoch, [PutTopic(topic(f"t{i}", 2)) for i in range(20)])
+    wait_until(lambda: len(b.image.topics) == 20, what="b sees the 20 topics")
+    kept = b.image.topics["t5"]
+    read: list[list[str]] = []
+    original = zk_store._read_topics
+
+    def spy(session: object, names: list[str]) -> object:
+        read.append(list(names))
+        return original(session, names)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zk_store, "_read_topics", spy)
+    a.write(a.image.epoch, [PutTopic(topic("new", 3)), RemoveTopic("t1")])
+    wait_until(lambda: "new" in b.image.topics and "t1" not in b.image.topics,
+               what="b sees the change")
+    a.write(a.image.epoch, [SetBrokerConfigs("", {"log.retention.ms": "7"})])
+    wait_until(lambda: b.image.broker_configs == {"": {"log.retention.ms": "7"}},
+               what="b sees the broker config")
+    monkeypatch.undo()
+    assert all(set(names) <= {"new", "t1"} for names in read) and read
+    assert b.image.topics["t5"] is kept  # unchanged topics keep their objects
+    assert b.image.topics == a.image.topics
+
+
+def test_a_write_without_hints_makes_readers_read_everything(open_store: Opener) -> None:
+    """A write by an older strom leaves the epoch znode empty: the next readers cannot know
+    what changed and read all of it."""
+    a, b = open_store(), open_store()
+    a.write(a.image.epoch, [PutTopic(topic("x"))])
+    wait_until(lambda: "x" in b.image.topics)
+    observer = a.session
+    data, stat = observer.get("/strom/metadata_epoch")
+    assert json.loads(data)["changes"][-1] == [stat.version, False, ["x"]]
+    tx = observer.transaction()  # as an older strom writes: topic znodes, then the epoch
+    added = topic("legacy")
+    tx.create(zk.topic_path("legacy"), zk.encode_topic(added.topic_id, added.partitions, False))
+    tx.create(zk.partitions_path("legacy"))
+    tx.create(zk.partition_path("legacy", 0))
+    tx.create(zk.state_path("legacy", 0), zk.encode_state(added.partitions[0], 0))
+    tx.create(zk.topic_config_path("legacy"), zk.encode_config({}))
+    tx.set_data("/strom/metadata_epoch", b"", version=stat.version)
+    observer.commit(tx, "a write without hints")
+    wait_until(lambda: "legacy" in b.image.topics and "legacy" in a.image.topics)
+    a.write(a.image.epoch, [PutTopic(topic("after"))])  # hints again, from scratch
+    wait_until(lambda: "after" in b.image.topics)
+    assert json.loads(observer.get("/strom/metadata_epoch")[0])["changes"] == [
+        [stat.version + 2, False, ["after"]]]
+
+
+def test_change_hints_stay_small() -> None:
+    hints: list[zk.ChangeHint] = []
+    for version in range(1, 400):
+        data, hints = zk.encode_change_hints(
+            hints, version, False, [f"topic-{version}-{i:03d}" for i in range(50)])
+        assert len(data) <= zk.CHANGE_HINT_BYTES
+    assert [h[0] for h in hints] == list(range(hints[0][0], 400))  # contiguous, newest kept
+    assert zk.changed_since(hints, 398, 399) == ({f"topic-399-{i:03d}" for i in range(50)},
+                                                 False)
+    assert zk.changed_since(hints, 1, 399) is None  # older than the hints reach
+    data, hints = zk.encode_change_hints(hints, 400, True, ["t" * 200] * 1000)
+    assert hints[-1] == (400, True, None) and zk.changed_since(hints, 399, 400) is None
+    assert zk.decode_change_hints(b"") == [] and zk.decode_change_hints(b"{garbled") == []

@@ -1,9 +1,10 @@
 """Single-node metadata store: the embedded default, one JSON file in the data directory.
 
-File ``<data-dir>/strom-metadata.json``, format version 5 (written atomically: temp file, fsync,
-rename, fsync of the directory)::
+File ``<data-dir>/strom-metadata.json``, format version 6 (written atomically: temp file, fsync,
+rename, fsync of the directory), with ``strom-metadata.journal`` beside it
+(:mod:`strom.metadata.local_journal`)::
 
-    {"version": 5, "cluster_id": "...", "epoch": N, "next_producer_id": M,
+    {"version": 6, "cluster_id": "...", "epoch": N, "next_producer_id": M, "journal_seq": J,
      "topics": {"<name>": {"id": "<uuid>", "internal": false, "configs": {"k": "v"},
                            "partitions": [{"replicas": [0], "leader": 0, "leader_epoch": 0,
                                            "isr": [0]}, ...]}},  (+ "adding_replicas",
@@ -32,7 +33,17 @@ enum names (:mod:`strom.common.acl`).
 ``entity`` maps the entity types it names (``user``, ``client-id``; or ``ip`` alone) to a
 name, null for the default entity (Kafka's ``<default>``).
 
-Older files are read and rewritten as version 5 when the store opens. Version 4 files are
+A write costs what it changes: while the file is small (below
+:data:`SMALL_SNAPSHOT_BYTES`) each write rewrites it whole, as before; above that the write is
+one line appended to the journal (the topics it changed, and any other section it changed),
+and the file is rewritten — the journal's lines folded in, ``journal_seq`` the last of them,
+the journal emptied — once the journal has grown as large as the file (and at least
+:data:`JOURNAL_MIN_BYTES`), so rewriting costs a bounded share of each write however much
+metadata there is. At open the file is read and the
+journal's lines after ``journal_seq`` applied in order.
+
+Older files are read and rewritten as version 6 when the store opens. Version 5 files are
+version 6 without ``journal_seq`` (and without a journal). Version 4 files are
 version 5 without ``client_quotas``. Version 3 files are version 4 without ``acls`` (none
 set). Version 2 files are
 version 3 without ``broker_configs`` (none set). Version 1 files (``"partitions": <count>``, no
@@ -41,7 +52,8 @@ producer ids) are read as partitions led by this node at leader epoch 0 with ISR
 ``<data-dir>/producer-id-block`` (one line: the next unreserved id; a leftover ``.tmp`` beside
 it counts too, as its rename was not made durable) is folded into ``next_producer_id`` and the
 old file is deleted once the new one is durable, so no id is handed out twice across the
-upgrade. A version 5 file cannot be read by older strom versions.
+upgrade. A version 6 file cannot be read by older strom versions (they would not see the
+journal).
 
 Every change is persisted first and then becomes the current image, so a crash leaves either
 the old or the new state; a write that fails (a full disk) changes nothing, is reported through
@@ -49,13 +61,14 @@ the data directory's :class:`~strom.storage.health.LogDirHealth` and raises
 KafkaStorageError. Broker registration bumps (and persists) the epoch as well, so
 epochs never repeat across restarts. Owned by the event-loop thread.
 
-The previous copy: before each write the current file is hard-linked as
-``strom-metadata.json.prev`` (the state one write earlier; already durable, and the write's
+The previous copy: before each rewrite the current file is hard-linked as
+``strom-metadata.json.prev`` (the state one rewrite earlier; already durable, and the write's
 directory fsync makes the link durable). A current file that cannot be read (truncated,
 garbled) or is missing beside a previous copy is recovered from that copy with a WARNING, and
-rewritten; the store then reports :attr:`LocalMetadataStore.recovered_from_previous`. The
-copy may lack the last change, so recovery moves the epoch and the next producer id past
-anything that change can have used (:data:`RECOVERY_PRODUCER_ID_SKIP`); topics whose logs
+rewritten (the journal, which continues the damaged file, is applied to the copy); the store
+then reports :attr:`LocalMetadataStore.recovered_from_previous`. The copy may lack the changes
+since it was written, so recovery moves the epoch and the next producer id past anything a
+lost change can have used (:data:`RECOVERY_PRODUCER_ID_SKIP`); topics whose logs
 are on disk but not in the copy are for the broker to restore. When neither file is readable
 the store refuses to open, naming both.
 """
@@ -89,6 +102,7 @@ from strom.metadata.image import (
     ScramCredential,
     TopicInfo,
 )
+from strom.metadata.local_journal import JOURNAL_NAME, append_journal, cut_journal, read_journal
 from strom.metadata.store import ImageStore
 from strom.storage.files import TMP_SUFFIX, atomic_write, fsync_dir, unlink_quietly
 from strom.storage.health import LogDirHealth
@@ -100,11 +114,16 @@ PREVIOUS_SUFFIX = ".prev"
 #: errno values of a file system that has no hard links (the previous copy is then copied).
 _NO_HARD_LINKS = frozenset(
     {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP})
-FORMAT_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, FORMAT_VERSION)
+FORMAT_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, FORMAT_VERSION)
+#: Below this size the file is rewritten at every write; above it writes go to the journal.
+SMALL_SNAPSHOT_BYTES = 64 * 1024
+#: The journal is folded into the file once it is as large as the file and at least this.
+JOURNAL_MIN_BYTES = 1024 * 1024
 LEGACY_PRODUCER_ID_FILE = "producer-id-block"
-# Larger than any producer-id block a single lost write can have reserved (blocks are 1000).
-RECOVERY_PRODUCER_ID_SKIP = 1 << 20
+# More than the writes lost with a damaged file can have reserved: those between two
+# rewrites of the file (its journal interval: at most a few million lines of 1,000-id blocks).
+RECOVERY_PRODUCER_ID_SKIP = 1 << 32
 
 
 def new_cluster_id() -> str:
@@ -128,6 +147,10 @@ class LocalMetadataStore(ImageStore):
         #: previous copy at open (else None).
         self.recovered_from_previous: str | None = None
         self._health = health or LogDirHealth(data_dir)
+        self._journal = data_dir / JOURNAL_NAME
+        self._journal_seq = 0     # the last line written (or folded into the file)
+        self._journal_bytes = 0
+        self._snapshot_bytes = 0  # the size of the file as last written or read
         loaded = self._read_or_recover()
         legacy_next = self._read_legacy_producer_ids()
         if loaded is None:
@@ -136,11 +159,14 @@ class LocalMetadataStore(ImageStore):
             version, next_pid = None, 0
         else:
             image, next_pid, version = loaded
+            image, next_pid = self._replay_journal(image, next_pid)
         super().__init__(image, max(next_pid, legacy_next or 0))
+        #: What the file and the journal hold (journal lines are differences from it).
+        self._persisted = self._image
         if self.recovered_from_previous is not None:
-            self._store(self._image, self._next_producer_id, keep_previous=False)
+            self._rewrite(self._image, self._next_producer_id, keep_previous=False)
         if version != FORMAT_VERSION or legacy_next is not None:
-            self._store(self._image, self._next_producer_id)
+            self._rewrite(self._image, self._next_producer_id)
             self._remove_legacy_producer_ids()
 
     def register_broker(self, broker: BrokerInfo) -> None:
@@ -205,94 +231,92 @@ class LocalMetadataStore(ImageStore):
             raise ValueError(f"{path}: unsupported metadata format {version}")
         try:
             image, next_pid = self._decode(state, version)
+            self._journal_seq = int(state.get("journal_seq", 0))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"{path}: malformed metadata ({exc!r})") from exc
+        self._snapshot_bytes = len(raw)
         return image, next_pid, version
+
+    def _replay_journal(self, image: MetadataImage, next_pid: int
+                        ) -> tuple[MetadataImage, int]:
+        """Apply the journal's lines after the file's ``journal_seq``; cut a torn tail.
+
+        After a recovery from the previous copy every line is applied (they continue the
+        damaged file; each holds whole topics and sections, so the copy stays well-formed)."""
+        after = 0 if self.recovered_from_previous is not None else self._journal_seq
+        entries, last_seq, sound = read_journal(self._journal, after)
+        cut_journal(self._journal, sound)
+        self._journal_bytes = sound
+        self._journal_seq = max(last_seq, self._journal_seq)
+        node = self._broker.node_id
+        for entry in entries:
+            try:
+                image, next_pid = _apply_entry(image, entry.state, node)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise ValueError(f"{self._journal}: malformed line {entry.seq} ({exc!r})"
+                                 ) from exc
+        return image, next_pid
 
     def _decode(self, state: dict[str, Any], version: int) -> tuple[MetadataImage, int]:
         node = self._broker.node_id
-        topics: dict[str, TopicInfo] = {}
-        for name, entry in state["topics"].items():
-            if version == 1:
-                parts = tuple(PartitionInfo(i, node, 0, (node,), (node,))
-                              for i in range(int(entry["partitions"])))
-            else:
-                parts = tuple(
-                    PartitionInfo(i, int(p["leader"]), int(p["leader_epoch"]),
-                                  tuple(int(r) for r in p["replicas"]),
-                                  tuple(int(r) for r in p["isr"]),
-                                  tuple(int(r) for r in p.get("adding_replicas", ())),
-                                  tuple(int(r) for r in p.get("removing_replicas", ())))
-                    for i, p in enumerate(entry["partitions"]))
-            topics[name] = TopicInfo(
-                name=name,
-                topic_id=uuid.UUID(entry["id"]),
-                partitions=parts,
-                configs={str(k): str(v) for k, v in entry.get("configs", {}).items()},
-                internal=bool(entry.get("internal", False)),
-            )
-        broker_configs = {
-            str(resource): {str(k): str(v) for k, v in configs.items()}
-            for resource, configs in state.get("broker_configs", {}).items() if configs}
-        scram = {
-            str(user): {str(mech): ScramCredential(*parse_credential(str(text)))
-                        for mech, text in creds.items()}
-            for user, creds in state.get("scram_credentials", {}).items() if creds}
-        quotas: dict[QuotaEntity, dict[str, float]] = {}
-        for entry in state.get("client_quotas", []):
-            entity = tuple(sorted((str(t), None if n is None else str(n))
-                                  for t, n in entry["entity"].items()))
-            quotas[entity] = {str(k): float(v) for k, v in entry["quotas"].items()}
+        topics = {name: _decode_topic(name, entry, version, node)
+                  for name, entry in state["topics"].items()}
         image = MetadataImage(str(state["cluster_id"]), int(state["epoch"]), node,
-                              {node: self._broker}, topics, broker_configs, scram,
-                              _decode_acls(state.get("acls", [])), quotas)
+                              {node: self._broker}, topics, **_decode_sections(state))
         return image, int(state.get("next_producer_id", 0))
 
-    @staticmethod
-    def _encode(image: MetadataImage, next_producer_id: int) -> dict[str, Any]:
+    def _encode(self, image: MetadataImage, next_producer_id: int) -> dict[str, Any]:
         return {
             "version": FORMAT_VERSION,
             "cluster_id": image.cluster_id,
             "epoch": image.epoch,
             "next_producer_id": next_producer_id,
-            "topics": {
-                t.name: {
-                    "id": str(t.topic_id),
-                    "internal": t.internal,
-                    "configs": dict(t.configs),
-                    "partitions": [_encode_partition(p) for p in t.partitions],
-                }
-                for t in image.topics.values()
-            },
-            "broker_configs": {r: dict(c) for r, c in image.broker_configs.items()},
-            **({"scram_credentials": {
-                user: {mech: format_credential(c.salt, c.stored_key, c.server_key, c.iterations)
-                       for mech, c in creds.items()}
-                for user, creds in image.scram_credentials.items()}}
-               if image.scram_credentials else {}),
-            **({"acls": _encode_acls(image.acls)} if image.acls else {}),
-            **({"client_quotas": [
-                {"entity": dict(entity), "quotas": dict(values)}
-                for entity, values in image.client_quotas.items()]}
-               if image.client_quotas else {}),
+            "journal_seq": self._journal_seq,
+            "topics": {t.name: _encode_topic(t) for t in image.topics.values()},
+            "broker_configs": _encode_section(image, "broker_configs"),
+            **{key: _encode_section(image, key) for key in _OPTIONAL_SECTIONS
+               if getattr(image, key)},
         }
 
-    def _store(self, image: MetadataImage, next_producer_id: int, *,
-               keep_previous: bool = True) -> None:
-        """Write the whole state durably; the current state is untouched if this raises (a
-        failure is reported through the data directory's health and raised as
-        KafkaStorageError).
+    def _store(self, image: MetadataImage, next_producer_id: int) -> None:
+        """Persist the state durably — one journal line, or the whole file while it is small
+        or once the journal has grown as large as it; the current state is untouched if this
+        raises (a failure is reported through the data directory's health and raised as
+        KafkaStorageError)."""
+        if (self._snapshot_bytes <= SMALL_SNAPSHOT_BYTES
+                or self._journal_bytes >= max(self._snapshot_bytes, JOURNAL_MIN_BYTES)):
+            self._rewrite(image, next_producer_id)
+            return
+        entry = _journal_entry(self._persisted, image, next_producer_id,
+                               self._journal_seq + 1)
+        try:
+            self._journal_bytes += append_journal(self._journal, entry)
+        except OSError as exc:
+            raise self._health.failure(exc, f"writing {JOURNAL_NAME}") from exc
+        self._journal_seq += 1
+        self._persisted = image
+        self._health.succeeded()
+
+    def _rewrite(self, image: MetadataImage, next_producer_id: int, *,
+                 keep_previous: bool = True) -> None:
+        """Write the whole state as the file (folding the journal in) and empty the journal.
 
         With ``keep_previous`` the file being replaced becomes the previous copy first (not
         when it is the unreadable file being recovered)."""
-        text = json.dumps(self._encode(image, next_producer_id), indent=1, sort_keys=True)
+        data = json.dumps(self._encode(image, next_producer_id), sort_keys=True,
+                          separators=(",", ":")).encode("utf-8")
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
             if keep_previous:
                 self._keep_previous()
-            atomic_write(self._path, text.encode("utf-8"))
+            atomic_write(self._path, data)
+            if self._journal_bytes:
+                cut_journal(self._journal, 0)
         except OSError as exc:
             raise self._health.failure(exc, f"writing {FILE_NAME}") from exc
+        self._snapshot_bytes = len(data)
+        self._journal_bytes = 0
+        self._persisted = image
         self._health.succeeded()
 
     def _keep_previous(self) -> None:
@@ -380,6 +404,101 @@ def _decode_acls(raw: list[dict[str, Any]]
         if entries:
             acls[pattern] = entries
     return acls
+
+
+_OPTIONAL_SECTIONS = ("scram_credentials", "acls", "client_quotas")
+
+
+def _encode_topic(t: TopicInfo) -> dict[str, Any]:
+    return {"id": str(t.topic_id), "internal": t.internal, "configs": dict(t.configs),
+            "partitions": [_encode_partition(p) for p in t.partitions]}
+
+
+def _decode_topic(name: str, entry: dict[str, Any], version: int, node: int) -> TopicInfo:
+    if version == 1:
+        parts = tuple(PartitionInfo(i, node, 0, (node,), (node,))
+                      for i in range(int(entry["partitions"])))
+    else:
+        parts = tuple(
+            PartitionInfo(i, int(p["leader"]), int(p["leader_epoch"]),
+                          tuple(int(r) for r in p["replicas"]),
+                          tuple(int(r) for r in p["isr"]),
+                          tuple(int(r) for r in p.get("adding_replicas", ())),
+                          tuple(int(r) for r in p.get("removing_replicas", ())))
+            for i, p in enumerate(entry["partitions"]))
+    return TopicInfo(
+        name=name,
+        topic_id=uuid.UUID(entry["id"]),
+        partitions=parts,
+        configs={str(k): str(v) for k, v in entry.get("configs", {}).items()},
+        internal=bool(entry.get("internal", False)),
+    )
+
+
+def _encode_section(image: MetadataImage, key: str) -> Any:
+    """One non-topic section of the state, as the file holds it."""
+    if key == "broker_configs":
+        return {r: dict(c) for r, c in image.broker_configs.items()}
+    if key == "scram_credentials":
+        return {user: {mech: format_credential(c.salt, c.stored_key, c.server_key,
+                                               c.iterations)
+                       for mech, c in creds.items()}
+                for user, creds in image.scram_credentials.items()}
+    if key == "acls":
+        return _encode_acls(image.acls)
+    assert key == "client_quotas"
+    return [{"entity": dict(entity), "quotas": dict(values)}
+            for entity, values in image.client_quotas.items()]
+
+
+def _decode_sections(state: dict[str, Any]) -> dict[str, Any]:
+    """The non-topic sections present in ``state`` (absent ones: empty), as image fields."""
+    broker_configs = {
+        str(resource): {str(k): str(v) for k, v in configs.items()}
+        for resource, configs in state.get("broker_configs", {}).items() if configs}
+    scram = {
+        str(user): {str(mech): ScramCredential(*parse_credential(str(text)))
+                    for mech, text in creds.items()}
+        for user, creds in state.get("scram_credentials", {}).items() if creds}
+    quotas: dict[QuotaEntity, dict[str, float]] = {}
+    for entry in state.get("client_quotas", []):
+        entity = tuple(sorted((str(t), None if n is None else str(n))
+                              for t, n in entry["entity"].items()))
+        quotas[entity] = {str(k): float(v) for k, v in entry["quotas"].items()}
+    return {"broker_configs": broker_configs, "scram_credentials": scram,
+            "acls": _decode_acls(state.get("acls", [])), "client_quotas": quotas}
+
+
+_SECTIONS = ("broker_configs", *_OPTIONAL_SECTIONS)
+
+
+def _journal_entry(old: MetadataImage, new: MetadataImage, next_producer_id: int,
+                   seq: int) -> dict[str, Any]:
+    """The journal line of a write from ``old`` to ``new``: the topics that are not the same
+    objects in both (unchanged topics are shared between images), the sections that differ."""
+    topics: dict[str, Any] = {n: _encode_topic(t) for n, t in new.topics.items()
+                              if old.topics.get(n) is not t}
+    topics.update((n, None) for n in old.topics if n not in new.topics)
+    entry: dict[str, Any] = {"seq": seq, "epoch": new.epoch,
+                             "next_producer_id": next_producer_id, "topics": topics}
+    for key in _SECTIONS:
+        if getattr(old, key) != getattr(new, key):
+            entry[key] = _encode_section(new, key)
+    return entry
+
+
+def _apply_entry(image: MetadataImage, state: dict[str, Any], node: int
+                 ) -> tuple[MetadataImage, int]:
+    """``image`` after one journal line."""
+    topics = dict(image.topics)
+    for name, entry in state["topics"].items():
+        if entry is None:
+            topics.pop(name, None)
+        else:
+            topics[name] = _decode_topic(name, entry, FORMAT_VERSION, node)
+    sections = {k: v for k, v in _decode_sections(state).items() if k in state}
+    return (dataclasses.replace(image, epoch=int(state["epoch"]), topics=topics, **sections),
+            int(state["next_producer_id"]))
 
 
 def _encode_partition(p: PartitionInfo) -> dict[str, Any]:

@@ -37,10 +37,20 @@ JSON, modelled on the layout of Kafka's ZooKeeper mode:
                                              "permissionType":"Allow"},…]}`` (Kafka's
                                              PascalCase names; ``/`` and ``%`` in a name are
                                              %-escaped, as a znode name cannot hold ``/``)
-``/strom/metadata_epoch``                    empty; its znode *version* is the metadata data
+``/strom/metadata_epoch``                    its znode *version* is the metadata data
                                              version: every metadata write sets it with the
-                                             version it read, in the same multi-op
+                                             version it read, in the same multi-op; its data
+                                             says what the latest writes changed (below)
 ===========================================  ==============================================
+
+The change hints in ``/strom/metadata_epoch``: ``{"version":1,"changes":[[v,other,[t…]],…]}``,
+one entry per data version ``v`` (ascending, contiguous, the newest last): the topics whose
+znodes that write touched, and ``other`` true when it touched anything else (broker configs,
+users, client quotas, ACLs); ``null`` instead of the list when the write touched too many
+topics to list. A reader whose image is at version ``k`` re-reads only the topics listed by the
+entries after ``k`` when they reach back to ``k + 1``, and everything otherwise. Entries are
+dropped, oldest first, to keep the data under :data:`CHANGE_HINT_BYTES`. Empty data (as older
+strom versions write) lists nothing, so the next reader re-reads everything.
 
 User and client-id names in znode names are Kafka's ``Sanitizer`` form (URL-encoded: every
 character but ``A-Za-z0-9._-`` as ``%XX`` of its UTF-8 bytes, a space ``%20``); a default
@@ -376,3 +386,55 @@ def encode_producer_id_block(broker_id: int, first: int, last: int) -> bytes:
 def decode_producer_id_block_end(data: bytes) -> int:
     """The last id of the block (inclusive)."""
     return int(_load(data)["block_end"])
+
+
+#: The change hints' size bound (ZooKeeper's default request bound is 1 MB).
+CHANGE_HINT_BYTES = 64 * 1024
+#: One write's entry: its data version, whether non-topic znodes changed, the topics (None: too
+#: many to list).
+ChangeHint = tuple[int, bool, list[str] | None]
+
+
+def encode_change_hints(previous: list[ChangeHint], version: int, other: bool,
+                        topics: list[str]) -> tuple[bytes, list[ChangeHint]]:
+    """The hints after a write of data ``version`` (``previous``: the hints of the version
+    before it), trimmed to :data:`CHANGE_HINT_BYTES`; also returned decoded."""
+    entry: ChangeHint = (version, other, sorted(topics))
+    if sum(len(t) + 3 for t in topics) > CHANGE_HINT_BYTES // 2:
+        entry = (version, other, None)
+    hints = [h for h in previous if h[0] < version] + [entry]
+    while True:
+        data = _dump({"version": 1, "changes": [list(h) for h in hints]})
+        if len(data) <= CHANGE_HINT_BYTES or len(hints) == 1:
+            return data, hints
+        hints = hints[len(hints) // 4 or 1:]
+
+
+def decode_change_hints(data: bytes) -> list[ChangeHint]:
+    """The hints in the epoch znode's data ([] when empty or unreadable)."""
+    if not data:
+        return []
+    try:
+        value = _load(data)
+        return [(int(v), bool(o), None if t is None else [str(n) for n in t])
+                for v, o, t in value.get("changes", [])]
+    except (ValueError, TypeError, AttributeError):
+        return []
+
+
+def changed_since(hints: list[ChangeHint], known: int, version: int
+                  ) -> tuple[set[str], bool] | None:
+    """The topics changed (and whether anything else was) from data version ``known`` to
+    ``version``, or None when the hints do not cover every write in between."""
+    covered = [h for h in hints if known < h[0] <= version]
+    if [h[0] for h in covered] != list(range(known + 1, version + 1)):
+        return None
+    topics: set[str] = set()
+    other = False
+    for _, changed_other, names in covered:
+        if names is None:
+            return None
+        topics.update(names)
+        other = other or changed_other
+    return topics, other
+

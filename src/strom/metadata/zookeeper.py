@@ -136,6 +136,13 @@ class _Data:
     scram: dict[str, dict[str, ScramCredential]]
     acls: dict[ResourcePattern, frozenset[AccessControlEntry]]
     quotas: dict[QuotaEntity, dict[str, float]]
+    #: The change hints of the epoch znode at ``version`` (:mod:`.zk_layout`).
+    hints: list[zk.ChangeHint]
+
+    @classmethod
+    def of(cls, image: MetadataImage, version: int, hints: list[zk.ChangeHint]) -> _Data:
+        return cls(version, image.topics, image.broker_configs, image.scram_credentials,
+                   image.acls, image.client_quotas, hints)
 
 
 class ZooKeeperMetadataStore:
@@ -163,13 +170,15 @@ class ZooKeeperMetadataStore:
         self._refresh_pending = False
         try:
             self._cluster_id = self._init_tree()
-            data = self._read_data(-1)
+            data = self._read_data(None)
             assert data is not None
             brokers, controller = self._read_live()
         except BaseException:
             self.session.close()
             raise
-        self._data_version = data.version
+        #: The data of the installed image, at its data version (incremental reads start
+        #: from it).
+        self._data = data
         self._image = MetadataImage(self._cluster_id, 0, controller, brokers, data.topics,
                                     data.broker_configs, data.scram, data.acls, data.quotas)
         self.session.on_new_session(self._reregister)
@@ -203,12 +212,13 @@ class ZooKeeperMetadataStore:
             if not changes:
                 return image
             new = apply_changes(image, changes)
+            base = self._data
             try:
-                self._commit(image, new, self._data_version, fence)
+                hints = self._commit(image, new, base, fence)
             except StaleMetadataError:
                 self._refresh_locked()
                 raise StaleMetadataError(expected_epoch, self._image.epoch) from None
-            self._data_version += 1
+            self._data = _Data.of(new, base.version + 1, hints)
             self._set_image(new)
             return new
 
@@ -217,20 +227,28 @@ class ZooKeeperMetadataStore:
         """:meth:`write` for a thread other than the owner's (the controller's writer, so
         the event loop never waits on ZooKeeper): the same conditional multi-op, but the new
         image is installed by the owner's refresh (the epoch znode's watch), not here.
-        :class:`StaleMetadataError` when the image moved on (a refresh is on its way)."""
+        :class:`StaleMetadataError` when the image moved on (a refresh is on its way).
+        A broker's store (``install``) hands the written data to the owner at once, as a
+        refresh would, so the writer's own broker need not wait for the watch."""
         with self._lock:
-            image, version = self._image, self._data_version
+            image, base = self._image, self._data
         if expected_epoch != image.epoch:
             raise StaleMetadataError(expected_epoch, image.epoch)
         if changes:
-            self._commit(image, apply_changes(image, changes), version, fence)
+            new = apply_changes(image, changes)
+            hints = self._commit(image, new, base, fence)
+            if self._install is not None:
+                self._deliver(_Snapshot(0, _Data.of(new, base.version + 1, hints), {}, -1))
 
-    def _commit(self, image: MetadataImage, new: MetadataImage, data_version: int,
-                fence: ControllerFence | None) -> None:
+    def _commit(self, image: MetadataImage, new: MetadataImage, base: _Data,
+                fence: ControllerFence | None) -> list[zk.ChangeHint]:
         """One multi-op turning ``image``'s znodes into ``new``'s, conditional on the data
-        version (and the controller epoch's znode version, with ``fence``)."""
+        version (and the controller epoch's znode version, with ``fence``); returns the
+        change hints it wrote."""
+        topics, other = _changed_sections(image, new)
+        data, hints = zk.encode_change_hints(base.hints, base.version + 1, other, topics)
         tx = self.session.transaction()
-        tx.set_data(zk.METADATA_EPOCH, b"", version=data_version)
+        tx.set_data(zk.METADATA_EPOCH, data, version=base.version)
         if fence is not None:
             tx.check(zk.CONTROLLER_EPOCH, fence.zk_version)
         _diff_ops(tx, image, new, fence.epoch if fence is not None else 0)
@@ -244,6 +262,7 @@ class ZooKeeperMetadataStore:
                     f"controller epoch {fence.epoch} is no longer current: another "
                     "controller was elected") from None
             raise MetadataWriteRefusedError(str(e)) from e
+        return hints
 
     def register_broker(self, broker: BrokerInfo) -> None:
         """Register (or update) ``broker`` as an ephemeral znode of this store's session
@@ -333,7 +352,7 @@ class ZooKeeperMetadataStore:
     def _read_snapshot(self) -> _Snapshot:
         with self._seq_lock:
             seq, self._next_seq = self._next_seq, self._next_seq + 1
-        data = self._read_data(self._data_version)
+        data = self._read_data(self._data)
         brokers, controller = self._read_live()
         if self._keep_registered and any(n not in brokers for n in list(self._registrations)):
             self.session.submit(self._restore_registrations)
@@ -358,7 +377,7 @@ class ZooKeeperMetadataStore:
         read that supplied the image's."""
         image = self._image
         data = snapshot.data
-        if data is not None and data.version <= self._data_version:
+        if data is not None and data.version <= self._data.version:
             data = None
         brokers, controller = image.brokers, image.controller_id
         if snapshot.seq > self._live_seq:
@@ -372,7 +391,7 @@ class ZooKeeperMetadataStore:
             new = dataclasses.replace(new, topics=data.topics, broker_configs=data.broker_configs,
                                       scram_credentials=data.scram, acls=data.acls,
                                       client_quotas=data.quotas)
-            self._data_version = data.version
+            self._data = data
         self._set_image(new)
 
     def _set_image(self, image: MetadataImage) -> None:
@@ -395,14 +414,23 @@ class ZooKeeperMetadataStore:
                 controller = zk.decode_controller(got_controller[0])
         return dict(sorted(brokers.items())), controller
 
-    def _read_data(self, known_version: int) -> _Data | None:
-        """The data znodes at a consistent version; None when still at ``known_version``."""
+    def _read_data(self, base: _Data | None) -> _Data | None:
+        """The data znodes at a consistent version; None when still at ``base``'s. Only the
+        topics the change hints name are read again when they cover every write since
+        ``base`` (anything else changed: the non-topic znodes too); else everything."""
         session = self.session
         while True:
-            version = session.get(zk.METADATA_EPOCH, self._watch)[1].version
-            if version <= known_version:
+            raw, stat = session.get(zk.METADATA_EPOCH, self._watch)
+            version = stat.version
+            if base is not None and version <= base.version:
                 return None
-            data = _read_data_znodes(session, version)
+            hints = zk.decode_change_hints(raw)
+            changed = (zk.changed_since(hints, base.version, version)
+                       if base is not None else None)
+            if base is None or changed is None:
+                data = _read_data_znodes(session, version, hints)
+            else:
+                data = _read_changed_znodes(session, version, hints, base, *changed)
             if session.get(zk.METADATA_EPOCH)[1].version == version:
                 return data
             # a write committed while we read: read again
@@ -453,8 +481,8 @@ class ZooKeeperMetadataStore:
         self.refresh()
 
 
-def _read_data_znodes(session: ZkSession, version: int) -> _Data:
-    names = sorted(session.children(zk.TOPICS))
+def _read_topics(session: ZkSession, names: list[str]) -> dict[str, TopicInfo | None]:
+    """The named topics' znodes (None for a topic that does not exist)."""
     assignments = session.get_many([zk.topic_path(n) for n in names])
     configs = session.get_many([zk.topic_config_path(n) for n in names])
     decoded = {name: zk.decode_topic(got[0])
@@ -463,9 +491,10 @@ def _read_data_znodes(session: ZkSession, version: int) -> _Data:
                    for p in by_partition]
     states = dict(zip(state_paths, session.get_many(
         [zk.state_path(name, p) for name, p in state_paths]), strict=True))
-    topics = {}
+    topics: dict[str, TopicInfo | None] = {}
     for name, config in zip(names, configs, strict=True):
         if name not in decoded:
+            topics[name] = None
             continue
         topic_id, replicas, internal = decoded[name]
         partitions = []
@@ -476,6 +505,33 @@ def _read_data_znodes(session: ZkSession, version: int) -> _Data:
             partitions.append(zk.decode_state(p, replicas[p], state[0]))
         topics[name] = TopicInfo(name, topic_id, tuple(partitions),
                                  zk.decode_config(config[0]) if config else {}, internal)
+    return topics
+
+
+def _read_changed_znodes(session: ZkSession, version: int, hints: list[zk.ChangeHint],
+                         base: _Data, changed: set[str], other: bool) -> _Data:
+    """``base`` with the ``changed`` topics (and with ``other``, every non-topic znode)
+    read again; the topics that did not change keep their objects."""
+    topics = dict(base.topics)
+    for name, topic in _read_topics(session, sorted(changed)).items():
+        if topic is None:
+            topics.pop(name, None)
+        else:
+            topics[name] = topic
+    if not other:
+        return _Data(version, topics, base.broker_configs, base.scram, base.acls,
+                     base.quotas, hints)
+    rest = _read_data_znodes(session, version, hints, with_topics=False)
+    return dataclasses.replace(rest, topics=topics)
+
+
+def _read_data_znodes(session: ZkSession, version: int, hints: list[zk.ChangeHint], *,
+                      with_topics: bool = True) -> _Data:
+    topics: dict[str, TopicInfo] = {}
+    if with_topics:
+        names = sorted(session.children(zk.TOPICS))
+        topics = {name: topic for name, topic in _read_topics(session, names).items()
+                  if topic is not None}
     resources = session.children(zk.BROKER_CONFIGS)
     broker_configs = {
         zk.resource_of_znode(r): zk.decode_config(got[0])
@@ -483,7 +539,7 @@ def _read_data_znodes(session: ZkSession, version: int) -> _Data:
             [f"{zk.BROKER_CONFIGS}/{r}" for r in resources]), strict=True)
         if got is not None and zk.decode_config(got[0])}
     scram, quotas = _read_users_and_clients(session)
-    return _Data(version, topics, broker_configs, scram, _read_acls(session), quotas)
+    return _Data(version, topics, broker_configs, scram, _read_acls(session), quotas, hints)
 
 
 def _read_users_and_clients(session: ZkSession) -> tuple[
@@ -554,10 +610,20 @@ def _assignment(p: PartitionInfo) -> zk.Assignment:
     return p.replicas, p.adding_replicas, p.removing_replicas
 
 
+def _changed_sections(old: MetadataImage, new: MetadataImage) -> tuple[list[str], bool]:
+    """The topics whose znodes differ between the images, and whether any other znode
+    does (the change hints of a write from ``old`` to ``new``)."""
+    topics = [n for n in _changed_topics(old.topics, new.topics)
+              if old.topics.get(n) != new.topics.get(n)]
+    other = (old.broker_configs != new.broker_configs or old.acls != new.acls
+             or _user_and_client_znodes(old) != _user_and_client_znodes(new))
+    return topics, other
+
+
 def _diff_ops(tx: TransactionRequest, old: MetadataImage, new: MetadataImage,
               controller_epoch: int) -> None:
     """Add to ``tx`` the znode operations that turn ``old``'s data into ``new``'s."""
-    for name in sorted(old.topics.keys() | new.topics.keys()):
+    for name in _changed_topics(old.topics, new.topics):
         before, after = old.topics.get(name), new.topics.get(name)
         if before == after:
             continue
@@ -589,6 +655,13 @@ def _diff_ops(tx: TransactionRequest, old: MetadataImage, new: MetadataImage,
     _diff_znodes(tx, _user_and_client_znodes(old), _user_and_client_znodes(new),
                  lambda path: path, lambda data: data)
     _diff_znodes(tx, old.acls, new.acls, zk.acl_path, zk.encode_acls)
+
+
+def _changed_topics(old: Mapping[str, TopicInfo], new: Mapping[str, TopicInfo]) -> list[str]:
+    """The names whose topic is not the same object in both (sorted): unchanged topics are
+    shared between an image and the next, so nothing but these needs comparing."""
+    return sorted({n for n, t in new.items() if old.get(n) is not t}
+                  | {n for n in old if n not in new})
 
 def _create_topic(tx: TransactionRequest, topic: TopicInfo, controller_epoch: int) -> None:
     name = topic.name

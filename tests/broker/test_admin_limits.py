@@ -1,15 +1,16 @@
 """Admin requests that cannot stop a broker: Kafka's per-request bounds on CreateTopics /
-CreatePartitions (:mod:`strom.controller.limits`), with real clients (confluent-kafka,
-kafka-python) against a real broker, which keeps serving everyone. Kafka 4.4 answers the same
-requests with the same codes and messages."""
+CreatePartitions and the per-broker partition bound, with real clients (confluent-kafka,
+kafka-python, the strom CLI) against a real broker, which keeps serving everyone."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewPartitions as KNewPartitions
@@ -91,3 +92,47 @@ def test_create_partitions_to_a_million_is_refused_and_the_broker_serves_on(
     admin.create_partitions([NewPartitions("existing", 10_002)],
                             validate_only=True)["existing"].result(60)
     still_serving(broker)
+
+
+def test_the_cli_says_what_to_do_instead(broker: EmbeddedBroker) -> None:
+    def strom(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "strom", *args,
+                               "--bootstrap-server", broker.bootstrap],
+                              capture_output=True, text=True, timeout=120)
+
+    created = strom("topics", "create", "wide", "--partitions", "20000")
+    assert created.returncode == 1
+    assert f"POLICY_VIOLATION (44): {PER_REQUEST}" in created.stderr
+    assert "at most 10,000 partitions" in created.stderr
+    grown = strom("topics", "alter", "existing", "--partitions", "1000000")
+    assert grown.returncode == 1
+    assert ADDITIONAL in grown.stderr and "grow the topic in steps" in grown.stderr
+    still_serving(broker)
+
+
+def test_a_broker_holds_no_more_than_max_broker_partitions() -> None:
+    with EmbeddedBroker(config={"max.broker.partitions": 30}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("t", 20, 1)])["t"].result(30)
+        code, message = refusal(admin.create_topics([NewTopic("u", 11, 1)])["u"])
+        assert code == POLICY_VIOLATION and "max.broker.partitions=30" in message
+        code, message = refusal(admin.create_partitions([NewPartitions("t", 31)])["t"])
+        assert code == POLICY_VIOLATION and "max.broker.partitions=30" in message
+        admin.create_topics([NewTopic("u", 10, 1)])["u"].result(30)  # exactly the bound
+        # The group coordinator's own topic is not refused (its 50 partitions are exempt).
+        producer = Producer({"bootstrap.servers": b.bootstrap})
+        producer.produce("u", b"x")
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["u"])
+        deadline = time.monotonic() + 60
+        got = None
+        while got is None and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                got = message.value()
+        consumer.close()
+        assert got == b"x"
+        topics = admin.list_topics(timeout=10).topics
+        assert len(topics["t"].partitions) == 20 and len(topics["u"].partitions) == 10

@@ -260,10 +260,12 @@ def test_new_partitions_are_prepared_all_or_nothing(tmp_path: Path) -> None:
     plog = h.logs.get("t", 3)
     assert plog is not None and plog.settings.segment_bytes == 2048  # the new topic's configs
     # The write that was to name them did not happen (crash, stale epoch): not hosted, so
-    # they go (discard_partitions, or the next image at start-up).
+    # they go (discard_partitions, or the first image after a restart).
     h.replicas.discard_partitions(created[:1])
     assert h.logs.get("t", 0) is None and not (tmp_path / "t-0").exists()
-    h.apply(make_image(partition_info(1)))  # an image naming only t-1: t-2, t-3 go
+    h.apply(make_image(partition_info(1)))  # t-2, t-3 wait for their write: kept
+    assert sorted(h.logs.partitions()) == [TP._replace(partition=p) for p in (1, 2, 3)]
+    h.replicas.discard_partitions(created[2:])
     assert h.logs.partitions() == [TP._replace(partition=1)]
     assert sorted(p.name for p in tmp_path.glob("t-*")) == ["t-1"]
     h.close()

@@ -23,8 +23,8 @@ log = logging.getLogger("strom.broker")
 def keep_topics_on_disk(state: BrokerState, logs: LogManager) -> None:
     """Make the metadata name every topic and partition that has a log in ``logs``."""
     on_disk: dict[str, int] = {}
-    for plog in logs.logs():
-        on_disk[plog.topic] = max(on_disk.get(plog.topic, 0), plog.partition + 1)
+    for tp in logs.partitions():
+        on_disk[tp.topic] = max(on_disk.get(tp.topic, 0), tp.partition + 1)
     for topic, count in sorted(on_disk.items()):
         known = state.store.image.topics.get(topic)
         if known is None:

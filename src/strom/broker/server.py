@@ -1,9 +1,11 @@
 """Broker lifecycle: start in dependency order, serve, and shut down in reverse order.
 
 Start: raise the open-file soft limit to the hard limit (as the JVM does for Kafka) → lock
-the data directory → metadata store (and the dynamic broker configs stored in it) → load logs
-(crash recovery) → partitions → listener → background tasks (retention, time-based flush,
-checkpoints).
+the data directory → metadata store (and the dynamic broker configs stored in it) → find the
+logs (without opening them) → partitions → listener → background tasks (retention,
+time-based flush, checkpoints). The replica manager opens the logs (crash recovery included)
+a slice at a time after the listener is up, internal topics first, and any log a request
+needs at once, so a broker with many partitions answers from the start.
 Stop: stop accepting → give in-flight requests a moment → close connections → cancel background
 tasks → flush and close logs, write checkpoints and the clean-shutdown marker → unlock.
 
@@ -214,7 +216,7 @@ class BrokerServer:
             log.warning("ACLs on %d resource patterns are stored but authorizer.class.name is "
                         "empty: they are not enforced (set authorizer.class.name=acls to "
                         "enforce them)", len(store.image.acls))
-        logs.load(state.topic_config)
+        logs.scan()  # the replica manager opens each log when its partition needs it
         if store.recovered_from_previous:
             keep_topics_on_disk(state, logs)
         if config.get("log.cleaner.enable"):
@@ -416,6 +418,8 @@ class BrokerServer:
                     async with asyncio.timeout(SHUTDOWN_GRACE_S):
                         await server.wait_closed()
             self._servers = []
+        if self.state is not None:
+            await self.state.topic_writes.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -20,6 +20,7 @@ from strom.controller.broker_configs import BrokerConfigAdmin
 from strom.controller.driver import ControllerDriver
 from strom.controller.internal_topics import internal_min_isr, internal_replication_factor
 from strom.controller.producer_ids import ProducerIdManager
+from strom.controller.topic_writes import TopicWriteQueue
 from strom.controller.topics import TopicAdmin
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
 from strom.coordinator.group.records import OFFSETS_TOPIC
@@ -57,12 +58,17 @@ class BrokerState:
     #: where this broker alone decides); ``controller.active`` while this broker is it.
     controller: ControllerDriver | None = None
     topic_admin: TopicAdmin = field(init=False)
+    #: CreateTopics / CreatePartitions writes, batched (:mod:`strom.controller.topic_writes`).
+    topic_writes: TopicWriteQueue = field(init=False)
     broker_configs: BrokerConfigAdmin = field(init=False)
     #: Replication throttles (KIP-73); the server keeps them current from each image.
     replication_quotas: ReplicationQuotas = field(init=False)
 
     def __post_init__(self) -> None:
         self.topic_admin = TopicAdmin(self.store, self.config, storage=self.replicas)
+        self.topic_writes = TopicWriteQueue(
+            self.topic_admin, self.store, self.replicas, commit=getattr(self.store, "commit", None),
+            default_partitions=lambda: int(self.config.get("num.partitions")))
         self.broker_configs = BrokerConfigAdmin(self.store, self.node_id)
         self.replication_quotas = ReplicationQuotas.for_broker(self.config, self.node_id,
                                                                self.clock.monotonic)

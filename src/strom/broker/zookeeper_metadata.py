@@ -11,8 +11,9 @@ store session's worker thread, never on the event loop, so a slow or unreachable
 does not stall produce / fetch; the images they read are installed on the loop
 (``install=loop.call_soon_threadsafe``), in order, like everything else that touches the
 image. Each ZooKeeper call is bounded by ``zookeeper.connection.timeout.ms``. Still on the
-loop: registration at start, topic / config / ACL administration writes and producer-id
-blocks (each waits on ZooKeeper, bounded by that timeout).
+loop: registration at start, config / ACL administration writes, topic deletion and
+producer-id blocks (each waits on ZooKeeper, bounded by that timeout); CreateTopics and
+CreatePartitions write from the topic-write queue's thread.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 import textwrap
@@ -100,11 +101,21 @@ async def _serve(config: BrokerConfig) -> int:
     from strom.broker.server import BrokerServer
 
     server = BrokerServer(config)
-    await server.start()
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # before saying so: a SIGTERM right after
-        loop.add_signal_handler(sig, stopping.set)  # the line below must stop it cleanly
+    for sig in (signal.SIGTERM, signal.SIGINT):  # from the start: a SIGTERM while starting
+        loop.add_signal_handler(sig, stopping.set)  # (or right after) stops it cleanly
+    starting = asyncio.ensure_future(server.start())
+    stopped = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():  # the start is abandoned: what it took is released
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        print("strom broker stopped while starting", file=sys.stderr, flush=True)
+        return 0
+    stopped.cancel()
+    starting.result()  # a failed start raises here
     listeners = " ".join(f"{name}={host}:{port}" for name, (host, port) in server.bound.items())
     print(f"strom broker listening on {server.host}:{server.port} "
           f"(data in {server.data_dir}) listeners: {listeners}", flush=True)

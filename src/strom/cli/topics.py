@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 
 from strom.cli import topics_describe
 from strom.cli.client_props import add_client_config, admin_options
@@ -22,6 +24,7 @@ from strom.client.sync import SyncAdminClient
 from strom.common.config import TOPIC_KEYS
 from strom.common.errors import (
     ClusterAuthorizationFailedError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
@@ -87,9 +90,35 @@ def _admin(args: argparse.Namespace) -> SyncAdminClient:
     return SyncAdminClient(**admin_options(args))
 
 
+#: What the broker's whole-request refusals mean (Kafka's messages, as the broker sends them).
+_LIMIT_HINTS = {
+    "Excessively large number of partitions per request.":
+        "a request may create at most 10,000 partitions: create the topic with fewer and "
+        "add the rest with 'strom topics alter --partitions' in steps of at most 10,000",
+    "Excessively large number of additional partitions per request.":
+        "a request may add at most 10,000 partitions: grow the topic in steps of at most "
+        "10,000",
+    "Unable to perform excessively large batch operation.":
+        "one request may write at most 10,000 metadata records (a topic, each partition and "
+        "each config override count one): use fewer partitions or overrides per request",
+}
+
+
+@contextlib.contextmanager
+def _explained_limits() -> Iterator[None]:
+    """A refusal by the brokers' per-request bounds says what to do instead."""
+    try:
+        yield
+    except PolicyViolationError as exc:
+        hint = next((h for m, h in _LIMIT_HINTS.items() if m in str(exc)), None)
+        if hint is None:
+            raise
+        raise PolicyViolationError(f"{exc.message} ({hint})") from None
+
+
 def run_create(args: argparse.Namespace) -> int:
     configs = parse_key_values(args.config)
-    with _admin(args) as admin:
+    with _admin(args) as admin, _explained_limits():
         try:
             created = admin.create_topic(
                 args.name,
@@ -154,7 +183,8 @@ def run_alter(args: argparse.Namespace) -> int:
         raise UsageError(f"both set and deleted: {', '.join(sorted(overlap))}")
     with _admin(args) as admin:
         if args.partitions is not None:
-            admin.create_partitions({args.name: args.partitions})
+            with _explained_limits():
+                admin.create_partitions({args.name: args.partitions})
             print(f"Topic {args.name} now has {args.partitions} partitions.")
         if sets or deletes:
             ops = [AlterConfigOp(k, AlterConfigOpType.SET, v) for k, v in sets.items()]

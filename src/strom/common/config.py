@@ -450,6 +450,13 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.dirs", ConfigType.STRING, "./strom-data", "The data directory.", read_only=True),
     ConfigKey("num.partitions", ConfigType.INT, 1, "Partitions of auto-created topics.",
               at_least(1)),
+    ConfigKey("max.broker.partitions", ConfigType.INT, 100000,
+              "The most partition replicas one broker hosts (KIP-578's name; Apache Kafka has "
+              "no such bound). A CreateTopics or CreatePartitions (or an auto-creation) that "
+              "would place more on some broker is refused for that topic with "
+              "POLICY_VIOLATION naming the broker; the internal topics the broker creates "
+              "itself are exempt. Independently of it, one request may add at most 10,000 "
+              "partitions, as in Kafka.", at_least(1), read_only=True),
     ConfigKey("default.replication.factor", ConfigType.SHORT, 1,
               "Replication factor of auto-created topics.", at_least(1)),
     ConfigKey("auto.create.topics.enable", ConfigType.BOOLEAN, True,

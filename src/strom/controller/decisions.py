@@ -52,11 +52,13 @@ def reconcile(image: MetadataImage, live: Collection[int], *,
     alive = frozenset(live)
     leaving = frozenset(shutting_down) & alive
     return _per_partition(image, lambda topic, p: _reconciled(p, alive, leaving,
-                                                              unclean(topic)))
+                                                              lambda: unclean(topic)))
 
 
 def _reconciled(p: PartitionInfo, live: frozenset[int], leaving: frozenset[int],
-                unclean: bool) -> PartitionInfo:
+                unclean: Callable[[], bool]) -> PartitionInfo:
+    """``unclean`` is asked only for a partition without a live ISR member (reading a
+    topic's config for every partition made each reconcile cost a config lookup each)."""
     isr = tuple(r for r in p.isr if r in live)
     staying = tuple(r for r in isr if r not in leaving)
     leader = p.leader
@@ -68,7 +70,7 @@ def _reconciled(p: PartitionInfo, live: frozenset[int], leaving: frozenset[int],
             candidates = [r for r in p.replicas if r in isr]  # e.g. a shutting-down follower
         if candidates:
             leader = candidates[0]
-        elif unclean and (out_of_sync := [r for r in p.replicas if r in live]):
+        elif (out_of_sync := [r for r in p.replicas if r in live]) and unclean():
             leader, isr = out_of_sync[0], (out_of_sync[0],)
         else:
             leader = NO_LEADER
@@ -151,7 +153,7 @@ def _preferred(p: PartitionInfo, live: frozenset[int]) -> tuple[PartitionInfo, E
 def _unclean(p: PartitionInfo, live: frozenset[int]) -> tuple[PartitionInfo, ElectionOutcome]:
     if p.leader != NO_LEADER and p.leader in live:
         return p, ElectionOutcome.NOT_NEEDED
-    new = _reconciled(p, live, frozenset(), unclean=True)
+    new = _reconciled(p, live, frozenset(), unclean=lambda: True)
     if new.leader == NO_LEADER:
         return p, ElectionOutcome.NO_ELIGIBLE_LEADER
     return new, ElectionOutcome.ELECTED

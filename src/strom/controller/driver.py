@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -87,6 +88,9 @@ class ControllerDriver:
         #: changes
         self._dead: dict[int, tuple[int, float]] = {}
         self._rebalancer: asyncio.Task[None] | None = None
+        #: The last image the decisions found nothing to do in, with the brokers live and
+        #: shutting down then.
+        self._settled: tuple[MetadataImage, frozenset[int], frozenset[int]] | None = None
         self._unsubscribe = store.subscribe(lambda image: self._reconsider())
 
     @property
@@ -190,6 +194,7 @@ class ControllerDriver:
         if self._active:
             return
         self._active = True
+        self._settled = None
         self._rebalancer = self._loop.create_task(self._rebalance_every(),
                                                   name="leader-rebalance")
         image = self._store.image
@@ -218,9 +223,28 @@ class ControllerDriver:
         if not self._active or self._writing:
             return
         image = self._store.image
-        changes = self.reconcile_plan(image) or progress(image, self.live(image))
+        shutting_down = self.shutting_down(image)
+        considered = self._since_settled(image, shutting_down)
+        changes = (reconcile(considered, image.brokers, shutting_down=shutting_down,
+                             unclean=self._unclean_allowed)
+                   or progress(considered, self.live(image)))
         if changes:
             self._submit(image, changes)
+        else:
+            self._settled = (image, frozenset(image.brokers), frozenset(shutting_down))
+
+    def _since_settled(self, image: MetadataImage, shutting_down: set[int]) -> MetadataImage:
+        """What the decisions must look at: only the topics changed since the last image on
+        which they had nothing to do, while the same brokers are live and shutting down
+        (a topic nothing changed in stays settled); else everything. Keeps each new image
+        from costing a walk over every partition."""
+        settled = self._settled
+        if (settled is None or settled[1] != image.brokers.keys()
+                or settled[2] != shutting_down):
+            return image
+        before = settled[0].topics
+        return dataclasses.replace(image, topics={
+            n: t for n, t in image.topics.items() if before.get(n) is not t})
 
     def _submit(self, image: MetadataImage, changes: list[MetadataChange]) -> None:
         self._writing = True

@@ -45,6 +45,7 @@ from strom.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from strom.common.names import INTERNAL_TOPICS, validate_topic_name
+from strom.controller.limits import BrokerPartitionCounts, ReplicaCounter
 from strom.controller.placement import Assignment, assign_added_partitions, assign_replicas
 from strom.controller.updates import Plan, update
 from strom.metadata.changes import (
@@ -69,11 +70,17 @@ class PartitionStorage(Protocol):
     """The local storage of new partitions, made ready before the metadata names them
     (implemented by the replica manager)."""
 
-    def prepare_partitions(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
-                           ) -> Prepared:
+    def prepare_partitions(self, topic: TopicInfo, partitions: Sequence[PartitionInfo], *,
+                           sync: bool = True) -> Prepared:
         """Create the logs of those ``partitions`` this broker hosts, with ``topic``'s
         configs; all or nothing (on failure nothing it created remains and a KafkaError is
-        raised). Returns what it created."""
+        raised). Returns what it created. With ``sync`` False the new directories are made
+        durable only by a later :meth:`sync_prepared`."""
+        ...
+
+    def sync_prepared(self) -> None:
+        """Make the directories of logs prepared with ``sync=False`` durable (raises
+        ``OSError``)."""
         ...
 
     def discard_partitions(self, prepared: Prepared) -> None:
@@ -94,6 +101,7 @@ class TopicAdmin:
         self._config = config
         self._rng = rng or random.Random()
         self._storage = storage
+        self._replica_counter = ReplicaCounter()
 
     def create_topic(
         self,
@@ -116,8 +124,9 @@ class TopicAdmin:
         overrides = dict(configs or {})
 
         def plan(image: MetadataImage) -> tuple[list[MetadataChange], TopicInfo]:
-            topic = self._new_topic(image, name, partitions, replication_factor, overrides,
-                                    assignments, internal or name in INTERNAL_TOPICS)
+            topic = self.plan_topic(image, self.partition_counts(image), name, partitions,
+                                    replication_factor, overrides, assignments=assignments,
+                                    internal=internal)
             return [PutTopic(topic)], topic
 
         created = self._update(plan, validate_only)
@@ -157,28 +166,8 @@ class TopicAdmin:
         would orphan every committed offset."""
 
         def plan(image: MetadataImage) -> tuple[list[MetadataChange], TopicInfo]:
-            topic = _require_not_internal(image, name, "given more partitions")
-            current = len(topic.partitions)
-            if total <= current:
-                raise InvalidPartitionsError(
-                    f"Topic currently has {current} partitions, which is higher than or equal "
-                    f"to the requested {total}.")
-            replication = len(topic.partitions[0].replicas)
-            if assignments is None:
-                placed = assign_added_partitions(
-                    image.brokers.values(), [p.replicas for p in topic.partitions], total,
-                    rng=self._rng)
-            else:
-                if len(assignments) != total - current:
-                    raise InvalidReplicaAssignmentError(
-                        f"Increasing the number of partitions by {total - current} but "
-                        f"{len(assignments)} assignments provided.")
-                placed = {current + i: tuple(a) for i, a in enumerate(assignments)}
-                _check_assignment(image, placed, replication)
-            new = tuple(_initial_state(image, p, replicas) for p, replicas in placed.items())
-            grown = TopicInfo(topic.name, topic.topic_id, topic.partitions + new,
-                              dict(topic.configs), topic.internal)
-            return [SetPartitions(name, new)], grown
+            return self.plan_added_partitions(image, self.partition_counts(image), name, total,
+                                              assignments)
 
         return self._update(plan, validate_only)
 
@@ -198,6 +187,54 @@ class TopicAdmin:
         if not validate_only:
             _warn_ignored(name, overrides)
         return updated
+
+    # -- planning against an image (also used for batches, :mod:`.topic_writes`) ------------
+    def partition_counts(self, image: MetadataImage) -> BrokerPartitionCounts:
+        """Partition replicas per broker in ``image``, against ``max.broker.partitions``."""
+        return BrokerPartitionCounts(self._replica_counter.counts(image),
+                                     int(self._config.get("max.broker.partitions")))
+
+    def plan_topic(self, image: MetadataImage, counts: BrokerPartitionCounts, name: str,
+                   partitions: int = -1, replication_factor: int = -1,
+                   configs: Mapping[str, str] | None = None, *,
+                   assignments: Mapping[int, Sequence[int]] | None = None,
+                   internal: bool = False) -> TopicInfo:
+        """The topic :meth:`create_topic` would create in ``image`` (raises Kafka's error
+        when it cannot); its partitions are counted in ``counts``."""
+        internal = internal or name in INTERNAL_TOPICS
+        topic = self._new_topic(image, name, partitions, replication_factor,
+                                dict(configs or {}), assignments, internal)
+        counts.check(name, topic.partitions, exempt=internal)
+        return topic
+
+    def plan_added_partitions(self, image: MetadataImage, counts: BrokerPartitionCounts,
+                              name: str, total: int,
+                              assignments: Sequence[Sequence[int]] | None = None
+                              ) -> tuple[list[MetadataChange], TopicInfo]:
+        """The change :meth:`add_partitions` would write in ``image`` and the grown topic."""
+        topic = _require_not_internal(image, name, "given more partitions")
+        current = len(topic.partitions)
+        if total <= current:
+            raise InvalidPartitionsError(
+                f"Topic currently has {current} partitions, which is higher than or equal "
+                f"to the requested {total}.")
+        replication = len(topic.partitions[0].replicas)
+        if assignments is None:
+            placed = assign_added_partitions(
+                image.brokers.values(), [p.replicas for p in topic.partitions], total,
+                rng=self._rng)
+        else:
+            if len(assignments) != total - current:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {total - current} but "
+                    f"{len(assignments)} assignments provided.")
+            placed = {current + i: tuple(a) for i, a in enumerate(assignments)}
+            _check_assignment(image, placed, replication)
+        new = tuple(_initial_state(image, p, replicas) for p, replicas in placed.items())
+        counts.check(name, new)
+        grown = TopicInfo(topic.name, topic.topic_id, topic.partitions + new,
+                          dict(topic.configs), topic.internal)
+        return [SetPartitions(name, new)], grown
 
     # ----------------------------------------------------------------------------------------
     def _update(self, plan: Plan[T], validate_only: bool) -> T:
@@ -247,11 +284,9 @@ class TopicAdmin:
         validate_topic_name(name)
         if name in image.topics:
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
-        colliding = _collision_key(name)
-        for existing in image.topics:
-            if _collision_key(existing) == colliding:
-                raise InvalidTopicError(
-                    f"Topic '{name}' collides with existing topic: {existing}")
+        existing = colliding_topic(image.topics, name)
+        if existing is not None:
+            raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {existing}")
         if assignments is not None:
             if partitions != -1 or replication_factor != -1:
                 raise InvalidRequestError(
@@ -295,6 +330,31 @@ def _require_not_internal(image: MetadataImage, name: str, action: str) -> Topic
 def _collision_key(name: str) -> str:
     """Kafka refuses topics whose names differ only in '.' versus '_' (metric names clash)."""
     return name.replace(".", "_")
+
+
+#: Up to this many '.' / '_' in a name, its collisions are looked up by spelling them out.
+_SPELLED_OUT_COLLISIONS = 8
+
+
+def colliding_topic(topics: Mapping[str, object], name: str) -> str | None:
+    """An existing topic whose name differs from ``name`` only in '.' versus '_' (None if
+    none): looked up through every such spelling of ``name`` (2**k dictionary lookups for k
+    dots and underscores), not by walking all topics — except for names with more than
+    eight of them."""
+    marks = [i for i, c in enumerate(name) if c in "._"]
+    if not marks:
+        return None
+    if len(marks) > _SPELLED_OUT_COLLISIONS:
+        key = _collision_key(name)
+        return next((t for t in topics if t != name and _collision_key(t) == key), None)
+    chars = list(name)
+    for bits in range(1 << len(marks)):
+        for j, i in enumerate(marks):
+            chars[i] = "_" if bits >> j & 1 else "."
+        spelled = "".join(chars)
+        if spelled != name and spelled in topics:
+            return spelled
+    return None
 
 
 def _check_assignment(image: MetadataImage, placed: Assignment, replication: int) -> None:

@@ -52,10 +52,13 @@ event-loop thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -89,7 +92,7 @@ from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
 from strom.storage.files import CorruptFileError
 from strom.storage.health import LogDirHealth
 from strom.storage.log import AppendResult
-from strom.storage.log_manager import LogManager
+from strom.storage.log_manager import DeletedLog, LogManager
 from strom.storage.log_validator import AppendOrigin
 from strom.storage.txn_verification import VerificationGuard
 
@@ -99,6 +102,29 @@ __all__ = [
 ]
 
 log = logging.getLogger("strom.replication")
+
+#: Partitions new to this broker opened within apply_image; more are opened by a task.
+ADOPT_AT_ONCE = 64
+#: The longest stretch the task opens partitions for between two turns of the event loop.
+ADOPT_SLICE_S = 0.002
+
+
+@dataclass(slots=True)
+class _Events:
+    """What role changes of one pass produced, acted on at its end."""
+
+    became_leader: list[tuple[TopicPartition, int]] = field(default_factory=list)
+    resigned: list[tuple[TopicPartition, int | None]] = field(default_factory=list)
+    followed_changed: bool = False
+    changes: LogChanges = field(default_factory=LogChanges)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 @dataclass(slots=True)
@@ -166,6 +192,15 @@ class ReplicaManager:
         self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("fetch", scheduler)
         self.flusher = GroupCommitFlusher(self._on_flushed)
         self._partitions: dict[TopicPartition, Partition] = {}
+        #: Hosted partitions whose log is not open yet, in the order they are opened.
+        self._pending: OrderedDict[TopicPartition, None] = OrderedDict()
+        #: Logs created for a metadata write that has not happened yet (never deleted as
+        #: strays); a partition leaves when adopted or discarded.
+        self._prepared: set[TopicPartition] = set()
+        #: What this broker follows: tp → (leader, leader epoch).
+        self._followed: dict[TopicPartition, tuple[int, int]] = {}
+        self._image: MetadataImage | None = None
+        self._adopter: asyncio.Task[None] | None = None
         #: Broker ids registered in the last image applied (ISR expansion is limited to them).
         self._registered: frozenset[int] = frozenset()
         self._offline: set[TopicPartition] = set()  # hosted, but the log could not be created
@@ -181,13 +216,21 @@ class ReplicaManager:
     # hosted partitions
     # ------------------------------------------------------------------------------------
     def partition(self, tp: TopicPartition) -> Partition | None:
-        return self._partitions.get(tp)
+        partition = self._partitions.get(tp)
+        if partition is None and tp in self._pending:
+            partition = self._adopt_now(tp)
+        return partition
 
     def get(self, topic: str, partition: int) -> Partition | None:
-        return self._partitions.get(TopicPartition(topic, partition))
+        return self.partition(TopicPartition(topic, partition))
 
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
+
+    @property
+    def pending(self) -> int:
+        """Hosted partitions whose log is not open yet (being loaded or created)."""
+        return len(self._pending)
 
     def add_leadership_listener(self, topic: str, listener: LeadershipListener) -> None:
         """Watch ``topic``'s leadership; partitions led already are reported at once."""
@@ -197,79 +240,204 @@ class ReplicaManager:
                 listener.on_become_leader(tp.partition, partition.leader_epoch)
 
     def apply_image(self, image: MetadataImage) -> None:
-        """Make the hosted partitions and their roles match the metadata image."""
+        """Make the hosted partitions and their roles match the metadata image.
+
+        Only the topics that changed since the last image are looked at (a changed topic
+        is a new ``TopicInfo`` object), unless the registered brokers changed (then all).
+        Partitions new to this broker are *pending*: up to :data:`ADOPT_AT_ONCE` of them
+        are opened here, more by a task a slice at a time (:data:`ADOPT_SLICE_S`), internal
+        topics first, so a large image never holds the event loop for long; a pending
+        partition that a request needs is opened on the spot."""
+        previous = self._image
+        self._image = image
+        full = previous is None or previous.brokers.keys() != image.brokers.keys()
         self._registered = frozenset(image.brokers)
-        changes = LogChanges()
+        if previous is None or full:
+            names: list[str] = list(image.topics)
+        else:
+            names = [n for n, t in image.topics.items() if previous.topics.get(n) is not t]
+        gone = [] if previous is None else [n for n in previous.topics if n not in image.topics]
+        events = _Events()
+        wanted_all: set[TopicPartition] = set()
+        for name in names:
+            topic = image.topics[name]
+            wanted = self._apply_topic(image, topic, events)
+            if full:
+                wanted_all |= wanted
+            elif previous is not None and (old := previous.topics.get(name)) is not None:
+                self._drop([tp for tp in (TopicPartition(name, p.partition)
+                                          for p in old.partitions if self.node_id in p.replicas)
+                            if tp not in wanted], events)
+        for name in gone:
+            self._topic_configs.pop(name, None)
+            assert previous is not None
+            self._drop([TopicPartition(name, p.partition)
+                        for p in previous.topics[name].partitions], events)
+        if full:  # anything else hosted, pending or on disk goes
+            self._drop([tp for tp in (*self._partitions, *self._pending)
+                        if tp not in wanted_all], events)
+            for name in [n for n in self._topic_configs if n not in image.topics]:
+                del self._topic_configs[name]
+            self._report_deleted(self.logs.delete_logs(
+                [tp for tp in self.logs.partitions()
+                 if tp not in wanted_all and tp not in self._prepared]), events)
+        for tp in list(self._offline):  # retried with every image
+            self._offline.discard(tp)
+            self._pending[tp] = None
+        if len(self._pending) <= ADOPT_AT_ONCE or not _loop_running():
+            for tp in list(self._pending):
+                self._adopt(tp, events)
+        else:
+            self._schedule_adoption()
+        self._finish(events)
+
+    def _apply_topic(self, image: MetadataImage, topic: TopicInfo, events: _Events
+                     ) -> set[TopicPartition]:
+        """Apply one topic's partitions; returns those this broker hosts."""
+        known = self._topic_configs.get(topic.name)
+        if known is not None and known != topic.configs:
+            self.update_configs(topic.name)
+        self._topic_configs[topic.name] = dict(topic.configs)
         wanted: set[TopicPartition] = set()
-        became_leader: list[tuple[TopicPartition, int]] = []
-        resigned: list[tuple[TopicPartition, int | None]] = []
-        followed: dict[TopicPartition, tuple[int, int]] = {}
-        for topic in image.topics.values():
-            config: TopicConfig | None = None
-            known = self._topic_configs.get(topic.name)
-            if known is not None and known != topic.configs:
-                self.update_configs(topic.name)
-            self._topic_configs[topic.name] = dict(topic.configs)
-            for info in topic.partitions:
-                if self.node_id not in info.replicas:
-                    continue
-                tp = TopicPartition(topic.name, info.partition)
-                wanted.add(tp)
-                partition = self._partitions.get(tp)
-                if partition is not None and partition.topic_id != topic.topic_id:
-                    # The name belongs to another topic now (deleted and created again,
-                    # unseen in between): the old partition goes before the new one exists
-                    # (its log too: another topic id's, in _create_partition).
-                    self._drop_replaced(partition)
-                    if partition.is_leader:
-                        resigned.append((tp, None))
-                    partition = None
-                if config is None:
-                    config = self.topic_config(topic.name)
-                if partition is None:
-                    try:
-                        partition = self._create_partition(tp, topic.topic_id, config, changes)
-                    except (OSError, KafkaError) as exc:
-                        # Not hosted until a later image: the others are applied regardless.
-                        if isinstance(exc, OSError):
-                            self.health.failure(exc, f"creating the log of {tp}")
-                        else:
-                            log.error("cannot open the log of %s: %s", tp, exc)
-                        self._offline.add(tp)
-                        continue
-                    self._offline.discard(tp)
-                partition.internal = topic.internal
-                partition.min_insync_replicas = int(config.get("min.insync.replicas"))
-                was_leader = partition.is_leader
-                if info.leader == self.node_id:
-                    if partition.make_leader(info.leader_epoch, info.isr, info.replicas,
-                                             image.epoch):
-                        became_leader.append((tp, info.leader_epoch))
+        config: TopicConfig | None = None
+        for info in topic.partitions:
+            if self.node_id not in info.replicas:
+                continue
+            tp = TopicPartition(topic.name, info.partition)
+            wanted.add(tp)
+            partition = self._partitions.get(tp)
+            if partition is not None and partition.topic_id != topic.topic_id:
+                # The name belongs to another topic now (deleted and created again, unseen
+                # in between): the old partition goes before the new one exists (its log
+                # too: another topic id's, in _create_partition).
+                self._drop_replaced(partition)
+                if partition.is_leader:
+                    events.resigned.append((tp, None))
+                self._followed.pop(tp, None)
+                events.followed_changed = True
+                partition = None
+            if partition is None:
+                if tp not in self._pending and tp not in self._offline:
+                    self._pending[tp] = None
+                    if topic.internal:  # the coordinators wait for these
+                        self._pending.move_to_end(tp, last=False)
+                continue
+            if config is None:
+                config = self.topic_config(topic.name)
+            self._apply_role(image, topic, info, partition, config, events)
+        return wanted
+
+    def _apply_role(self, image: MetadataImage, topic: TopicInfo, info: PartitionInfo,
+                    partition: Partition, config: TopicConfig, events: _Events) -> None:
+        tp = partition.tp
+        partition.internal = topic.internal
+        partition.min_insync_replicas = int(config.get("min.insync.replicas"))
+        was_leader = partition.is_leader
+        if info.leader == self.node_id:
+            if self._followed.pop(tp, None) is not None:
+                events.followed_changed = True
+            if partition.make_leader(info.leader_epoch, info.isr, info.replicas, image.epoch):
+                events.became_leader.append((tp, info.leader_epoch))
+        else:
+            if partition.make_follower(info.leader, info.leader_epoch,
+                                       info.replicas) and was_leader:
+                events.resigned.append((tp, info.leader_epoch))
+            followed = (info.leader, info.leader_epoch) if info.leader >= 0 else None
+            if self._followed.get(tp) != followed:
+                events.followed_changed = True
+                if followed is None:
+                    del self._followed[tp]
                 else:
-                    if partition.make_follower(info.leader, info.leader_epoch,
-                                               info.replicas) and was_leader:
-                        resigned.append((tp, info.leader_epoch))
-                    if info.leader >= 0:
-                        followed[tp] = (info.leader, info.leader_epoch)
-        self._offline &= wanted
-        if self.fetching is not None:
-            self.fetching.set_followed(followed)
-        for tp in [tp for tp in self._partitions if tp not in wanted]:
-            partition = self._partitions.pop(tp)
-            if partition.is_leader:
-                resigned.append((tp, None))
-            self._wake(tp)
-        for name in [n for n in self._topic_configs if n not in image.topics]:
-            del self._topic_configs[name]
-        for gone in self.logs.delete_logs([tp for tp in self.logs.partitions()
-                                           if tp not in wanted]):
-            current = image.topics.get(gone.topic)
-            changes.add("deleted", TopicPartition(gone.topic, gone.partition), gone.topic_id,
-                        "topic deleted" if current is None
-                        else "not a replica here" if current.topic_id == gone.topic_id
-                        else f"the name now belongs to topic id {id_text(current.topic_id)}")
-        changes.report(log)
-        for tp, epoch in resigned:
+                    self._followed[tp] = followed
+
+    def _drop(self, tps: Iterable[TopicPartition], events: _Events) -> None:
+        """This broker no longer hosts ``tps``: forget them and delete their logs."""
+        deleted = []
+        for tp in tps:
+            self._pending.pop(tp, None)
+            self._offline.discard(tp)
+            if self._followed.pop(tp, None) is not None:
+                events.followed_changed = True
+            partition = self._partitions.pop(tp, None)
+            if partition is not None:
+                if partition.is_leader:
+                    events.resigned.append((tp, None))
+                self._wake(tp)
+            if tp not in self._prepared:
+                deleted.append(tp)
+        if deleted:
+            self._report_deleted(self.logs.delete_logs(deleted), events)
+
+    def _report_deleted(self, deleted: Iterable[DeletedLog], events: _Events) -> None:
+        image = self._image
+        for gone in deleted:
+            current = image.topics.get(gone.topic) if image is not None else None
+            events.changes.add(
+                "deleted", TopicPartition(gone.topic, gone.partition), gone.topic_id,
+                "topic deleted" if current is None
+                else "not a replica here" if current.topic_id == gone.topic_id
+                else f"the name now belongs to topic id {id_text(current.topic_id)}")
+
+    def _adopt(self, tp: TopicPartition, events: _Events) -> Partition | None:
+        """Open (or create) the log of pending ``tp`` and give it its role in the current
+        image; None when it is no longer hosted or its log cannot be opened (offline)."""
+        self._pending.pop(tp, None)
+        image = self._image
+        topic = image.topics.get(tp.topic) if image is not None else None
+        if image is None or topic is None or tp.partition >= len(topic.partitions):
+            return None
+        info = topic.partitions[tp.partition]
+        if self.node_id not in info.replicas:
+            return None
+        config = self.topic_config(tp.topic)
+        try:
+            partition = self._create_partition(tp, topic.topic_id, config, events.changes)
+        except (OSError, KafkaError) as exc:
+            # Not hosted until a later image: the others are applied regardless.
+            if isinstance(exc, OSError):
+                self.health.failure(exc, f"creating the log of {tp}")
+            else:
+                log.error("cannot open the log of %s: %s", tp, exc)
+            self._offline.add(tp)
+            return None
+        self._prepared.discard(tp)
+        self._apply_role(image, topic, info, partition, config, events)
+        return partition
+
+    def _adopt_now(self, tp: TopicPartition) -> Partition | None:
+        """A request needs pending ``tp``: open it at once."""
+        events = _Events()
+        partition = self._adopt(tp, events)
+        self._finish(events)
+        return partition
+
+    def _schedule_adoption(self) -> None:
+        if self._adopter is None or self._adopter.done():
+            self._adopter = asyncio.get_running_loop().create_task(
+                self._adopt_pending(), name="open-partitions")
+
+    async def _adopt_pending(self) -> None:
+        """Open pending partitions a slice at a time (:data:`ADOPT_SLICE_S`), yielding
+        between slices so requests keep being served."""
+        began, opened = time.monotonic(), len(self._partitions)
+        while self._pending:
+            events = _Events()
+            deadline = time.monotonic() + ADOPT_SLICE_S
+            while self._pending and time.monotonic() < deadline:
+                self._adopt(next(iter(self._pending)), events)
+            self._finish(events)
+            await asyncio.sleep(0)
+        log.info("opened %d partitions in %.1f s (%d hosted)",
+                 len(self._partitions) - opened, time.monotonic() - began,
+                 len(self._partitions))
+
+    def _finish(self, events: _Events) -> None:
+        """After role changes: the log changes' report, the fetchers' partitions, waiting
+        operations, listeners."""
+        events.changes.report(log)
+        if events.followed_changed and self.fetching is not None:
+            self.fetching.set_followed(dict(self._followed))
+        for tp, epoch in events.resigned:
             # Waiting acks=-1 produces and fetches complete now (NOT_LEADER_OR_FOLLOWER), as
             # Kafka's makeFollowers does, instead of at their timeouts: a client whose
             # requests reached the old leader before it learned of the move would otherwise
@@ -277,7 +445,7 @@ class ReplicaManager:
             self._wake(tp)
             for listener in self._listeners.get(tp.topic, ()):
                 listener.on_resign(tp.partition, epoch)
-        for tp, epoch in became_leader:
+        for tp, epoch in events.became_leader:
             self._wake(tp)
             for listener in self._listeners.get(tp.topic, ()):
                 listener.on_become_leader(tp.partition, epoch)
@@ -328,12 +496,13 @@ class ReplicaManager:
         for topic in sorted({tp.topic for tp in self._partitions}):
             self.update_configs(topic)
 
-    def prepare_partitions(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
-                           ) -> list[tuple[str, int]]:
+    def prepare_partitions(self, topic: TopicInfo, partitions: Sequence[PartitionInfo], *,
+                           sync: bool = True) -> list[tuple[str, int]]:
         """Create the logs of the ``partitions`` of ``topic`` that this broker hosts, before
         the metadata write that adds them; all or nothing. On failure the logs created here
         are deleted again and KAFKA_STORAGE_ERROR is raised, naming the partition and the
-        cause. Returns the partitions whose logs were created (existing ones are kept)."""
+        cause. Returns the partitions whose logs were created (existing ones are kept).
+        Without ``sync`` the data directory is fsynced by :meth:`sync_prepared` instead."""
         config = TopicConfig(self.logs.broker_config, validate_topic_configs(topic.configs))
         created: list[tuple[str, int]] = []
         tp = TopicPartition(topic.name, -1)
@@ -341,8 +510,10 @@ class ReplicaManager:
             for info in partitions:
                 tp = TopicPartition(topic.name, info.partition)
                 if self.node_id in info.replicas and self.logs.get(*tp) is None:
-                    self.logs.create(tp.topic, tp.partition, config, topic.topic_id)
+                    self.logs.create(tp.topic, tp.partition, config, topic.topic_id,
+                                     sync_dir=sync)
                     created.append(tp)
+                    self._prepared.add(tp)
         except (OSError, KafkaError) as exc:
             self.discard_partitions(created)
             if isinstance(exc, OSError):
@@ -359,13 +530,18 @@ class ReplicaManager:
             changes.report(log)
         return created
 
+    def sync_prepared(self) -> None:
+        """fsync the data directory once for logs prepared with ``sync=False``."""
+        self.logs.sync_dir()
+
     def discard_partitions(self, prepared: Sequence[tuple[str, int]]) -> None:
         """Delete logs :meth:`prepare_partitions` created for a write that did not happen
         (only those no hosted partition uses)."""
+        tps = [TopicPartition(topic, partition) for topic, partition in prepared]
+        self._prepared.difference_update(tps)
         changes = LogChanges()
-        for gone in self.logs.delete_logs([
-                TopicPartition(topic, partition) for topic, partition in prepared
-                if TopicPartition(topic, partition) not in self._partitions]):
+        for gone in self.logs.delete_logs([tp for tp in tps if tp not in self._partitions
+                                           and tp not in self._pending]):
             changes.add("deleted", TopicPartition(gone.topic, gone.partition), gone.topic_id,
                         "the topic's creation did not happen")
         changes.report(log)
@@ -407,7 +583,7 @@ class ReplicaManager:
         for tp, records in entries.items():
             result = PartitionAppendResult()
             results[tp] = result
-            partition = self._partitions.get(tp)
+            partition = self.partition(tp)
             if not acks_valid:
                 result.error = InvalidRequiredAcksError(f"invalid required acks {required_acks}")
             elif partition is None and tp in self._offline:
@@ -604,11 +780,19 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every hosted partition's high watermark (Kafka's checkpoint format)."""
-        write_offsets(self._checkpoint_path,
-                      {tp: p.high_watermark for tp, p in self._partitions.items()})
+        offsets = {tp: self._restored_hw[tp] for tp in self._pending
+                   if tp in self._restored_hw}  # not opened yet: as restored
+        offsets.update((tp, p.high_watermark) for tp, p in self._partitions.items())
+        write_offsets(self._checkpoint_path, offsets)
 
     async def shutdown(self) -> None:
-        """Answer parked operations, finish the fsync rounds, checkpoint high watermarks."""
+        """Stop opening pending partitions, answer parked operations, finish the fsync
+        rounds, checkpoint high watermarks."""
+        adopter, self._adopter = self._adopter, None
+        if adopter is not None:
+            adopter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await adopter
         self.fetch_purgatory.shutdown()
         await self.flusher.close()
         self.produce_purgatory.shutdown()

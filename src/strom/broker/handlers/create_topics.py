@@ -1,11 +1,19 @@
 """CreateTopics (19), v2-7: with configs, manual assignments, validate_only, topic ids (v7).
 
 A request past Kafka's per-request bounds (:mod:`strom.controller.limits`: 10,000 partitions,
-10,000 metadata records) is refused whole, POLICY_VIOLATION for every topic, before anything
-is planned."""
+10,000 metadata records) is refused whole, POLICY_VIOLATION for every topic, ``validate_only``
+too, before anything is planned. Otherwise, in Kafka's order: a name given twice gets
+INVALID_REQUEST, a topic the caller may not create TOPIC_AUTHORIZATION_FAILED; the others are,
+one by one, in
+strict quota mode stopping at an exceeded controller mutation quota — planned, and written
+through the broker's :class:`~strom.controller.topic_writes.TopicWriteQueue` (the response
+waits for the write, off the handler; ``validate_only`` is answered at once).
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Awaitable
 from typing import Any
 
 from strom.broker.access import TopicDenied
@@ -17,6 +25,8 @@ from strom.common.acl import ResourceType
 from strom.common.config import TopicConfig, validate_topic_configs
 from strom.common.errors import InvalidReplicaAssignmentError, InvalidRequestError, KafkaError
 from strom.controller.limits import check_new_topics, requested_partitions
+from strom.controller.topic_writes import Creations, NewTopic, Outcome, plan_batch
+from strom.metadata.image import TopicInfo
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
@@ -27,15 +37,15 @@ class CreateTopicsHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
-    def __call__(self, request: Request) -> ResponseParts:
+    def __call__(self, request: Request) -> ResponseParts | Awaitable[ResponseParts]:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
-        names = [t.name for t in body.topics]
+        seen = Counter(t.name for t in body.topics)
         access = self._state.access
         # CREATE on the cluster allows every topic; else CREATE on each topic.
         cluster_create = access.allowed(request, ResourceType.CLUSTER)
-        results = []
-        quota = MutationQuota(self._state.quotas, request)
+        entries: list[dict[str, Any]] = []
+        wanted: list[tuple[dict[str, Any], NewTopic]] = []
         default = int(self._state.config.get("num.partitions"))
         try:  # Kafka's per-request bounds refuse the whole request, before anything else
             check_new_topics(
@@ -45,54 +55,90 @@ class CreateTopicsHandler:
         except KafkaError as exc:
             refused = exc
         for topic in body.topics:
-            entry: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None,
-                                     "num_partitions": -1, "replication_factor": -1,
+            entry: dict[str, Any] = {"name": topic.name, "error_code": 0,
+                                     "error_message": None, "num_partitions": -1,
+                                     "replication_factor": -1,
                                      "configs": []}  # v5+: empty, not null, on an error
+            entries.append(entry)
             try:
                 if refused is not None:
                     raise refused
-                if names.count(topic.name) > 1:
+                if seen[topic.name] > 1:
                     raise InvalidRequestError(
                         f"Create topics request from client contains a duplicate topic "
                         f"{topic.name}")
                 if not cluster_create and not access.allowed(request, ResourceType.TOPIC,
                                                              topic.name):
                     raise TopicDenied()
-                quota.check()
-                self._create(topic, bool(body.validate_only), entry, version)
-                if not body.validate_only:
-                    quota.record(len(self._state.store.image.topics[topic.name].partitions))
+                wanted.append((entry, _new_topic(topic)))
             except KafkaError as exc:
-                entry["error_code"] = exc.code
-                entry["error_message"] = exc.message
-            results.append(entry)
-        return [api.response(API_KEY, version, {"throttle_time_ms": request.throttle_ms,
-                                                "topics": results})]
+                _fail(entry, exc)
+        quota = MutationQuota(self._state.quotas, request)
+        accepted: list[tuple[dict[str, Any], NewTopic]] = []
+        for entry, topic in wanted:
+            try:
+                quota.check()
+            except KafkaError as exc:
+                _fail(entry, exc)
+                continue
+            accepted.append((entry, topic))
+            if not body.validate_only:
+                quota.record(requested_partitions(topic.partitions, len(topic.assignments or ()),
+                                                  default))
+        if not accepted:
+            return self._respond(request, entries)
+        topics = [t for _, t in accepted]
+        if body.validate_only:
+            state = self._state
+            planned = plan_batch(state.topic_admin, state.store.image, [Creations(tuple(topics))])
+            self._fill(accepted, planned[0].outcomes, version, validate_only=True)
+            return self._respond(request, entries)
 
-    def _create(self, topic: Any, validate_only: bool, entry: dict[str, Any], version: int) -> None:
-        state = self._state
-        configs = {c.name: c.value for c in topic.configs or []}
-        assignments = None
-        if topic.assignments:
-            assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
-            if len(assignments) != len(topic.assignments):
-                raise InvalidReplicaAssignmentError("Duplicate partition index in the assignment.")
-        if validate_only:
-            partitions, replication = state.check_new_topic(
-                topic.name, topic.num_partitions, topic.replication_factor, configs,
-                assignments=assignments)
-        else:
-            created = state.create_topic(topic.name, topic.num_partitions,
-                                         topic.replication_factor, configs,
-                                         assignments=assignments)
+        async def written() -> ResponseParts:
+            outcomes = await self._state.topic_writes.create_topics(topics)
+            self._fill(accepted, outcomes, version, validate_only=False)
+            return self._respond(request, entries)
+
+        return written()
+
+    def _respond(self, request: Request, entries: list[dict[str, Any]]) -> ResponseParts:
+        return [api.response(API_KEY, request.version, {
+            "throttle_time_ms": request.throttle_ms, "topics": entries})]
+
+    def _fill(self, accepted: list[tuple[dict[str, Any], NewTopic]], outcomes: list[Outcome],
+              version: int, *, validate_only: bool) -> None:
+        for (entry, topic), outcome in zip(accepted, outcomes, strict=True):
+            if isinstance(outcome, KafkaError):
+                _fail(entry, outcome)
+            else:
+                self._describe(entry, outcome, topic, version, validate_only)
+
+    def _describe(self, entry: dict[str, Any], created: TopicInfo, topic: NewTopic,
+                  version: int, validate_only: bool) -> None:
+        if not validate_only:
             entry["topic_id"] = created.topic_id
-            partitions, replication = len(created.partitions), len(created.partitions[0].replicas)
-        entry["num_partitions"] = partitions
-        entry["replication_factor"] = replication
+        entry["num_partitions"] = len(created.partitions)
+        entry["replication_factor"] = len(created.partitions[0].replicas)
         if version >= 5:
-            config = TopicConfig(state.config, validate_topic_configs(configs))
+            config = TopicConfig(self._state.config, validate_topic_configs(dict(topic.configs)))
             entry["configs"] = [
                 {k: v for k, v in e.items()
                  if k in ("name", "value", "read_only", "config_source", "is_sensitive")}
                 for e in topic_entries(config, None, False, False)
             ]
+
+
+def _new_topic(topic: Any) -> NewTopic:
+    configs = {c.name: c.value for c in topic.configs or []}
+    assignments = None
+    if topic.assignments:
+        assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        if len(assignments) != len(topic.assignments):
+            raise InvalidReplicaAssignmentError("Duplicate partition index in the assignment.")
+    return NewTopic(topic.name, topic.num_partitions, topic.replication_factor, configs,
+                    assignments)
+
+
+def _fail(entry: dict[str, Any], exc: KafkaError) -> None:
+    entry["error_code"] = exc.code
+    entry["error_message"] = exc.message

@@ -1,0 +1,422 @@
+"""Topic creations and partition additions from many requests, written in few metadata writes.
+
+:class:`TopicWriteQueue` is how CreateTopics and CreatePartitions reach the metadata store.
+Each request is queued whole; one task takes every queued request (up to
+:data:`MAX_BATCH_PARTITIONS` new partitions, and :data:`MAX_BATCH_REQUESTS` requests), plans
+them one after another against the current image (:func:`plan_batch`: Kafka's rules through
+:class:`~strom.controller.topics.TopicAdmin`, each request seeing the topics of those before
+it), creates the local logs of the new partitions this broker hosts, and writes everything in
+one conditional write. Requests that arrive meanwhile form the next batch, so the cost per
+write (an fsync, or a ZooKeeper multi-op) is shared by every request that waited for it: a
+group commit. A request's answer is ready once the image holding its topics is installed
+here, as with the synchronous path.
+
+Per request the outcome is the same as if the requests had been planned one at a time in
+queue order: a topic created earlier in the batch makes a later one with the same (or a
+colliding) name TOPIC_ALREADY_EXISTS (INVALID_TOPIC_EXCEPTION); a request adding partitions
+to a topic an earlier request of the batch touched waits for the next batch; a request
+refused whole by Kafka's record bound (:func:`~strom.controller.limits.check_records`)
+counts nothing. Creation stays all or nothing per topic: its logs are created before the
+write and removed again when the write does not happen (a topic whose logs cannot be created
+gets KAFKA_STORAGE_ERROR alone).
+
+The event loop is never held for long: log creation runs in slices of about
+:data:`SLICE_S` between which the loop serves other connections, and on ZooKeeper metadata the
+write itself runs on a writer thread (``commit``: the store's write for a thread other than
+its owner's). A write that lost a race (another writer moved the image) is planned again;
+after :data:`WRITE_ATTEMPTS` races the batch's requests get REQUEST_TIMED_OUT.
+
+Lifecycle: created with the broker state; the task starts with the first request and ends
+at :meth:`close` (the broker's stop), which cancels a batch in progress (its created logs are
+removed) and the requests still queued. Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from strom.common.errors import (
+    InvalidTopicError,
+    KafkaError,
+    KafkaStorageError,
+    TopicAlreadyExistsError,
+    error_class,
+)
+from strom.controller.limits import BrokerPartitionCounts, check_records, requested_partitions
+from strom.controller.topics import PartitionStorage, Prepared, TopicAdmin, colliding_topic
+from strom.metadata.changes import MetadataChange, PutTopic, SetPartitions
+from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
+from strom.metadata.store import MetadataStore, StaleMetadataError
+
+log = logging.getLogger("strom.controller")
+
+#: New partitions one batch may carry (a ZooKeeper multi-op of about 2 znodes each stays
+#: well below ZooKeeper's 1 MB request bound); a larger request is a batch of its own.
+MAX_BATCH_PARTITIONS = 2_000
+MAX_BATCH_REQUESTS = 1_000
+#: The longest stretch of log creation between two turns of the event loop (seconds).
+SLICE_S = 0.002
+#: Logs created per call between two looks at the clock.
+PREPARE_CHUNK = 16
+WRITE_ATTEMPTS = 10
+#: How long to wait for the image of a ZooKeeper write to be installed here.
+INSTALL_TIMEOUT_S = 10.0
+
+RequestTimedOutError = error_class("REQUEST_TIMED_OUT")
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """One topic of a CreateTopics request (-1: the broker default)."""
+
+    name: str
+    partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+    assignments: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewPartitions:
+    """One topic of a CreatePartitions request: its new total count."""
+
+    name: str
+    total: int
+    assignments: Sequence[Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Creations:
+    """A CreateTopics request's topics (after the handler's own checks)."""
+
+    topics: tuple[NewTopic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Additions:
+    """A CreatePartitions request's topics."""
+
+    topics: tuple[NewPartitions, ...]
+
+
+Request = Creations | Additions
+#: Per topic: the topic as created (or grown), or why not.
+Outcome = TopicInfo | KafkaError
+
+
+@dataclass(slots=True)
+class Planned:
+    """One request planned within a batch: its outcomes and changes; ``deferred`` when it
+    must wait for the next batch."""
+
+    outcomes: list[Outcome]
+    changes: list[MetadataChange]
+    deferred: bool = False
+
+
+def plan_batch(admin: TopicAdmin, image: MetadataImage, requests: Sequence[Request]
+               ) -> list[Planned]:
+    """Plan ``requests`` in order against ``image`` as if each saw the ones before it."""
+    counts = admin.partition_counts(image)
+    created: dict[str, None] = {}   # names created in this batch (a Mapping for collisions)
+    touched: set[str] = set()       # names created or grown in this batch
+    planned = []
+    for request in requests:
+        trial = BrokerPartitionCounts(dict(counts.hosted()), counts.limit)
+        if isinstance(request, Additions):
+            result = _plan_additions(admin, image, trial, request.topics, touched)
+        else:
+            result = _plan_creations(admin, image, trial, request.topics, created)
+        if not result.deferred:
+            counts = trial
+            for change in result.changes:
+                touched.add(_topic_name(change))
+                if isinstance(change, PutTopic):
+                    created[change.topic.name] = None
+        planned.append(result)
+    return planned
+
+
+def _topic_name(change: MetadataChange) -> str:
+    if isinstance(change, PutTopic):
+        return change.topic.name
+    assert isinstance(change, SetPartitions)
+    return change.topic
+
+
+def _plan_creations(admin: TopicAdmin, image: MetadataImage, counts: BrokerPartitionCounts,
+                    topics: Sequence[NewTopic], created: Mapping[str, None]) -> Planned:
+    outcomes: list[Outcome] = []
+    for t in topics:
+        try:
+            if t.name in created:
+                raise TopicAlreadyExistsError(f"Topic '{t.name}' already exists.")
+            other = colliding_topic(created, t.name)
+            if other is not None:
+                raise InvalidTopicError(f"Topic '{t.name}' collides with existing topic: {other}")
+            outcomes.append(admin.plan_topic(image, counts, t.name, t.partitions,
+                                             t.replication_factor, t.configs,
+                                             assignments=t.assignments))
+        except KafkaError as exc:
+            outcomes.append(exc)
+    ok = [o for o in outcomes if isinstance(o, TopicInfo)]
+    try:
+        check_records(ok)
+    except KafkaError as exc:
+        return Planned([exc] * len(topics), [])
+    return Planned(outcomes, [PutTopic(o) for o in ok])
+
+
+def _plan_additions(admin: TopicAdmin, image: MetadataImage, counts: BrokerPartitionCounts,
+                    topics: Sequence[NewPartitions], touched: set[str]) -> Planned:
+    if any(t.name in touched for t in topics):
+        return Planned([], [], deferred=True)
+    outcomes: list[Outcome] = []
+    changes: list[MetadataChange] = []
+    for t in topics:
+        try:
+            change, grown = admin.plan_added_partitions(image, counts, t.name, t.total,
+                                                        t.assignments)
+        except KafkaError as exc:
+            outcomes.append(exc)
+            continue
+        outcomes.append(grown)
+        changes += change
+    return Planned(outcomes, changes)
+
+
+@dataclass(slots=True)
+class _Queued:
+    request: Request
+    future: asyncio.Future[list[Outcome]]
+    partitions: int
+
+
+class TopicWriteQueue:
+    """See the module doc. ``commit``: a conditional write callable from another thread
+    (ZooKeeper); None writes with ``store.write`` on the event loop."""
+
+    def __init__(self, admin: TopicAdmin, store: MetadataStore,
+                 storage: PartitionStorage | None = None, *,
+                 commit: Callable[[int, Sequence[MetadataChange]], object] | None = None,
+                 default_partitions: Callable[[], int] = lambda: 1) -> None:
+        self._admin = admin
+        self._store = store
+        self._storage = storage
+        self._commit = commit
+        self._default_partitions = default_partitions
+        self._queue: list[_Queued] = []
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._writer: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    async def create_topics(self, topics: Sequence[NewTopic]) -> list[Outcome]:
+        """Create ``topics`` (one CreateTopics request); an outcome per topic, in order."""
+        default = self._default_partitions()
+        return await self._submit(Creations(tuple(topics)), sum(
+            requested_partitions(t.partitions, len(t.assignments or ()), default)
+            for t in topics))
+
+    async def add_partitions(self, topics: Sequence[NewPartitions]) -> list[Outcome]:
+        """Grow ``topics`` (one CreatePartitions request); an outcome per topic, in order."""
+        image = self._store.image
+        return await self._submit(Additions(tuple(topics)), sum(
+            max(t.total - len(image.topics[t.name].partitions), 0)
+            for t in topics if t.name in image.topics))
+
+    async def _submit(self, request: Request, partitions: int) -> list[Outcome]:
+        if not request.topics:
+            return []
+        if self._closed:
+            raise error_class("BROKER_NOT_AVAILABLE")("the broker is shutting down")
+        loop = asyncio.get_running_loop()
+        queued = _Queued(request, loop.create_future(), partitions)
+        self._queue.append(queued)
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        self._wakeup.set()
+        if self._task is None:
+            self._task = loop.create_task(self._run(), name="topic-writes")
+        return await queued.future
+
+    async def close(self) -> None:
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for queued in self._queue:
+            if not queued.future.done():
+                queued.future.cancel()
+        self._queue = []
+        if self._writer is not None:
+            self._writer.shutdown(wait=False, cancel_futures=True)
+
+    # -- the task ------------------------------------------------------------------------
+    async def _run(self) -> None:
+        assert self._wakeup is not None
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._queue:
+                batch = self._take()
+                try:
+                    await self._write(batch)
+                except KafkaError as exc:
+                    self._fail(batch, exc)
+                except asyncio.CancelledError:
+                    self._fail(batch, None)
+                    raise
+                except Exception as exc:
+                    log.exception("topic write failed")
+                    self._fail(batch, error_class("UNKNOWN_SERVER_ERROR")(str(exc)))
+
+    def _take(self) -> list[_Queued]:
+        """The oldest queued requests, within the batch bounds (at least one)."""
+        batch: list[_Queued] = []
+        partitions = 0
+        for queued in self._queue:
+            if batch and (partitions + queued.partitions > MAX_BATCH_PARTITIONS
+                          or len(batch) >= MAX_BATCH_REQUESTS):
+                break
+            batch.append(queued)
+            partitions += queued.partitions
+        del self._queue[:len(batch)]
+        return batch
+
+    @staticmethod
+    def _fail(batch: Sequence[_Queued], error: KafkaError | None) -> None:
+        for queued in batch:
+            if queued.future.done():
+                continue
+            if error is None:
+                queued.future.cancel()
+            else:
+                queued.future.set_result([error] * len(queued.request.topics))
+
+    async def _write(self, batch: list[_Queued]) -> None:
+        prepared: set[tuple[str, int]] = set()  # logs created for this batch so far
+        try:
+            for _ in range(WRITE_ATTEMPTS):
+                image = self._store.image
+                planned = plan_batch(self._admin, image, [q.request for q in batch])
+                deferred = [q for q, p in zip(batch, planned, strict=True) if p.deferred]
+                if deferred:  # they go first in the next batch
+                    self._queue[:0] = deferred
+                    batch = [q for q, p in zip(batch, planned, strict=True) if not p.deferred]
+                    planned = [p for p in planned if not p.deferred]
+                await self._prepare(image, planned, prepared)
+                changes = [c for p in planned for c in p.changes]
+                try:
+                    if changes:
+                        if self._store.image is not image:
+                            raise StaleMetadataError(image.epoch, self._store.image.epoch)
+                        await self._commit_changes(image, changes)
+                except StaleMetadataError:
+                    continue  # planned again; logs still wanted are kept
+                prepared.clear()  # written: the logs belong to the new partitions now
+                for queued, result in zip(batch, planned, strict=True):
+                    if not queued.future.done():
+                        queued.future.set_result(result.outcomes)
+                return
+            raise RequestTimedOutError("the metadata kept changing under the topic write")
+        finally:
+            self._discard(sorted(prepared))
+
+    async def _prepare(self, image: MetadataImage, planned: list[Planned],
+                       prepared: set[tuple[str, int]]) -> None:
+        """Create the local logs of every new partition this broker hosts, a slice at a
+        time, adding them to ``prepared`` (those of an earlier attempt that this plan does
+        not host any more are removed); a topic whose logs cannot be created fails alone
+        (its change is dropped)."""
+        storage = self._storage
+        if storage is None:
+            return
+        wanted: set[tuple[str, int]] = set()
+        started = time.monotonic()
+        for request in planned:
+            kept: list[MetadataChange] = []
+            for change in request.changes:
+                topic, new = _new_partitions(image, change)
+                mine: Prepared = []
+                try:
+                    for i in range(0, len(new), PREPARE_CHUNK):
+                        if time.monotonic() - started > SLICE_S:
+                            await asyncio.sleep(0)
+                            started = time.monotonic()
+                        chunk = new[i:i + PREPARE_CHUNK]
+                        wanted.update((topic.name, p.partition) for p in chunk)
+                        mine += storage.prepare_partitions(topic, chunk, sync=False)
+                except KafkaError as exc:
+                    self._discard(mine)
+                    _replace_outcome(request, topic.name, exc)
+                    continue
+                except BaseException:
+                    self._discard(mine)
+                    raise
+                prepared.update(mine)
+                kept.append(change)
+            request.changes = kept
+        stale = sorted(tp for tp in prepared if tp not in wanted)
+        if stale:
+            self._discard(stale)
+            prepared.difference_update(stale)
+        if prepared:
+            try:
+                storage.sync_prepared()
+            except OSError as exc:
+                error = KafkaStorageError(f"cannot sync the new logs: {exc.strerror or exc}")
+                raise error from exc
+
+    def _discard(self, prepared: Sequence[tuple[str, int]]) -> None:
+        if prepared and self._storage is not None:
+            self._storage.discard_partitions(list(prepared))
+
+    async def _commit_changes(self, image: MetadataImage,
+                              changes: Sequence[MetadataChange]) -> None:
+        if self._commit is None:
+            self._store.write(image.epoch, changes)
+            return
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="strom-topic-writes")
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._writer, self._commit, image.epoch, changes)
+        await self._installed(image)
+
+    async def _installed(self, image: MetadataImage) -> None:
+        """Wait (bounded) until the store's image is newer than ``image``."""
+        if self._store.image is not image:
+            return
+        moved = asyncio.Event()
+        unsubscribe = self._store.subscribe(lambda _image: moved.set())
+        try:
+            if self._store.image is image:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(INSTALL_TIMEOUT_S):
+                        await moved.wait()
+        finally:
+            unsubscribe()
+
+
+def _new_partitions(image: MetadataImage, change: MetadataChange
+                    ) -> tuple[TopicInfo, list[PartitionInfo]]:
+    """The topic a planned change creates or grows and its partitions that are new."""
+    if isinstance(change, PutTopic):
+        return change.topic, list(change.topic.partitions)
+    assert isinstance(change, SetPartitions)
+    topic = image.topics[change.topic]
+    return topic, [p for p in change.partitions if p.partition >= len(topic.partitions)]
+
+
+def _replace_outcome(planned: Planned, topic: str, error: KafkaError) -> None:
+    for i, outcome in enumerate(planned.outcomes):
+        if isinstance(outcome, TopicInfo) and outcome.name == topic:
+            planned.outcomes[i] = error

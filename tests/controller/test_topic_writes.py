@@ -1,0 +1,181 @@
+"""TopicWriteQueue: many requests, few metadata writes, the same answers as one at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+
+import pytest
+
+from strom.common.config import BrokerConfig
+from strom.common.errors import (
+    InvalidPartitionsError,
+    InvalidTopicError,
+    KafkaError,
+    KafkaStorageError,
+    PolicyViolationError,
+    TopicAlreadyExistsError,
+)
+from strom.controller.topic_writes import (
+    Creations,
+    NewPartitions,
+    NewTopic,
+    TopicWriteQueue,
+    plan_batch,
+)
+from strom.controller.topics import TopicAdmin
+from strom.metadata.changes import MetadataChange
+from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
+from strom.testing.metadata import MemoryMetadataStore
+
+
+class CountingStore(MemoryMetadataStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, expected_epoch: int, changes: Sequence[MetadataChange]) -> MetadataImage:
+        self.writes += 1
+        return super().write(expected_epoch, changes)
+
+
+class Logs:
+    """The broker's PartitionStorage, in memory; ``fail`` names a topic that cannot get logs."""
+
+    def __init__(self) -> None:
+        self.held: set[tuple[str, int]] = set()
+        self.fail: str | None = None
+        self.syncs = 0
+
+    def prepare_partitions(self, topic: TopicInfo, partitions: Sequence[PartitionInfo], *,
+                           sync: bool = True) -> list[tuple[str, int]]:
+        if topic.name == self.fail:
+            raise KafkaStorageError(f"cannot create the log of partition {topic.name}-0")
+        created = [(topic.name, p.partition) for p in partitions]
+        self.held.update(created)
+        return created
+
+    def sync_prepared(self) -> None:
+        self.syncs += 1
+
+    def discard_partitions(self, prepared: list[tuple[str, int]]) -> None:
+        self.held.difference_update(prepared)
+
+
+def setup(**config: object) -> tuple[CountingStore, TopicAdmin, Logs, TopicWriteQueue]:
+    store = CountingStore()
+    store.register_broker(BrokerInfo(0, "h", 9092))
+    admin = TopicAdmin(store, BrokerConfig(config), rng=random.Random(1))
+    logs = Logs()
+    return store, admin, logs, TopicWriteQueue(admin, store, logs)
+
+
+def test_concurrent_requests_share_writes_and_get_their_own_answers() -> None:
+    store, _admin, logs, queue = setup()
+
+    async def burst() -> list[list[object]]:
+        try:
+            return await asyncio.gather(*(queue.create_topics([NewTopic(f"t{i}", 2)])
+                                          for i in range(200)))
+        finally:
+            await queue.close()
+
+    answers = asyncio.run(burst())
+    assert all(isinstance(a[0], TopicInfo) and a[0].name == f"t{i}"
+               for i, a in enumerate(answers))
+    assert set(store.image.topics) == {f"t{i}" for i in range(200)}
+    assert store.writes <= 3  # the first request alone, then the rest together
+    assert logs.held == {(f"t{i}", p) for i in range(200) for p in range(2)}
+    assert logs.syncs == store.writes  # one directory fsync per write, not per log
+
+
+def test_a_batch_answers_as_if_planned_one_request_at_a_time() -> None:
+    store, admin, _logs, queue = setup()
+    admin.create_topic("grown", 1)
+
+    async def run() -> list[list[object]]:
+        try:
+            return await asyncio.gather(
+                queue.create_topics([NewTopic("a", 1), NewTopic("x.y", 1)]),
+                queue.create_topics([NewTopic("a", 3)]),           # created just before
+                queue.create_topics([NewTopic("x_y", 1)]),         # collides with x.y
+                queue.add_partitions([NewPartitions("grown", 3)]),
+                queue.add_partitions([NewPartitions("grown", 5)]),  # waits for the first
+                queue.add_partitions([NewPartitions("grown", 2)]),  # now too few
+            )
+        finally:
+            await queue.close()
+
+    first, again, colliding, grow3, grow5, shrink = asyncio.run(run())
+    assert [isinstance(o, TopicInfo) for o in first] == [True, True]
+    assert isinstance(again[0], TopicAlreadyExistsError)
+    assert isinstance(colliding[0], InvalidTopicError)
+    assert isinstance(grow3[0], TopicInfo) and isinstance(grow5[0], TopicInfo)
+    assert isinstance(shrink[0], InvalidPartitionsError)
+    assert len(store.image.topics["grown"].partitions) == 5
+    assert len(store.image.topics["a"].partitions) == 1
+
+
+def test_a_request_over_the_record_bound_is_refused_whole() -> None:
+    store, admin, _logs, _queue = setup()
+    planned = plan_batch(admin, store.image, [
+        Creations(tuple(NewTopic(f"t{i}", 1) for i in range(5001))),
+        Creations((NewTopic("fits", 9999),)),
+    ])
+    assert all(isinstance(o, PolicyViolationError) for o in planned[0].outcomes)
+    assert planned[0].changes == [] and len(planned[0].outcomes) == 5001
+    assert isinstance(planned[1].outcomes[0], TopicInfo)
+
+
+def test_a_topic_whose_logs_cannot_be_created_fails_alone() -> None:
+    store, _admin, logs, queue = setup()
+    logs.fail = "bad"
+
+    async def run() -> tuple[list[object], list[object]]:
+        try:
+            return await asyncio.gather(
+                queue.create_topics([NewTopic("good", 2), NewTopic("bad", 2)]),
+                queue.create_topics([NewTopic("other", 1)]))
+        finally:
+            await queue.close()
+
+    mixed, other = asyncio.run(run())
+    assert isinstance(mixed[0], TopicInfo) and isinstance(mixed[1], KafkaStorageError)
+    assert isinstance(other[0], TopicInfo)
+    assert set(store.image.topics) == {"good", "other"}
+    assert logs.held == {("good", 0), ("good", 1), ("other", 0)}
+
+
+def test_the_broker_partition_bound_counts_earlier_requests_of_the_batch() -> None:
+    store, _admin, _logs, queue = setup(**{"max.broker.partitions": 5})
+
+    async def run() -> list[list[object]]:
+        try:
+            return await asyncio.gather(*(queue.create_topics([NewTopic(f"t{i}", 2)])
+                                          for i in range(4)))
+        finally:
+            await queue.close()
+
+    outcomes = [a[0] for a in asyncio.run(run())]
+    assert [isinstance(o, TopicInfo) for o in outcomes] == [True, True, False, False]
+    assert all(isinstance(o, PolicyViolationError) for o in outcomes[2:])
+    assert set(store.image.topics) == {"t0", "t1"}
+
+
+def test_closing_cancels_what_is_queued_and_removes_prepared_logs() -> None:
+    store, _admin, logs, queue = setup()
+
+    async def run() -> None:
+        waiting = [asyncio.ensure_future(queue.create_topics([NewTopic(f"t{i}", 300)]))
+                   for i in range(5)]
+        await asyncio.sleep(0)
+        await queue.close()
+        for w in waiting:
+            with pytest.raises((asyncio.CancelledError, KafkaError)):
+                await w
+
+    asyncio.run(run())
+    named = {(t, p.partition) for t, info in store.image.topics.items()
+             for p in info.partitions}
+    assert logs.held <= named  # nothing prepared for a write that did not happen remains

@@ -59,6 +59,13 @@ class Logs:
     def sync_prepared(self) -> None:
         self.syncs += 1
 
+    async def prepare_new(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
+                          ) -> list[tuple[str, int]]:
+        return self.prepare_partitions(topic, partitions, sync=False)
+
+    async def sync_new(self) -> None:
+        self.sync_prepared()
+
     def discard_partitions(self, prepared: list[tuple[str, int]]) -> None:
         self.held.difference_update(prepared)
 

@@ -35,7 +35,8 @@ def image(*partitions: PartitionInfo, topic: str = "t", configs: Mapping[str, st
 
 
 class Harness:
-    def __init__(self, data_dir: Path, broker: Mapping[str, object] | None = None) -> None:
+    def __init__(self, data_dir: Path, broker: Mapping[str, object] | None = None, *,
+                 log_threads: int = 0) -> None:
         self.clock = ManualClock(NOW)
         self.timers = Timers()
         self.config = BrokerConfig(dict(broker or {}))
@@ -43,7 +44,7 @@ class Harness:
         self.image = image()
         self.logs.load(self.topic_config)
         self.replicas = ReplicaManager(self.logs, self.topic_config, self.clock, NODE,
-                                       self.timers)
+                                       self.timers, log_threads=log_threads)
 
     def topic_config(self, topic: str) -> TopicConfig:
         info = self.image.topics.get(topic)

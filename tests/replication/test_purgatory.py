@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+
+from strom.replication.delayed import DelayedFetch
 from strom.replication.purgatory import DelayedOperation, Purgatory
 from tests.replication.timers import Timers
 
@@ -117,3 +120,30 @@ def test_watch_skips_the_first_check_and_shutdown_completes_everything() -> None
     purgatory.shutdown()
     assert op.events == other.events == ["complete"]
     assert len(purgatory) == 0 and timers.armed() == 0
+
+
+def test_a_fetch_skips_its_read_for_an_event_that_cannot_complete_it() -> None:
+    reads: list[int] = []
+    loop = asyncio.new_event_loop()
+    try:
+        future: asyncio.Future[str] = loop.create_future()
+
+        def read() -> tuple[str, int, bool]:
+            reads.append(1)
+            return "answer", (1 if ready["b"] else 0), False
+
+        ready = {"a": False, "b": False}
+        purgatory: Purgatory[str] = Purgatory("fetch", Timers())
+        op = DelayedFetch(1000, 1, read, future, changed=lambda key: ready[str(key)])
+        purgatory.watch(op, ["a", "b"])
+        assert purgatory.check_and_complete("a") == 0 and reads == []  # nothing new: no read
+        ready["b"] = True
+        assert purgatory.check_and_complete("b") == 1 and reads == [1]
+        assert future.result() == "answer"
+        bigger: asyncio.Future[str] = loop.create_future()
+        op = DelayedFetch(1000, 100, read, bigger, changed=lambda key: False)
+        purgatory.watch(op, ["a"])
+        purgatory.check_and_complete("a")  # min bytes above 1: the sizes must be read
+        assert reads == [1, 1]
+    finally:
+        loop.close()

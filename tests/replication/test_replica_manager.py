@@ -319,3 +319,63 @@ def test_an_exception_part_way_gives_exact_per_partition_outcomes(tmp_path: Path
         del refusing.log.append, raising_after.log.append
         h.close()
     run(scenario)
+
+
+# -- many new partitions: incremental images, logs opened off the event loop ---------------
+
+def test_new_partitions_are_opened_on_worker_threads_and_a_request_never_waits(
+        tmp_path: Path) -> None:
+    async def scenario() -> None:
+        h = Harness(tmp_path, log_threads=2)
+        h.apply(make_image(*(partition_info(p) for p in range(300))))
+        assert h.replicas.pending == 300 and h.replicas.partitions() == []
+        # A request for a partition not open yet is refused (retriable), not held up; the
+        # partition is opened next.
+        outcome = h.produce(1, partition=299)
+        assert code(outcome.results[TopicPartition("t", 299)].error) == (
+            ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        for _ in range(1000):
+            await asyncio.sleep(0.01)
+            if h.replicas.pending == 0 and len(h.replicas.partitions()) == 300:
+                break
+        assert len(h.replicas.partitions()) == 300
+        assert all(p.is_leader for p in h.replicas.partitions())
+        assert h.produce(1, partition=299).results[TopicPartition("t", 299)].error is None
+        # A topic dropped while its logs are being opened leaves no log behind.
+        other = make_image(*(partition_info(p) for p in range(300)))
+        other.topics["u"] = other.topics["t"].__class__(
+            "u", other.topics["t"].topic_id, other.topics["t"].partitions[:50])
+        h.apply(other)
+        await asyncio.sleep(0)
+        h.apply(make_image(*(partition_info(p) for p in range(300))))
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if h.replicas.pending == 0 and not h.replicas.opening(TopicPartition("u", 0)):
+                break
+        await asyncio.sleep(0.2)
+        assert not any(p.name.startswith("u-") for p in tmp_path.iterdir())
+        await h.replicas.shutdown()
+        h.close()
+    run(scenario)
+
+
+def test_an_image_looks_only_at_the_topics_that_changed(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    h = Harness(tmp_path)
+    first = make_image(partition_info(0))
+    first.topics["u"] = first.topics["t"].__class__("u", first.topics["t"].topic_id,
+                                                     (partition_info(0),))
+    h.apply(first)
+    seen: list[str] = []
+    original = h.replicas._apply_topic
+
+    def spy(image: object, topic: object, events: object) -> object:
+        seen.append(topic.name)  # type: ignore[attr-defined]
+        return original(image, topic, events)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(h.replicas, "_apply_topic", spy)
+    second = make_image(partition_info(0), epoch=2)
+    second.topics["u"] = first.topics["u"]  # the same object: unchanged
+    h.apply(second)
+    assert seen == ["t"]
+    h.close()

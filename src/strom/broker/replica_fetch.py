@@ -29,11 +29,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from strom.broker.follower_session import (
+    SESSION_ERRORS,
+    FollowerFetchSession,
+    topic_id_bytes,
+)
 from strom.client.conn import Connection
 from strom.client.security import ClientSecurity
 from strom.common.clock import Clock
@@ -43,7 +47,6 @@ from strom.common.rate_limited_log import RateLimitedLog
 from strom.common.types import TopicPartition
 from strom.metadata.store import MetadataStore
 from strom.protocol import api
-from strom.protocol import fast as wire_fetch
 from strom.protocol.follower_fetch import (
     FOLLOWER_FETCH_VERSION,
     decode_follower_fetch_response,
@@ -186,6 +189,7 @@ class _FetcherRunner:
         self._security = security
         self._timeout_s = timeout_s
         self._conn: Connection | None = None
+        self._session = FollowerFetchSession()
         self._wakeup = asyncio.Event()
         #: set by stop(): the loop ends at its next turn even if the cancellation was lost
         #: (Python 3.11's ``asyncio.wait_for`` returns a result that raced the cancel).
@@ -249,6 +253,7 @@ class _FetcherRunner:
         if conn is not None:
             await conn.close()
             self._conn = None
+        self._session.reset()  # a new leader (or its restart) knows nothing of the old one
         if address is None:
             return None
         conn = Connection(address[0], address[1], node_id=source,
@@ -306,8 +311,10 @@ class _FetcherRunner:
         self.fetcher.on_epoch_response(request, answers, self._clock.now_ms())
 
     async def _send_fetch(self, request: FetchRequest) -> None:
+        session = self._session
+        incremental = session.incremental
         body = await self._send(ApiKey.FETCH, FOLLOWER_FETCH_VERSION,
-                                encode_follower_fetch_request(_wire_request(request)),
+                                encode_follower_fetch_request(session.build(request)),
                                 self._timeout_s + request.max_wait_ms / 1000)
         response = None
         if body is not None:
@@ -316,31 +323,18 @@ class _FetcherRunner:
             except KafkaError as exc:
                 log.warning("malformed Fetch response from leader %d: %s",
                             self.fetcher.source_id, exc)
+        if response is not None and response.error_code in SESSION_ERRORS:
+            session.reset()  # the next request is a full one, at once
+            return
         if response is None or response.error_code:
+            session.reset()
             self.fetcher.on_request_failed(request.partitions, self._clock.now_ms())
             await asyncio.sleep(self.fetcher.settings.backoff_ms / 1000)
             return
-        names = {_id_bytes(q.topic_id): q.tp.topic for q in request.partitions}
+        session.answered(response.session_id)
+        names = {topic_id_bytes(q): q.tp.topic for q in request.partitions}
         answers = {TopicPartition(names[p.topic_id], p.partition): FetchAnswer(
             p.error_code, p.high_watermark, p.log_start_offset, p.records)
             for p in response.partitions if p.topic_id in names}
-        self.fetcher.on_fetch_response(request, answers, self._clock.now_ms())
-
-
-def _id_bytes(topic_id: uuid.UUID | None) -> bytes:
-    return topic_id.bytes if topic_id is not None else bytes(16)
-
-
-def _wire_request(request: FetchRequest) -> wire_fetch.FetchRequest:
-    """The fetcher's request as Fetch v13 fields (topics by id, sessionless,
-    read_uncommitted)."""
-    by_topic: dict[bytes, list[wire_fetch.FetchPartition]] = {}
-    for q in request.partitions:
-        by_topic.setdefault(_id_bytes(q.topic_id), []).append(wire_fetch.FetchPartition(
-            q.tp.partition, q.current_leader_epoch, q.fetch_offset, -1, q.log_start_offset,
-            q.partition_max_bytes))
-    return wire_fetch.FetchRequest(
-        request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
-        isolation_level=0, session_id=0, session_epoch=-1,
-        topics=[wire_fetch.FetchTopic(None, t, ps) for t, ps in by_topic.items()],
-        forgotten=[], rack_id="")
+        self.fetcher.on_fetch_response(request, answers, self._clock.now_ms(),
+                                       omitted_unchanged=incremental)

@@ -71,6 +71,8 @@ from strom.storage.log_manager import LogManager, cleaner_settings
 log = logging.getLogger("strom.broker")
 
 CHECKPOINT_INTERVAL_S = 60.0
+#: Worker threads that open and create partition logs (file-system calls stay off the loop).
+LOG_THREADS = 2
 SHUTDOWN_GRACE_S = 2.0
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 LISTEN_BACKLOG = 1024
@@ -204,7 +206,8 @@ class BrokerServer:
         self._logs = logs
         state_ref: list[BrokerState] = []
         replicas = ReplicaManager(logs, lambda t: state_ref[0].topic_config(t), self.clock,
-                                  node_id, LoopScheduler(), health=self.health)
+                                  node_id, LoopScheduler(), health=self.health,
+                                  log_threads=LOG_THREADS)
         state = BrokerState(config, self.data_dir, self.clock, store, replicas,
                             ProducerIdManager(store), quotas=ClientQuotas(
                                 self.clock.monotonic, samples=int(config.get("quota.window.num")),

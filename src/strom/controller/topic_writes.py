@@ -5,23 +5,30 @@ Each request is queued whole; one task takes every queued request (up to
 :data:`MAX_BATCH_PARTITIONS` new partitions, and :data:`MAX_BATCH_REQUESTS` requests), plans
 them one after another against the current image (:func:`plan_batch`: Kafka's rules through
 :class:`~strom.controller.topics.TopicAdmin`, each request seeing the topics of those before
-it), creates the local logs of the new partitions this broker hosts, and writes everything in
-one conditional write. Requests that arrive meanwhile form the next batch, so the cost per
-write (an fsync, or a ZooKeeper multi-op) is shared by every request that waited for it: a
-group commit. A request's answer is ready once the image holding its topics is installed
-here, as with the synchronous path.
+it) and writes everything in one conditional write. Requests that arrive meanwhile form the
+next batch, so the cost per write (an fsync, or a ZooKeeper multi-op) is shared by every
+request that waited for it: a group commit (after a shared write the next one waits
+:data:`LINGER_S` for the answered clients' next requests). A request's answer is ready once
+the image holding its topics is installed here, as with the synchronous path.
+
+On one broker (file-backed metadata) creation stays all or nothing: the logs of the new
+partitions are created before the write, a slice at a time (see below), and removed again
+when the write does not happen (a topic whose logs cannot be created gets
+KAFKA_STORAGE_ERROR alone). In a cluster (ZooKeeper: ``commit``) the write comes first and
+every replica — this broker's too — creates its logs when the new image arrives, off its
+event loop, as Kafka's brokers do after its controller's write; a log that cannot be
+created leaves that replica offline until a later image.
 
 Per request the outcome is the same as if the requests had been planned one at a time in
 queue order: a topic created earlier in the batch makes a later one with the same (or a
 colliding) name TOPIC_ALREADY_EXISTS (INVALID_TOPIC_EXCEPTION); a request adding partitions
 to a topic an earlier request of the batch touched waits for the next batch; a request
 refused whole by Kafka's record bound (:func:`~strom.controller.limits.check_records`)
-counts nothing. Creation stays all or nothing per topic: its logs are created before the
-write and removed again when the write does not happen (a topic whose logs cannot be created
-gets KAFKA_STORAGE_ERROR alone).
+counts nothing.
 
-The event loop is never held for long: log creation runs in slices of about
-:data:`SLICE_S` between which the loop serves other connections, and on ZooKeeper metadata the
+The event loop is never held for long: logs are created on the replica manager's worker
+threads (``prepare_new``), at most :data:`SLICE_S` of work between two turns of the loop
+otherwise, and on ZooKeeper metadata the
 write itself runs on a writer thread (``commit``: the store's write for a thread other than
 its owner's). A write that lost a race (another writer moved the image) is planned again;
 after :data:`WRITE_ATTEMPTS` races the batch's requests get REQUEST_TIMED_OUT.
@@ -62,6 +69,9 @@ MAX_BATCH_PARTITIONS = 2_000
 MAX_BATCH_REQUESTS = 1_000
 #: The longest stretch of log creation between two turns of the event loop (seconds).
 SLICE_S = 0.002
+#: After a write shared by several requests, how long the next one waits for the answered
+#: clients' next requests (a lone client's requests never wait).
+LINGER_S = 0.003
 #: Logs created per call between two looks at the clock.
 PREPARE_CHUNK = 16
 WRITE_ATTEMPTS = 10
@@ -263,11 +273,17 @@ class TopicWriteQueue:
     # -- the task ------------------------------------------------------------------------
     async def _run(self) -> None:
         assert self._wakeup is not None
+        last = 0
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            if last > 1 and len(self._queue) < last:
+                # The answers of a shared write bring their clients' next requests back
+                # together: wait for them a moment instead of writing the first alone.
+                await asyncio.sleep(LINGER_S)
             while self._queue:
                 batch = self._take()
+                last = len(batch)
                 try:
                     await self._write(batch)
                 except KafkaError as exc:
@@ -313,7 +329,8 @@ class TopicWriteQueue:
                     self._queue[:0] = deferred
                     batch = [q for q, p in zip(batch, planned, strict=True) if not p.deferred]
                     planned = [p for p in planned if not p.deferred]
-                await self._prepare(image, planned, prepared)
+                if self._commit is None:  # one broker: its logs first (all or nothing)
+                    await self._prepare(image, planned, prepared)
                 changes = [c for p in planned for c in p.changes]
                 try:
                     if changes:
@@ -354,7 +371,7 @@ class TopicWriteQueue:
                             started = time.monotonic()
                         chunk = new[i:i + PREPARE_CHUNK]
                         wanted.update((topic.name, p.partition) for p in chunk)
-                        mine += storage.prepare_partitions(topic, chunk, sync=False)
+                        mine += await storage.prepare_new(topic, chunk)
                 except KafkaError as exc:
                     self._discard(mine)
                     _replace_outcome(request, topic.name, exc)
@@ -371,7 +388,7 @@ class TopicWriteQueue:
             prepared.difference_update(stale)
         if prepared:
             try:
-                storage.sync_prepared()
+                await storage.sync_new()
             except OSError as exc:
                 error = KafkaStorageError(f"cannot sync the new logs: {exc.strerror or exc}")
                 raise error from exc

@@ -83,6 +83,15 @@ class PartitionStorage(Protocol):
         ``OSError``)."""
         ...
 
+    async def prepare_new(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
+                          ) -> Prepared:
+        """:meth:`prepare_partitions` with ``sync=False``, possibly off the event loop."""
+        ...
+
+    async def sync_new(self) -> None:
+        """:meth:`sync_prepared`, possibly off the event loop."""
+        ...
+
     def discard_partitions(self, prepared: Prepared) -> None:
         """Remove logs :meth:`prepare_partitions` created for a write that did not happen."""
         ...

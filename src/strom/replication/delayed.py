@@ -17,7 +17,7 @@ Both resolve an asyncio future in ``on_complete``; both are owned by the event-l
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -121,9 +121,15 @@ class DelayedProduce(DelayedOperation):
 
 
 class DelayedFetch(DelayedOperation, Generic[T]):
-    """A fetch parked until ``read()`` reports at least ``min_bytes`` or an error."""
+    """A fetch parked until ``read()`` reports at least ``min_bytes`` or an error.
 
-    __slots__ = ("_future", "_min_bytes", "_read", "_result")
+    ``changed(key)`` (optional) tells whether partition ``key`` may now have something to
+    answer (records, an error, a partition gone or re-led); with ``min_bytes`` 1 an event
+    on a partition for which it says no cannot complete the fetch, so the read of every
+    partition is skipped — a follower's fetch of a thousand partitions costs one check, not
+    a thousand reads, per append to one of them."""
+
+    __slots__ = ("_changed", "_future", "_min_bytes", "_read", "_result")
 
     def __init__(
         self,
@@ -131,12 +137,19 @@ class DelayedFetch(DelayedOperation, Generic[T]):
         min_bytes: int,
         read: Callable[[], tuple[T, int, bool]],
         future: asyncio.Future[T],
+        changed: Callable[[Hashable], bool] | None = None,
     ) -> None:
         super().__init__(timeout_ms)
         self._min_bytes = min_bytes
         self._read = read
         self._future = future
         self._result: T | None = None
+        self._changed = changed if min_bytes <= 1 else None
+
+    def try_complete_for(self, key: Hashable) -> bool:
+        if self._changed is not None and not self._changed(key):
+            return False
+        return self.try_complete()
 
     def try_complete(self) -> bool:
         result, size, errors = self._read()

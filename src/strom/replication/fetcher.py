@@ -372,8 +372,17 @@ class ReplicaFetcher:
                             settings.response_max_bytes, tuple(queries))
 
     def on_fetch_response(self, request: FetchRequest,
-                          answers: Mapping[TopicPartition, FetchAnswer], now_ms: int) -> None:
-        for query in request.partitions:
+                          answers: Mapping[TopicPartition, FetchAnswer], now_ms: int, *,
+                          omitted_unchanged: bool = False) -> None:
+        """``omitted_unchanged``: the answer of an incremental fetch session (KIP-227),
+        which leaves out the partitions with nothing new; otherwise a missing answer is an
+        error for that partition."""
+        if omitted_unchanged:
+            wanted = {q.tp: q for q in request.partitions}
+            queries: Iterable[FetchQuery] = [wanted[tp] for tp in answers if tp in wanted]
+        else:
+            queries = request.partitions
+        for query in queries:
             state = self._partitions.get(query.tp)
             if state is None or state.phase is not Phase.FETCHING or (
                     state.leader_epoch != query.current_leader_epoch

@@ -58,6 +58,12 @@ class DelayedOperation(abc.ABC):
     def on_complete(self) -> None:
         """Produce the operation's outcome; runs exactly once."""
 
+    def try_complete_for(self, key: Hashable) -> bool:
+        """:meth:`try_complete` after an event on ``key``: an operation that can tell
+        cheaply that this event cannot have completed it answers False without the full
+        check (a parked fetch of many partitions need not read them all per append)."""
+        return self.try_complete()
+
     def on_expiration(self) -> None:  # noqa: B027 - optional hook
         """Runs after :meth:`on_complete` when the timeout completed the operation."""
 
@@ -122,7 +128,7 @@ class Purgatory(Generic[K]):
             return 0
         completed = 0
         for op in list(watching.values()):  # completions unwatch themselves
-            if not op.is_completed and op.try_complete():
+            if not op.is_completed and op.try_complete_for(key):
                 completed += 1
         return completed
 

@@ -58,9 +58,10 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from strom.common.clock import Clock
 from strom.common.config import TopicConfig, validate_topic_configs
@@ -92,7 +93,7 @@ from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
 from strom.storage.files import CorruptFileError
 from strom.storage.health import LogDirHealth
 from strom.storage.log import AppendResult
-from strom.storage.log_manager import DeletedLog, LogManager
+from strom.storage.log_manager import DeletedLog, LogManager, LogToOpen
 from strom.storage.log_validator import AppendOrigin
 from strom.storage.txn_verification import VerificationGuard
 
@@ -102,11 +103,15 @@ __all__ = [
 ]
 
 log = logging.getLogger("strom.replication")
+T = TypeVar("T")
 
-#: Partitions new to this broker opened within apply_image; more are opened by a task.
+#: Partitions new to this broker opened within apply_image; more are opened by a task
+#: (without ``log_threads``).
 ADOPT_AT_ONCE = 64
 #: The longest stretch the task opens partitions for between two turns of the event loop.
 ADOPT_SLICE_S = 0.002
+#: Logs handed to the worker threads at once (``log_threads``).
+OPEN_CHUNK = 32
 
 
 @dataclass(slots=True)
@@ -182,8 +187,16 @@ class ReplicaManager:
         scheduler: Scheduler,
         *,
         health: LogDirHealth | None = None,
+        log_threads: int = 0,
     ) -> None:
         self.logs = logs
+        #: With ``log_threads``, logs are opened and created on that many worker threads
+        #: (file-system calls can block for milliseconds on a busy disk) and registered on
+        #: the event loop; without, inline (tests and simulations: deterministic).
+        self._log_threads = log_threads
+        self._log_io: ThreadPoolExecutor | None = None
+        #: Partitions whose log a worker thread is opening (not pending, not hosted yet).
+        self._opening: set[TopicPartition] = set()
         self.health = health or LogDirHealth(logs.data_dir)
         self.topic_config = topic_config
         self.clock = clock
@@ -216,10 +229,21 @@ class ReplicaManager:
     # hosted partitions
     # ------------------------------------------------------------------------------------
     def partition(self, tp: TopicPartition) -> Partition | None:
+        """The hosted partition ``tp``. A pending one is opened on the spot, or — with
+        ``log_threads`` — moved to the front of what the worker threads open next (None
+        until then: a moment later it is there; a request is never held up by disk work)."""
         partition = self._partitions.get(tp)
         if partition is None and tp in self._pending:
+            if self._log_threads and _loop_running():
+                self._pending.move_to_end(tp, last=False)
+                self._schedule_adoption()
+                return None
             partition = self._adopt_now(tp)
         return partition
+
+    def opening(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is hosted here but its log is not open yet."""
+        return tp in self._pending or tp in self._opening
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partition(TopicPartition(topic, partition))
@@ -284,7 +308,15 @@ class ReplicaManager:
         for tp in list(self._offline):  # retried with every image
             self._offline.discard(tp)
             self._pending[tp] = None
-        if len(self._pending) <= ADOPT_AT_ONCE or not _loop_running():
+        if not _loop_running():
+            for tp in list(self._pending):
+                self._adopt(tp, events)
+        elif self._log_threads:
+            for tp in [tp for tp in self._pending if self.logs.get(*tp) is not None]:
+                self._adopt(tp, events)  # prepared already: nothing to open
+            if self._pending:
+                self._schedule_adoption()
+        elif len(self._pending) <= ADOPT_AT_ONCE:
             for tp in list(self._pending):
                 self._adopt(tp, events)
         else:
@@ -317,7 +349,8 @@ class ReplicaManager:
                 events.followed_changed = True
                 partition = None
             if partition is None:
-                if tp not in self._pending and tp not in self._offline:
+                if tp not in self._pending and tp not in self._offline and (
+                        tp not in self._opening):
                     self._pending[tp] = None
                     if topic.internal:  # the coordinators wait for these
                         self._pending.move_to_end(tp, last=False)
@@ -355,6 +388,9 @@ class ReplicaManager:
         deleted = []
         for tp in tps:
             self._pending.pop(tp, None)
+            if tp in self._opening:  # its log is deleted once opened
+                self._opening.discard(tp)
+                continue
             self._offline.discard(tp)
             if self._followed.pop(tp, None) is not None:
                 events.followed_changed = True
@@ -393,16 +429,19 @@ class ReplicaManager:
         try:
             partition = self._create_partition(tp, topic.topic_id, config, events.changes)
         except (OSError, KafkaError) as exc:
-            # Not hosted until a later image: the others are applied regardless.
-            if isinstance(exc, OSError):
-                self.health.failure(exc, f"creating the log of {tp}")
-            else:
-                log.error("cannot open the log of %s: %s", tp, exc)
-            self._offline.add(tp)
+            self._cannot_open(tp, exc)
             return None
         self._prepared.discard(tp)
         self._apply_role(image, topic, info, partition, config, events)
         return partition
+
+    def _cannot_open(self, tp: TopicPartition, exc: BaseException) -> None:
+        """Not hosted until a later image (the others are applied regardless)."""
+        if isinstance(exc, OSError):
+            self.health.failure(exc, f"creating the log of {tp}")
+        else:
+            log.error("cannot open the log of %s: %s", tp, exc)
+        self._offline.add(tp)
 
     def _adopt_now(self, tp: TopicPartition) -> Partition | None:
         """A request needs pending ``tp``: open it at once."""
@@ -418,18 +457,59 @@ class ReplicaManager:
 
     async def _adopt_pending(self) -> None:
         """Open pending partitions a slice at a time (:data:`ADOPT_SLICE_S`), yielding
-        between slices so requests keep being served."""
+        between slices so requests keep being served; with ``log_threads`` their logs are
+        opened on the worker threads, :data:`OPEN_CHUNK` at a time, and only registered
+        here."""
         began, opened = time.monotonic(), len(self._partitions)
         while self._pending:
             events = _Events()
-            deadline = time.monotonic() + ADOPT_SLICE_S
-            while self._pending and time.monotonic() < deadline:
-                self._adopt(next(iter(self._pending)), events)
+            if self._log_threads:
+                await self._adopt_chunk_off_loop(events)
+            else:
+                deadline = time.monotonic() + ADOPT_SLICE_S
+                while self._pending and time.monotonic() < deadline:
+                    self._adopt(next(iter(self._pending)), events)
             self._finish(events)
             await asyncio.sleep(0)
         log.info("opened %d partitions in %.1f s (%d hosted)",
                  len(self._partitions) - opened, time.monotonic() - began,
                  len(self._partitions))
+
+    async def _adopt_chunk_off_loop(self, events: _Events) -> None:
+        """Open the logs of the next pending partitions on the worker threads, then give
+        them their roles here."""
+        chunk: list[tuple[LogToOpen, TopicPartition]] = []
+        while self._pending and len(chunk) < OPEN_CHUNK:
+            tp, _ = self._pending.popitem(last=False)
+            if self.logs.get(*tp) is not None:
+                self._pending[tp] = None
+                self._pending.move_to_end(tp, last=False)
+                self._adopt(tp, events)
+                continue
+            topic = self._image.topics.get(tp.topic) if self._image is not None else None
+            chunk.append((self.logs.to_open(tp, self.topic_config(tp.topic),
+                                            topic.topic_id if topic is not None else None), tp))
+            self._opening.add(tp)
+        if not chunk:
+            return
+        results = await asyncio.gather(*(self._run_log_io(spec.open) for spec, _ in chunk),
+                                       return_exceptions=True)
+        for (spec, tp), result in zip(chunk, results, strict=True):
+            wanted = tp in self._opening
+            self._opening.discard(tp)
+            if isinstance(result, BaseException):
+                if not isinstance(result, (OSError, KafkaError)):
+                    raise result
+                if wanted:
+                    self._cannot_open(tp, result)
+                continue
+            self.logs.register(spec, result)
+            if wanted:
+                self._pending[tp] = None
+                if self._adopt(tp, events) is not None:
+                    continue
+            if tp not in self._partitions and tp not in self._prepared:
+                self.logs.delete_logs([tp])  # dropped while it was being opened
 
     def _finish(self, events: _Events) -> None:
         """After role changes: the log changes' report, the fetchers' partitions, waiting
@@ -534,6 +614,54 @@ class ReplicaManager:
         """fsync the data directory once for logs prepared with ``sync=False``."""
         self.logs.sync_dir()
 
+    async def prepare_new(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
+                          ) -> list[tuple[str, int]]:
+        """:meth:`prepare_partitions` without the directory fsync (:meth:`sync_new`), the
+        logs created on the worker threads (``log_threads``) so a busy disk never holds the
+        event loop; all or nothing as well."""
+        if not self._log_threads:
+            return self.prepare_partitions(topic, partitions, sync=False)
+        config = TopicConfig(self.logs.broker_config, validate_topic_configs(topic.configs))
+        specs = [self.logs.to_open(tp, config) for tp in (
+            TopicPartition(topic.name, p.partition) for p in partitions
+            if self.node_id in p.replicas) if self.logs.get(*tp) is None]
+        results = await asyncio.gather(
+            *(self._run_log_io(spec.open) for spec in specs), return_exceptions=True)
+        created: list[tuple[str, int]] = []
+        failure: tuple[TopicPartition, BaseException] | None = None
+        for spec, result in zip(specs, results, strict=True):
+            if isinstance(result, BaseException):
+                failure = failure or (spec.tp, result)
+                continue
+            self.logs.register(spec, result)
+            created.append(spec.tp)
+            self._prepared.add(spec.tp)
+        if failure is None:
+            return created
+        self.discard_partitions(created)
+        tp, exc = failure
+        if not isinstance(exc, (OSError, KafkaError)):
+            raise exc
+        if isinstance(exc, OSError):
+            self.health.failure(exc, f"creating the log of {tp}")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        log.warning("cannot create the log of %s in %s, nothing of the topic's new "
+                    "partitions was kept: %s", tp, self.logs.data_dir, reason)
+        raise KafkaStorageError(f"cannot create the log of partition {tp}: {reason}") from exc
+
+    async def sync_new(self) -> None:
+        """:meth:`sync_prepared` on a worker thread (``log_threads``)."""
+        if not self._log_threads:
+            self.sync_prepared()
+            return
+        await self._run_log_io(self.logs.sync_dir)
+
+    def _run_log_io(self, job: Callable[[], T]) -> asyncio.Future[T]:
+        if self._log_io is None:
+            self._log_io = ThreadPoolExecutor(self._log_threads,
+                                              thread_name_prefix="strom-log-io")
+        return asyncio.get_running_loop().run_in_executor(self._log_io, job)
+
     def discard_partitions(self, prepared: Sequence[tuple[str, int]]) -> None:
         """Delete logs :meth:`prepare_partitions` created for a write that did not happen
         (only those no hosted partition uses)."""
@@ -588,6 +716,8 @@ class ReplicaManager:
                 result.error = InvalidRequiredAcksError(f"invalid required acks {required_acks}")
             elif partition is None and tp in self._offline:
                 result.error = KafkaStorageError(f"the log of {tp} is offline")
+            elif partition is None and self.opening(tp):  # retriable: a moment later
+                result.error = NotLeaderOrFollowerError(f"the log of {tp} is being opened")
             elif partition is None:
                 result.error = UnknownTopicOrPartitionError(
                     f"this broker hosts no partition {tp}")
@@ -793,6 +923,10 @@ class ReplicaManager:
             adopter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await adopter
+        if self._log_io is not None:
+            # the logs still being opened finish; the log manager closes what it holds
+            self._log_io.shutdown(wait=True, cancel_futures=True)
+            self._log_io = None
         self.fetch_purgatory.shutdown()
         await self.flusher.close()
         self.produce_purgatory.shutdown()

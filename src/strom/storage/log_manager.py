@@ -8,6 +8,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -98,6 +99,59 @@ def _remove_new_log_dir(directory: Path) -> None:
             log.warning("cannot remove %s after its log failed to open: %s", directory, exc)
 
 
+@dataclass(frozen=True, slots=True)
+class LogToOpen:
+    """Everything opening (or, ``new``, creating) one partition's log needs, decided on the
+    log manager's thread so that :meth:`open` may run in another (it touches no manager
+    state; the file pool is thread-safe)."""
+
+    tp: TopicPartition
+    directory: Path
+    config: TopicConfig
+    clock: Clock
+    new: bool
+    recovery_point: int = 0
+    log_start_offset: int = 0
+    clean_shutdown: bool = True
+    topic_id: uuid.UUID | None = None
+
+    def open(self) -> Log:
+        """Open the log (recovering it as its directory needs), labelled with ``topic_id``
+        when given. A directory of another topic id is removed first and the log created
+        afresh (KAFKA_STORAGE_ERROR if it cannot be removed). All or nothing for a new one:
+        a directory this call created is removed again if the open or the label fails."""
+        directory = self.directory
+        created = not os.path.lexists(directory)
+        fresh = False
+        if not created and self.topic_id is not None and _stray(directory, self.topic_id):
+            log.warning("removing %s, left by another topic than id %s", directory,
+                        self.topic_id)
+            _remove_dir(directory)
+            created = fresh = True
+        try:
+            plog = default_pool().with_descriptors(partial(
+                Log.open, directory, self.config, clock=self.clock,
+                recovery_point=0 if fresh else self.recovery_point,
+                log_start_offset=0 if fresh else self.log_start_offset,
+                clean_shutdown=True if fresh else self.clean_shutdown), directory)
+            return _label(plog, self.topic_id)
+        except BaseException:
+            if created:
+                _remove_new_log_dir(directory)
+            raise
+
+
+def _label(plog: Log, topic_id: uuid.UUID | None) -> Log:
+    """``plog`` labelled with ``topic_id`` (closed if that fails)."""
+    if topic_id is not None:
+        try:
+            plog.assign_topic_id(topic_id)
+        except BaseException:
+            plog.close()
+            raise
+    return plog
+
+
 class LogManager:
     """Owns every :class:`Log` under ``data_dir`` (one ``<topic>-<partition>`` directory each).
 
@@ -172,15 +226,33 @@ class LogManager:
                 self._unloaded[tp] = Path(entry.path)
 
     def _open_unloaded(self, tp: TopicPartition, config: TopicConfig) -> Log:
-        path = self._unloaded[tp]
-        plog = default_pool().with_descriptors(partial(
-            Log.open, path, config, clock=self.clock,
-            recovery_point=self._recovery_points.get(tp, 0),
-            log_start_offset=self._log_starts.get(tp, 0),
-            clean_shutdown=bool(self.loaded_cleanly),
-        ), path)
-        del self._unloaded[tp]
-        self._logs[tp] = plog
+        spec = self.to_open(tp, config)
+        return self.register(spec, spec.open())
+
+    # -- opening in two steps: the file work anywhere, the bookkeeping on the owner ----------
+    def to_open(self, tp: TopicPartition, config: TopicConfig,
+                topic_id: uuid.UUID | None = None) -> LogToOpen:
+        """How the log of ``tp`` is opened (found by :meth:`scan`: with the recovery its
+        directory needs) or created, labelled with ``topic_id`` when given;
+        :meth:`LogToOpen.open` does the file work (in any thread), :meth:`register` makes the
+        result this manager's (owner thread)."""
+        path = self._unloaded.get(tp)
+        if path is not None:
+            return LogToOpen(tp, path, config, self.clock, False,
+                             self._recovery_points.get(tp, 0), self._log_starts.get(tp, 0),
+                             bool(self.loaded_cleanly), topic_id)
+        return LogToOpen(tp, self.data_dir / str(tp), config, self.clock, True,
+                         topic_id=topic_id)
+
+    def register(self, spec: LogToOpen, plog: Log) -> Log:
+        """Make ``plog`` (opened from ``spec``) the log of its partition; when another was
+        registered meanwhile, ``plog`` is closed and that one returned."""
+        existing = self._logs.get(spec.tp)
+        if existing is not None:
+            plog.close()
+            return existing
+        self._unloaded.pop(spec.tp, None)
+        self._logs[spec.tp] = plog
         return plog
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
@@ -215,43 +287,15 @@ class LogManager:
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
-        found = self._unloaded.get(tp)
-        if found is not None:
-            if topic_id is None or not _stray(found, topic_id):
-                return self._label(self._open_unloaded(tp, config), topic_id)
-            del self._unloaded[tp]  # another topic's: removed below, as a stray directory
-        directory = self.data_dir / str(tp)
-        created = not os.path.lexists(directory)
-        if not created and topic_id is not None and _stray(directory, topic_id):
-            log.warning("removing %s, left by another topic than id %s", directory, topic_id)
-            _remove_dir(directory)
-            created = True
-        try:
-            plog = default_pool().with_descriptors(
-                partial(Log.open, directory, config, clock=self.clock, clean_shutdown=True),
-                directory)
-            self._label(plog, topic_id)
-        except BaseException:
-            if created:
-                _remove_new_log_dir(directory)
-            raise
-        self._logs[tp] = plog
+        spec = self.to_open(tp, config, topic_id)
+        created = not os.path.lexists(spec.directory) or (
+            topic_id is not None and _stray(spec.directory, topic_id))
+        plog = self.register(spec, spec.open())
         if created and sync_dir:
             try:
                 fsync_dir(self.data_dir)
             except BaseException:
                 self.delete_logs([tp])
-                raise
-        return plog
-
-    @staticmethod
-    def _label(plog: Log, topic_id: uuid.UUID | None) -> Log:
-        """``plog`` labelled with ``topic_id`` (closed if that fails)."""
-        if topic_id is not None:
-            try:
-                plog.assign_topic_id(topic_id)
-            except BaseException:
-                plog.close()
                 raise
         return plog
 

@@ -265,6 +265,8 @@ class ProducerStateManager:
         """The smallest first offset of a transaction that is ongoing, or ended by a marker
         not yet below the high watermark reported to :meth:`on_high_watermark`; None if no
         transaction is either."""
+        if not self._ongoing and not self._unstable:
+            return None
         first = min(self._ongoing.values(), default=None)
         for txn in self._unstable:
             if first is None or txn.first_offset < first:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
 from strom.broker.access import TOPIC_DENIED
@@ -59,6 +59,7 @@ from strom.broker.fetch_sessions import (
     Incremental,
     SessionContext,
     open_context,
+    topic_key,
 )
 from strom.broker.handlers import leader_hints
 from strom.broker.handlers.common import check_leader_epoch, topic_name_for
@@ -66,6 +67,7 @@ from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import (
     InconsistentTopicIdError,
+    KafkaError,
     NotLeaderOrFollowerError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -106,6 +108,46 @@ class _Target:
     denied: bool = False
 
 
+#: Whether a partition of a follower's incremental session can be left out of a read.
+Unchanged = Callable[[_Target, Partition], bool]
+
+
+def _unchanged_for_follower(req: fast.FetchRequest, session: FetchSession) -> Unchanged:
+    """For a follower's incremental session: a partition the request does not name (so its
+    fetch offset did not move) is unchanged when it is led here at the epoch asked for, the
+    follower has its whole log, and its high watermark, log start and last stable offset are
+    what the session last sent — it would be left out of the answer anyway (KIP-227), so it
+    is not read at all; the follower's fetch state is still noted (ISR liveness). A fetch
+    then costs the partitions that changed, not every partition the follower follows."""
+    named = {(topic_key(t.name, t.topic_id, session.uses_topic_ids), p.partition)
+             for t in req.topics for p in t.partitions}
+    cached_parts = session.partitions
+    replica_id = req.replica_id
+
+    def unchanged(target: _Target, partition: Partition) -> bool:
+        p = target.request
+        key = (topic_key(target.topic.name, target.topic.topic_id, session.uses_topic_ids),
+               p.partition)
+        if key in named:
+            return False
+        cached = cached_parts.get(key)
+        if (cached is None or cached.high_watermark < 0 or not partition.is_leader
+                or p.current_leader_epoch not in (-1, partition.leader_epoch)
+                or p.fetch_offset != partition.log_end_offset
+                or cached.high_watermark != partition.high_watermark
+                or cached.log_start_offset != partition.log_start_offset
+                or cached.last_stable_offset != partition.last_stable_offset):
+            return False
+        try:
+            partition.update_follower_fetch_state(replica_id, p.fetch_offset,
+                                                  p.log_start_offset)
+        except KafkaError:
+            return False  # read: the answer carries the error
+        return True
+
+    return unchanged
+
+
 class FetchHandler:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
@@ -119,6 +161,7 @@ class FetchHandler:
         version = request.version
         req = fast.decode_fetch_request(request.body, version)
         context: SessionContext | None = None
+        unchanged: Unchanged | None = None
         if req.session_id != 0 or req.session_epoch != FINAL_EPOCH:
             opened = open_context(self.sessions, req, version, self._state.clock.monotonic())
             if isinstance(opened, int):  # a top-level session error, no partitions
@@ -133,6 +176,8 @@ class FetchHandler:
         follower_denied = req.replica_id >= 0 and not access.allowed(request, CLUSTER)
         if isinstance(context, Incremental):
             targets = self._session_targets(request, req, context.session, follower_denied)
+            if context.session.follower:
+                unchanged = _unchanged_for_follower(req, context.session)
         else:
             for topic in req.topics:
                 name = topic_name_for(image, topic.name, topic.topic_id)
@@ -153,7 +198,8 @@ class FetchHandler:
             if hold > 0:
                 return self._held(hold, req, version, targets, pacer, context,
                                   request.conn.listener)
-        return self._respond(req, version, targets, pacer, context, request.conn.listener)
+        return self._respond(req, version, targets, pacer, context, request.conn.listener,
+                             unchanged)
 
     def _denied(self, request: Request, req: fast.FetchRequest, name: str | None,
                 follower_denied: bool) -> bool:
@@ -192,16 +238,17 @@ class FetchHandler:
     def _respond(
         self, req: fast.FetchRequest, version: int, targets: list[_Target],
         pacer: FetchPacer | None, context: SessionContext | None, listener: str | None,
+        unchanged: Unchanged | None = None,
     ) -> ResponseParts | Awaitable[ResponseParts]:
         cap = pacer.budget(self._state.clock.monotonic()) if pacer is not None else None
-        topics, size, errors, backlogged = self._read(req, version, targets, cap)
+        topics, size, errors, backlogged = self._read(req, version, targets, cap, unchanged)
         if size >= req.min_bytes or req.max_wait_ms <= 0 or errors or not targets:
             if pacer is not None:
                 pacer.after_read(self._state.clock.monotonic(), size, backlogged)
             return self._encode(req, version, topics, context, listener)
         if pacer is not None:  # parking: the consumer has caught up
             pacer.after_read(self._state.clock.monotonic(), 0, False)
-        return self._wait(req, version, targets, context, listener)
+        return self._wait(req, version, targets, context, listener, unchanged)
 
     def _encode(self, req: fast.FetchRequest, version: int,
                 topics: list[fast.FetchTopicResult],
@@ -224,17 +271,19 @@ class FetchHandler:
     def _wait(
         self, req: fast.FetchRequest, version: int, targets: list[_Target],
         context: SessionContext | None, listener: str | None,
+        unchanged: Unchanged | None = None,
     ) -> Awaitable[ResponseParts]:
         keys = [TopicPartition(t.name, t.request.partition) for t in targets if t.name]
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[fast.FetchTopicResult]] = loop.create_future()
 
         def read() -> tuple[list[fast.FetchTopicResult], int, bool]:
-            topics, size, errors, _ = self._read(req, version, targets)
+            topics, size, errors, _ = self._read(req, version, targets, None, unchanged)
             return topics, size, errors
 
         self._state.replicas.park_fetch(
-            DelayedFetch(req.max_wait_ms, max(req.min_bytes, 1), read, future), keys)
+            DelayedFetch(req.max_wait_ms, max(req.min_bytes, 1), read, future,
+                         self._change_check(req, targets)), keys)
         return self._encode_when_read(future, req, version, context, listener)
 
     async def _encode_when_read(
@@ -244,6 +293,33 @@ class FetchHandler:
         """Encode a parked read once it completes (a session is updated from this read)."""
         return self._encode(req, version, await pending, context, listener)
 
+    def _change_check(self, req: fast.FetchRequest, targets: list[_Target]
+                      ) -> Callable[[Hashable], bool]:
+        """For a parked fetch: whether an event on one partition may let it answer — the
+        partition is no longer the one read (gone, re-created), its leadership or epoch
+        moved, or it has records past the fetch offset (to the log end for a follower, to
+        the high watermark / last stable offset for a consumer). Anything unsure: yes."""
+        by_key = {TopicPartition(t.name, t.request.partition): t for t in targets if t.name}
+        replicas = self._state.replicas
+        follower = req.replica_id >= 0
+        committed = req.isolation_level == READ_COMMITTED
+
+        def changed(key: Hashable) -> bool:
+            target = by_key.get(key) if isinstance(key, TopicPartition) else None
+            if target is None or target.partition is None or target.name is None:
+                return True
+            partition = replicas.get(target.name, target.request.partition)
+            if partition is not target.partition or not partition.is_leader or (
+                    target.request.current_leader_epoch not in (-1, partition.leader_epoch)):
+                return True
+            if follower:
+                bound: int = partition.log_end_offset
+            else:
+                bound = partition.last_stable_offset if committed else partition.high_watermark
+            return bool(target.request.fetch_offset < bound)
+
+        return changed
+
     def _known(self, topic: str, partition: int) -> bool:
         """Whether the metadata image has ``topic``-``partition`` (hosted or not)."""
         info = self._state.store.image.topics.get(topic)
@@ -251,9 +327,11 @@ class FetchHandler:
 
     def _read(
         self, req: fast.FetchRequest, version: int, targets: list[_Target],
-        cap: int | None = None,
+        cap: int | None = None, unchanged: Unchanged | None = None,
     ) -> tuple[list[fast.FetchTopicResult], int, bool, bool]:
-        """Read every target; returns (topics, record bytes, any error, backlogged)."""
+        """Read every target; returns (topics, record bytes, any error, backlogged). With
+        ``unchanged`` (a follower's incremental session) a partition it finds unchanged is
+        not read and not answered — only the follower's fetch state is noted."""
         replica_id = req.replica_id
         if replica_id >= 0:
             isolation = FetchIsolation.LOG_END  # a follower reads to the leader's log end
@@ -275,6 +353,11 @@ class FetchHandler:
         results: list[fast.FetchTopicResult] = []
         current: fast.FetchTopicResult | None = None
         for target in targets:
+            if unchanged is not None and target.name is not None and not target.denied:
+                partition = target.partition = self._state.replicas.get(
+                    target.name, target.request.partition)
+                if partition is not None and unchanged(target, partition):
+                    continue
             if current is None or current.name != target.topic.name or (
                 current.topic_id != target.topic.topic_id
             ):
@@ -324,7 +407,8 @@ class FetchHandler:
                     out.diverging_epoch = diverging
                     data = None
                 elif (max_bytes <= 0 and not min_one) or (replica_id >= 0 and (
-                        should_leader_throttle(throttle, partition, replica_id))):
+                        p.fetch_offset == partition.log_end_offset  # caught up: no read
+                        or should_leader_throttle(throttle, partition, replica_id))):
                     data = None
                 else:
                     data = partition.read(p.fetch_offset, max(max_bytes, 0), isolation,

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import uuid
+
 from strom.broker.follower_session import FollowerFetchSession
 from strom.common.types import TopicPartition
 from strom.replication.fetcher import FetchQuery, FetchRequest
 
+IDS = {name: uuid.uuid4() for name in ("a", "b", "c")}
+NAMES = {topic_id.bytes: name for name, topic_id in IDS.items()}
 
-def request(*queries: tuple[str, int, int]) -> FetchRequest:
+
+def request(*queries: tuple[str, int, int], ids: dict[str, uuid.UUID] = IDS) -> FetchRequest:
     return FetchRequest(3, 500, 1, 1 << 20, tuple(
-        FetchQuery(TopicPartition(t, p), 0, offset, 0, 1 << 20) for t, p, offset in queries))
+        FetchQuery(TopicPartition(t, p), 0, offset, 0, 1 << 20, ids[t])
+        for t, p, offset in queries))
 
 
 def named(wire: object) -> set[tuple[str, int, int]]:
-    return {(t.name, p.partition, p.fetch_offset)
+    """The partitions a wire request names (Fetch v13: topics by id)."""
+    assert all(t.name is None for t in wire.topics)  # type: ignore[attr-defined]
+    return {(NAMES[t.topic_id], p.partition, p.fetch_offset)
             for t in wire.topics for p in t.partitions}  # type: ignore[attr-defined]
 
 
@@ -30,10 +38,19 @@ def test_only_changed_partitions_are_sent_once_a_session_exists() -> None:
     session.answered(41)
     third = session.build(request(("a", 0, 6), ("b", 0, 0), ("c", 0, 0)))  # a-1 paused
     assert third.session_epoch == 2
-    assert named(third) == {("c", 0, 0)} and third.forgotten == [("a", None, [1])]
+    assert named(third) == {("c", 0, 0)} and third.forgotten == [(None, IDS["a"].bytes, [1])]
     session.answered(41)
     fourth = session.build(request(("a", 0, 6), ("a", 1, 7), ("b", 0, 0), ("c", 0, 0)))
     assert named(fourth) == {("a", 1, 7)}  # back: sent whole again
+    session.answered(41)
+    # "a" deleted and created again under its name: its partitions are new to the leader's
+    # session (sent under the new id), the old id's forgotten.
+    renewed = {**IDS, "a": uuid.uuid4()}
+    fifth = session.build(request(("a", 0, 0), ("a", 1, 0), ("b", 0, 0), ("c", 0, 0),
+                                  ids=renewed))
+    assert {(t.topic_id, p.partition) for t in fifth.topics for p in t.partitions} == {
+        (renewed["a"].bytes, 0), (renewed["a"].bytes, 1)}
+    assert fifth.forgotten == [(None, IDS["a"].bytes, [0, 1])]
 
 
 def test_a_session_error_or_a_refused_session_means_full_requests() -> None:

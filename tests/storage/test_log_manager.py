@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,28 @@ def test_scan_finds_logs_without_opening_them_and_keeps_their_checkpoints(
     assert b.log_end_offset == 4 and again.unloaded() == 1
     again.delete_logs([TopicPartition("a", 0)])  # never opened: its directory goes too
     assert not (tmp_path / "a-0").exists() and again.unloaded() == 0
+    again.shutdown()
+
+
+def test_a_log_found_by_scan_is_checked_against_its_topic_id_when_opened(
+        tmp_path: Path, clock: ManualClock) -> None:
+    old, new = uuid.uuid4(), uuid.uuid4()
+    logs = manager(tmp_path, clock)
+    for topic in ("a", "b", "c"):
+        logs.create(topic, 0, configs(topic), old)
+        fill(logs, topic, 0, 2)
+    logs.shutdown()
+    again = LogManager(tmp_path, BROKER, clock)
+    again.scan()
+    # Its own id: the log found is opened, records and all.
+    assert again.create("a", 0, configs("a"), old).log_end_offset == 4
+    # Another topic's (deleted and created again under the name while this broker was
+    # down): the old log goes, the new one starts empty, labelled with the new id.
+    b = again.create("b", 0, configs("b"), new)
+    assert b.log_end_offset == 0 and b.topic_id == new and again.unloaded() == 1
+    # Deleting one never opened reports the id its directory held.
+    assert again.delete_logs([TopicPartition("c", 0)]) == [("c", 0, old)]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["a-0", "b-0"]
     again.shutdown()
 
 

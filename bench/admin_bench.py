@@ -39,7 +39,6 @@ import argparse
 import contextlib
 import itertools
 import multiprocessing as mp
-import os
 import statistics
 import sys
 import time
@@ -52,6 +51,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import start_strom  # type: ignore[import-not-found]
+from cluster_bench import source_tree  # type: ignore[import-not-found]
 from kafka_ref import kafka_available, start_kafka  # type: ignore[import-not-found]
 
 HEALTHY = "healthy"
@@ -141,20 +141,6 @@ def target(kind: str, source: str | None) -> Iterator[tuple[str, int]]:
             yield cluster.bootstrap, 3
     else:
         raise ValueError(kind)
-
-
-@contextlib.contextmanager
-def source_tree(source: str | None) -> Iterator[None]:
-    saved = os.environ.get("PYTHONPATH")
-    if source is not None:
-        os.environ["PYTHONPATH"] = os.path.abspath(source)
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
 
 
 # -- one run -------------------------------------------------------------------------------

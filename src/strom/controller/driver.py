@@ -88,7 +88,7 @@ class ControllerDriver:
         #: changes
         self._dead: dict[int, tuple[int, float]] = {}
         self._rebalancer: asyncio.Task[None] | None = None
-        #: The last image the decisions found nothing to do in, with the brokers live and
+        #: The last image the decisions found nothing to do in, with the brokers alive and
         #: shutting down then.
         self._settled: tuple[MetadataImage, frozenset[int], frozenset[int]] | None = None
         self._unsubscribe = store.subscribe(lambda image: self._reconsider())
@@ -223,23 +223,25 @@ class ControllerDriver:
         if not self._active or self._writing:
             return
         image = self._store.image
+        alive = self.alive(image)
         shutting_down = self.shutting_down(image)
-        considered = self._since_settled(image, shutting_down)
-        changes = (reconcile(considered, image.brokers, shutting_down=shutting_down,
+        considered = self._since_settled(image, alive, shutting_down)
+        changes = (reconcile(considered, alive, shutting_down=shutting_down,
                              unclean=self._unclean_allowed)
                    or progress(considered, self.live(image)))
         if changes:
             self._submit(image, changes)
         else:
-            self._settled = (image, frozenset(image.brokers), frozenset(shutting_down))
+            self._settled = (image, frozenset(alive), frozenset(shutting_down))
 
-    def _since_settled(self, image: MetadataImage, shutting_down: set[int]) -> MetadataImage:
+    def _since_settled(self, image: MetadataImage, alive: set[int],
+                       shutting_down: set[int]) -> MetadataImage:
         """What the decisions must look at: only the topics changed since the last image on
-        which they had nothing to do, while the same brokers are live and shutting down
-        (a topic nothing changed in stays settled); else everything. Keeps each new image
-        from costing a walk over every partition."""
+        which they had nothing to do, while the same brokers are alive (registered and not
+        reported dead) and shutting down (a topic nothing changed in stays settled); else
+        everything. Keeps each new image from costing a walk over every partition."""
         settled = self._settled
-        if (settled is None or settled[1] != image.brokers.keys()
+        if (settled is None or settled[1] != alive
                 or settled[2] != shutting_down):
             return image
         before = settled[0].topics

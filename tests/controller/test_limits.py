@@ -39,7 +39,7 @@ def test_create_topics_counts_assignments_defaults_and_positive_counts() -> None
     assert requested_partitions(-1, 7, 3) == 7      # an assignment names its partitions
     assert requested_partitions(0, 0, 3) == 0       # refused later (INVALID_PARTITIONS)
     assert requested_partitions(-5, 0, 3) == 0
-    check_new_topics([(MAX_PARTITIONS_PER_REQUEST - 1, 0)])  # exactly the bound passes here
+    check_new_topics([(MAX_PARTITIONS_PER_REQUEST - 1, 0)])  # 10,000 records: the most that pass
     with pytest.raises(PolicyViolationError, match=TOO_MANY_PARTITIONS):
         check_new_topics([(5000, 0), (5001, 0)])
     # the sum stops at the first topic past the bound: an endless request costs nothing more

@@ -36,13 +36,18 @@ def image(*partitions: PartitionInfo, topic: str = "t", configs: Mapping[str, st
 
 class Harness:
     def __init__(self, data_dir: Path, broker: Mapping[str, object] | None = None, *,
-                 log_threads: int = 0) -> None:
+                 log_threads: int = 0, scan_only: bool = False) -> None:
+        """``scan_only``: the log manager finds the directories on disk without opening
+        them (as a broker starts); else it opens every log first."""
         self.clock = ManualClock(NOW)
         self.timers = Timers()
         self.config = BrokerConfig(dict(broker or {}))
         self.logs = LogManager(data_dir, self.config, self.clock)
         self.image = image()
-        self.logs.load(self.topic_config)
+        if scan_only:
+            self.logs.scan()
+        else:
+            self.logs.load(self.topic_config)
         self.replicas = ReplicaManager(self.logs, self.topic_config, self.clock, NODE,
                                        self.timers, log_threads=log_threads)
 

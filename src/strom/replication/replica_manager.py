@@ -230,11 +230,15 @@ class ReplicaManager:
     # ------------------------------------------------------------------------------------
     def partition(self, tp: TopicPartition) -> Partition | None:
         """The hosted partition ``tp``. A pending one is opened on the spot, or — with
-        ``log_threads`` — moved to the front of what the worker threads open next (None
-        until then: a moment later it is there; a request is never held up by disk work)."""
+        ``log_threads``, when its directory is on disk already (a log to load, perhaps to
+        recover) — moved to the front of what the worker threads open next (None until
+        then: a moment later it is there; a request is never held up by loading a log). A
+        pending partition with no directory yet is new: its empty log is created here (one
+        directory, two small files), so a client that writes or reads a topic right after
+        creating it is answered at once."""
         partition = self._partitions.get(tp)
         if partition is None and tp in self._pending:
-            if self._log_threads and _loop_running():
+            if self._log_threads and _loop_running() and self.logs.found(tp):
                 self._pending.move_to_end(tp, last=False)
                 self._schedule_adoption()
                 return None
@@ -622,7 +626,7 @@ class ReplicaManager:
         if not self._log_threads:
             return self.prepare_partitions(topic, partitions, sync=False)
         config = TopicConfig(self.logs.broker_config, validate_topic_configs(topic.configs))
-        specs = [self.logs.to_open(tp, config) for tp in (
+        specs = [self.logs.to_open(tp, config, topic.topic_id) for tp in (
             TopicPartition(topic.name, p.partition) for p in partitions
             if self.node_id in p.replicas) if self.logs.get(*tp) is None]
         results = await asyncio.gather(

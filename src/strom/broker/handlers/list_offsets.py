@@ -13,10 +13,11 @@ from typing import Any
 
 from strom.broker.access import TOPIC_DENIED
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers import leader_hints
 from strom.broker.handlers.common import check_leader_epoch
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
-from strom.common.errors import UnknownTopicOrPartitionError
+from strom.common.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 from strom.replication.partition import FetchIsolation
@@ -56,8 +57,11 @@ class ListOffsetsHandler:
             out["error_code"] = TOPIC_DENIED
             return out
         partition = self._state.replicas.get(topic, p.partition_index)
-        if partition is None:
-            out["error_code"] = UnknownTopicOrPartitionError.code
+        if partition is None:  # known but not hosted (or its log still opening): retriable
+            out["error_code"] = (
+                NotLeaderOrFollowerError.code
+                if leader_hints.in_image(self._state, topic, p.partition_index)
+                else UnknownTopicOrPartitionError.code)
             return out
         try:
             check_leader_epoch(getattr(p, "current_leader_epoch", -1), partition.leader_epoch)

@@ -14,6 +14,7 @@ from typing import Any
 
 from strom.broker.access import TOPIC_DENIED
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers import leader_hints
 from strom.broker.handlers.common import check_leader_epoch
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
@@ -51,8 +52,11 @@ class OffsetForLeaderEpochHandler:
         out: dict[str, Any] = {"error_code": 0, "partition": p.partition, "leader_epoch": -1,
                                "end_offset": -1}
         partition = self._state.replicas.get(topic, p.partition)
-        if partition is None:
-            out["error_code"] = UnknownTopicOrPartitionError.code
+        if partition is None:  # known but not hosted (or its log still opening): retriable
+            out["error_code"] = (
+                NotLeaderOrFollowerError.code
+                if leader_hints.in_image(self._state, topic, p.partition)
+                else UnknownTopicOrPartitionError.code)
             return out
         try:
             check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)

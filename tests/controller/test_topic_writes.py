@@ -59,9 +59,15 @@ class Logs:
     def sync_prepared(self) -> None:
         self.syncs += 1
 
-    async def prepare_new(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
-                          ) -> list[tuple[str, int]]:
-        return self.prepare_partitions(topic, partitions, sync=False)
+    async def prepare_new(self, topics: Sequence[tuple[TopicInfo, Sequence[PartitionInfo]]]
+                          ) -> list[list[tuple[str, int]] | KafkaError]:
+        outcomes: list[list[tuple[str, int]] | KafkaError] = []
+        for topic, partitions in topics:
+            try:
+                outcomes.append(self.prepare_partitions(topic, partitions, sync=False))
+            except KafkaError as exc:
+                outcomes.append(exc)
+        return outcomes
 
     async def sync_new(self) -> None:
         self.sync_prepared()

@@ -72,7 +72,9 @@ log = logging.getLogger("strom.broker")
 
 CHECKPOINT_INTERVAL_S = 60.0
 #: Worker threads that open and create partition logs (file-system calls stay off the loop).
-LOG_THREADS = 2
+#: Their work is mostly fsync, which releases the GIL and which ext4 commits together when
+#: several wait at once (the measured effect: docs/benchmarks.md, topic creation).
+LOG_THREADS = 8
 SHUTDOWN_GRACE_S = 2.0
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 LISTEN_BACKLOG = 1024

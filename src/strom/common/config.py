@@ -948,6 +948,16 @@ class BrokerConfig:
                 for n in names if BROKER_KEYS[n].default is not None]
         return out
 
+    def topic_defaults(self) -> Mapping[str, Any]:
+        """Every topic key's broker-level value (:meth:`topic_default`), computed once per
+        config (it is immutable): a topic's config is then a copy and its overrides, not
+        ~40 lookups — creating thousands of partitions builds one per partition."""
+        cached: dict[str, Any] | None = self.__dict__.get("_topic_defaults")
+        if cached is None:
+            cached = {name: self.topic_default(name) for name in TOPIC_KEYS}
+            self.__dict__["_topic_defaults"] = cached
+        return cached
+
     def topic_default(self, topic_key: str) -> Any:
         """The broker-level value a topic key falls back to."""
         key = TOPIC_KEYS[topic_key]
@@ -1020,12 +1030,9 @@ class TopicConfig:
     def __init__(self, broker: BrokerConfig, overrides: Mapping[str, ConfigValue]) -> None:
         self.broker = broker
         self.overrides: dict[str, ConfigValue] = dict(overrides)
-        self._effective = {name: self._resolve(name) for name in TOPIC_KEYS}
-
-    def _resolve(self, name: str) -> Any:
-        if name in self.overrides and self.overrides[name] is not None:
-            return self.overrides[name]
-        return self.broker.topic_default(name)
+        self._effective = dict(broker.topic_defaults())
+        self._effective.update((name, value) for name, value in self.overrides.items()
+                               if value is not None and name in TOPIC_KEYS)
 
     def get(self, name: str) -> Any:
         return self._effective[name]

@@ -27,8 +27,7 @@ refused whole by Kafka's record bound (:func:`~strom.controller.limits.check_rec
 counts nothing.
 
 The event loop is never held for long: logs are created on the replica manager's worker
-threads (``prepare_new``), at most :data:`SLICE_S` of work between two turns of the loop
-otherwise, and on ZooKeeper metadata the
+threads (``prepare_new``, every topic of a batch at once), and on ZooKeeper metadata the
 write itself runs on a writer thread (``commit``: the store's write for a thread other than
 its owner's). A write that lost a race (another writer moved the image) is planned again;
 after :data:`WRITE_ATTEMPTS` races the batch's requests get REQUEST_TIMED_OUT.
@@ -43,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -56,7 +54,7 @@ from strom.common.errors import (
     error_class,
 )
 from strom.controller.limits import BrokerPartitionCounts, check_records, requested_partitions
-from strom.controller.topics import PartitionStorage, Prepared, TopicAdmin, colliding_topic
+from strom.controller.topics import PartitionStorage, TopicAdmin, colliding_topic
 from strom.metadata.changes import MetadataChange, PutTopic, SetPartitions
 from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from strom.metadata.store import MetadataStore, StaleMetadataError
@@ -67,13 +65,9 @@ log = logging.getLogger("strom.controller")
 #: well below ZooKeeper's 1 MB request bound); a larger request is a batch of its own.
 MAX_BATCH_PARTITIONS = 2_000
 MAX_BATCH_REQUESTS = 1_000
-#: The longest stretch of log creation between two turns of the event loop (seconds).
-SLICE_S = 0.002
 #: After a write shared by several requests, how long the next one waits for the answered
 #: clients' next requests (a lone client's requests never wait).
 LINGER_S = 0.003
-#: Logs created per call between two looks at the clock.
-PREPARE_CHUNK = 16
 WRITE_ATTEMPTS = 10
 #: How long to wait for the image of a ZooKeeper write to be installed here.
 INSTALL_TIMEOUT_S = 10.0
@@ -350,38 +344,31 @@ class TopicWriteQueue:
 
     async def _prepare(self, image: MetadataImage, planned: list[Planned],
                        prepared: set[tuple[str, int]]) -> None:
-        """Create the local logs of every new partition this broker hosts, a slice at a
-        time, adding them to ``prepared`` (those of an earlier attempt that this plan does
-        not host any more are removed); a topic whose logs cannot be created fails alone
-        (its change is dropped)."""
+        """Create the local logs of every new partition this broker hosts, every topic's in
+        one call (the storage's worker threads share them out), adding them to ``prepared``
+        (those of an earlier attempt that this plan does not host any more are removed); a
+        topic whose logs cannot be created fails alone (its change is dropped)."""
         storage = self._storage
         if storage is None:
             return
         wanted: set[tuple[str, int]] = set()
-        started = time.monotonic()
+        jobs: list[tuple[Planned, MetadataChange, TopicInfo, list[PartitionInfo]]] = []
         for request in planned:
-            kept: list[MetadataChange] = []
             for change in request.changes:
                 topic, new = _new_partitions(image, change)
-                mine: Prepared = []
-                try:
-                    for i in range(0, len(new), PREPARE_CHUNK):
-                        if time.monotonic() - started > SLICE_S:
-                            await asyncio.sleep(0)
-                            started = time.monotonic()
-                        chunk = new[i:i + PREPARE_CHUNK]
-                        wanted.update((topic.name, p.partition) for p in chunk)
-                        mine += await storage.prepare_new(topic, chunk)
-                except KafkaError as exc:
-                    self._discard(mine)
-                    _replace_outcome(request, topic.name, exc)
-                    continue
-                except BaseException:
-                    self._discard(mine)
-                    raise
-                prepared.update(mine)
-                kept.append(change)
-            request.changes = kept
+                wanted.update((topic.name, p.partition) for p in new)
+                jobs.append((request, change, topic, new))
+
+        results = await storage.prepare_new([(topic, new) for _, _, topic, new in jobs])
+        kept: dict[int, list[MetadataChange]] = {id(request): [] for request in planned}
+        for (request, change, topic, _), result in zip(jobs, results, strict=True):
+            if isinstance(result, KafkaError):
+                _replace_outcome(request, topic.name, result)
+            else:
+                prepared.update(result)
+                kept[id(request)].append(change)
+        for request in planned:
+            request.changes = kept[id(request)]
         stale = sorted(tp for tp in prepared if tp not in wanted)
         if stale:
             self._discard(stale)

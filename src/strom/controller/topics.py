@@ -40,6 +40,7 @@ from strom.common.errors import (
     InvalidReplicaAssignmentError,
     InvalidRequestError,
     InvalidTopicError,
+    KafkaError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
@@ -83,9 +84,10 @@ class PartitionStorage(Protocol):
         ``OSError``)."""
         ...
 
-    async def prepare_new(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
-                          ) -> Prepared:
-        """:meth:`prepare_partitions` with ``sync=False``, possibly off the event loop."""
+    async def prepare_new(self, topics: Sequence[tuple[TopicInfo, Sequence[PartitionInfo]]]
+                          ) -> list[Prepared | KafkaError]:
+        """:meth:`prepare_partitions` with ``sync=False`` for each of ``topics`` (possibly off
+        the event loop): per topic what it created, or its KafkaError (nothing of it kept)."""
         ...
 
     async def sync_new(self) -> None:

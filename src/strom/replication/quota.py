@@ -182,6 +182,7 @@ class ReplicationQuotas:
                                        window_s=window_s)
         self.follower = ReplicationQuota(FOLLOWER, node_id, now, samples=samples,
                                          window_s=window_s)
+        self._image: MetadataImage | None = None
 
     @classmethod
     def for_broker(cls, config: BrokerConfig, node_id: int, now: Callable[[], float]
@@ -191,10 +192,24 @@ class ReplicationQuotas:
 
     def configure(self, image: MetadataImage, config: BrokerConfig) -> None:
         """Take the rates from ``config`` and the throttled replicas of every topic in
-        ``image`` (a deleted topic's are dropped)."""
+        ``image`` (a deleted topic's are dropped). Only the topics that differ from the
+        previous image's (a changed topic is a new ``TopicInfo``) are looked at, so a
+        metadata write costs what it changed, not the number of topics."""
         self.set_rates(int(config.get("leader.replication.throttled.rate")),
                        int(config.get("follower.replication.throttled.rate")))
-        self.set_topics({name: topic.configs for name, topic in image.topics.items()})
+        previous, self._image = self._image, image
+        if previous is None:
+            self.set_topics({name: topic.configs for name, topic in image.topics.items()})
+            return
+        old, new = previous.topics, image.topics
+        for quota in (self.leader, self.follower):
+            key = f"{quota.kind}.replication.throttled.replicas"
+            for name in old:
+                if name not in new:
+                    quota.mark_throttled(name, None)
+            for name, topic in new.items():
+                if old.get(name) is not topic:
+                    quota.mark_throttled(name, topic.configs.get(key))
 
     def set_rates(self, leader: int, follower: int) -> None:
         self.leader.bound = leader

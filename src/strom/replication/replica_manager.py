@@ -60,6 +60,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -92,7 +93,7 @@ from strom.replication.purgatory import Purgatory
 from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from strom.storage.files import CorruptFileError
 from strom.storage.health import LogDirHealth
-from strom.storage.log import AppendResult
+from strom.storage.log import AppendResult, Log
 from strom.storage.log_manager import DeletedLog, LogManager, LogToOpen
 from strom.storage.log_validator import AppendOrigin
 from strom.storage.txn_verification import VerificationGuard
@@ -618,40 +619,57 @@ class ReplicaManager:
         """fsync the data directory once for logs prepared with ``sync=False``."""
         self.logs.sync_dir()
 
-    async def prepare_new(self, topic: TopicInfo, partitions: Sequence[PartitionInfo]
-                          ) -> list[tuple[str, int]]:
-        """:meth:`prepare_partitions` without the directory fsync (:meth:`sync_new`), the
-        logs created on the worker threads (``log_threads``) so a busy disk never holds the
-        event loop; all or nothing as well."""
+    async def prepare_new(self, topics: Sequence[tuple[TopicInfo, Sequence[PartitionInfo]]]
+                          ) -> list[list[tuple[str, int]] | KafkaError]:
+        """:meth:`prepare_partitions` for each of ``topics`` without the directory fsync
+        (:meth:`sync_new`), all or nothing per topic: each topic's outcome is what it
+        created or, when one of its logs could not be created (nothing of it is kept then),
+        its KAFKA_STORAGE_ERROR. With ``log_threads`` the logs are created on the worker
+        threads, shared out in one job per thread (a job per log would cost the event loop
+        more than the log), so a busy disk never holds the event loop."""
+        outcomes: list[list[tuple[str, int]] | KafkaError] = []
         if not self._log_threads:
-            return self.prepare_partitions(topic, partitions, sync=False)
-        config = TopicConfig(self.logs.broker_config, validate_topic_configs(topic.configs))
-        specs = [self.logs.to_open(tp, config, topic.topic_id) for tp in (
-            TopicPartition(topic.name, p.partition) for p in partitions
-            if self.node_id in p.replicas) if self.logs.get(*tp) is None]
-        results = await asyncio.gather(
-            *(self._run_log_io(spec.open) for spec in specs), return_exceptions=True)
-        created: list[tuple[str, int]] = []
-        failure: tuple[TopicPartition, BaseException] | None = None
-        for spec, result in zip(specs, results, strict=True):
+            for topic, partitions in topics:
+                try:
+                    outcomes.append(self.prepare_partitions(topic, partitions, sync=False))
+                except KafkaError as exc:
+                    outcomes.append(exc)
+            return outcomes
+        work: list[tuple[int, LogToOpen]] = []
+        for index, (topic, partitions) in enumerate(topics):
+            config = TopicConfig(self.logs.broker_config, validate_topic_configs(topic.configs))
+            work += [(index, self.logs.to_open(tp, config, topic.topic_id)) for tp in (
+                TopicPartition(topic.name, p.partition) for p in partitions
+                if self.node_id in p.replicas) if self.logs.get(*tp) is None]
+        shares = [work[i::self._log_threads] for i in range(min(self._log_threads, len(work)))]
+        done = await asyncio.gather(*(self._run_log_io(partial(_open_all, share))
+                                      for share in shares))
+        created: list[list[tuple[str, int]]] = [[] for _ in topics]
+        failures: dict[int, tuple[TopicPartition, BaseException]] = {}
+        for index, spec, result in (item for share in done for item in share):
             if isinstance(result, BaseException):
-                failure = failure or (spec.tp, result)
+                failures.setdefault(index, (spec.tp, result))
                 continue
             self.logs.register(spec, result)
-            created.append(spec.tp)
+            created[index].append(spec.tp)
             self._prepared.add(spec.tp)
-        if failure is None:
-            return created
-        self.discard_partitions(created)
-        tp, exc = failure
-        if not isinstance(exc, (OSError, KafkaError)):
-            raise exc
-        if isinstance(exc, OSError):
-            self.health.failure(exc, f"creating the log of {tp}")
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        log.warning("cannot create the log of %s in %s, nothing of the topic's new "
-                    "partitions was kept: %s", tp, self.logs.data_dir, reason)
-        raise KafkaStorageError(f"cannot create the log of partition {tp}: {reason}") from exc
+        unexpected = [exc for _, exc in failures.values()
+                      if not isinstance(exc, (OSError, KafkaError))]
+        if unexpected:
+            self.discard_partitions([tp for made in created for tp in made])
+            raise unexpected[0]
+        outcomes += created
+        for index, (tp, failure) in sorted(failures.items()):
+            self.discard_partitions(created[index])
+            if isinstance(failure, OSError):
+                self.health.failure(failure, f"creating the log of {tp}")
+            reason = (failure.strerror if isinstance(failure, OSError) and failure.strerror
+                      else str(failure))
+            log.warning("cannot create the log of %s in %s, nothing of the topic's new "
+                        "partitions was kept: %s", tp, self.logs.data_dir, reason)
+            outcomes[index] = KafkaStorageError(
+                f"cannot create the log of partition {tp}: {reason}")
+        return outcomes
 
     async def sync_new(self) -> None:
         """:meth:`sync_prepared` on a worker thread (``log_threads``)."""
@@ -938,3 +956,16 @@ class ReplicaManager:
             self.checkpoint_high_watermarks()
         except OSError as exc:
             self.health.failure(exc, f"writing {REPLICATION_OFFSET_CHECKPOINT}")
+
+
+def _open_all(share: Sequence[tuple[int, LogToOpen]]
+              ) -> list[tuple[int, LogToOpen, Log | BaseException]]:
+    """Open (create) the logs of ``share`` one after another on a worker thread; each
+    outcome is the log or what its opening raised."""
+    out: list[tuple[int, LogToOpen, Log | BaseException]] = []
+    for index, spec in share:
+        try:
+            out.append((index, spec, spec.open()))
+        except Exception as exc:  # reported per log, by the caller
+            out.append((index, spec, exc))
+    return out

@@ -106,8 +106,8 @@ __all__ = [
 log = logging.getLogger("strom.replication")
 T = TypeVar("T")
 
-#: Partitions new to this broker opened within apply_image; more are opened by a task
-#: (without ``log_threads``).
+#: Partitions new to this broker opened within apply_image (with ``log_threads``: those
+#: whose logs a topic write prepared); more are opened by a task, a slice at a time.
 ADOPT_AT_ONCE = 64
 #: The longest stretch the task opens partitions for between two turns of the event loop.
 ADOPT_SLICE_S = 0.002
@@ -317,7 +317,8 @@ class ReplicaManager:
             for tp in list(self._pending):
                 self._adopt(tp, events)
         elif self._log_threads:
-            for tp in [tp for tp in self._pending if self.logs.get(*tp) is not None]:
+            prepared = [tp for tp in self._pending if self.logs.get(*tp) is not None]
+            for tp in prepared[:ADOPT_AT_ONCE]:
                 self._adopt(tp, events)  # prepared already: nothing to open
             if self._pending:
                 self._schedule_adoption()
@@ -484,12 +485,15 @@ class ReplicaManager:
         """Open the logs of the next pending partitions on the worker threads, then give
         them their roles here."""
         chunk: list[tuple[LogToOpen, TopicPartition]] = []
+        deadline = time.monotonic() + ADOPT_SLICE_S
         while self._pending and len(chunk) < OPEN_CHUNK:
             tp, _ = self._pending.popitem(last=False)
-            if self.logs.get(*tp) is not None:
+            if self.logs.get(*tp) is not None:  # prepared by a topic write: register it
                 self._pending[tp] = None
                 self._pending.move_to_end(tp, last=False)
                 self._adopt(tp, events)
+                if time.monotonic() > deadline:
+                    break
                 continue
             topic = self._image.topics.get(tp.topic) if self._image is not None else None
             chunk.append((self.logs.to_open(tp, self.topic_config(tp.topic),

@@ -329,10 +329,11 @@ def test_new_partitions_are_opened_on_worker_threads_and_a_request_never_waits(
         h = Harness(tmp_path, log_threads=2)
         h.apply(make_image(*(partition_info(p) for p in range(300))))
         assert h.replicas.pending == 300 and h.replicas.partitions() == []
-        # A request for a new partition whose log is not created yet is answered at once:
-        # its empty log is created on the spot (a client writes right after CreateTopics).
+        # A request for a partition not open yet is refused (retriable), not held up; the
+        # partition is opened next.
         outcome = h.produce(1, partition=299)
-        assert outcome.results[TopicPartition("t", 299)].error is None
+        assert code(outcome.results[TopicPartition("t", 299)].error) == (
+            ErrorCode.NOT_LEADER_OR_FOLLOWER)
         for _ in range(1000):
             await asyncio.sleep(0.01)
             if h.replicas.pending == 0 and len(h.replicas.partitions()) == 300:
@@ -365,7 +366,8 @@ def test_new_partitions_are_opened_on_worker_threads_and_a_request_never_waits(
 def test_a_request_for_a_log_still_to_load_is_refused_retriably_and_the_log_opened_next(
         tmp_path: Path) -> None:
     """A log start-up found on disk (perhaps to recover) is never loaded on the event loop
-    for a request: the request gets NOT_LEADER_OR_FOLLOWER and the log is opened next."""
+    for a request either: the request gets NOT_LEADER_OR_FOLLOWER and the log is opened
+    next."""
     first = Harness(tmp_path)
     first.apply(make_image(*(partition_info(p) for p in range(50))))
     first.produce(3, partition=49)

@@ -131,8 +131,22 @@ class MetadataImage:
     #: client-quota entity → quota key ("producer_byte_rate") → value.
     client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
 
+    #: topic id → topic, built on the first :meth:`topic_by_id` (never copied by
+    #: ``dataclasses.replace``: each image builds its own).
+    _by_id: dict[uuid.UUID, TopicInfo] | None = field(default=None, init=False, repr=False,
+                                                      compare=False)
+
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        for topic in self.topics.values():
-            if topic.topic_id == topic_id:
-                return topic
-        return None
+        """The topic with ``topic_id`` (None: no such topic), in constant time: a follower's
+        fetch names every topic it follows by id, so a scan of the topics per name made each
+        fetch cost topics² (issue 22). A hit is checked against ``topics``; a miss (an id
+        no longer in use: rare) rebuilds the index, so it is never stale (an image's dicts
+        are not changed after it is published, but tests build images by hand)."""
+        index = self._by_id
+        if index is not None:
+            found = index.get(topic_id)
+            if found is not None and self.topics.get(found.name) is found:
+                return found
+        index = {topic.topic_id: topic for topic in self.topics.values()}
+        object.__setattr__(self, "_by_id", index)
+        return index.get(topic_id)

@@ -230,16 +230,17 @@ class ReplicaManager:
     # hosted partitions
     # ------------------------------------------------------------------------------------
     def partition(self, tp: TopicPartition) -> Partition | None:
-        """The hosted partition ``tp``. A pending one is opened on the spot, or — with
-        ``log_threads``, when its directory is on disk already (a log to load, perhaps to
-        recover) — moved to the front of what the worker threads open next (None until
-        then: a moment later it is there; a request is never held up by loading a log). A
-        pending partition with no directory yet is new: its empty log is created here (one
-        directory, two small files), so a client that writes or reads a topic right after
-        creating it is answered at once."""
+        """The hosted partition ``tp``. A pending one whose log is open already (a topic
+        write prepared it) is registered on the spot; otherwise, with ``log_threads``, it
+        is moved to the front of what the worker threads open next and None is returned
+        until then (the handlers answer NOT_LEADER_OR_FOLLOWER, retriable, as Kafka's
+        brokers do before a new partition's log exists: a request is never held up by
+        disk work, and a follower fetch naming hundreds of new partitions does not create
+        their logs on the event loop); without, it is opened on the spot."""
         partition = self._partitions.get(tp)
         if partition is None and tp in self._pending:
-            if self._log_threads and _loop_running() and self.logs.found(tp):
+            if (self._log_threads and _loop_running()
+                    and self.logs.get(tp.topic, tp.partition) is None):
                 self._pending.move_to_end(tp, last=False)
                 self._schedule_adoption()
                 return None

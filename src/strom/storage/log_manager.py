@@ -263,10 +263,6 @@ class LogManager:
             log.warning("ignoring unreadable %s: %s", name, exc)
             return {}
 
-    def found(self, tp: TopicPartition) -> bool:
-        """Whether :meth:`scan` found a directory for ``tp`` that is not opened yet."""
-        return tp in self._unloaded
-
     # -- the log map ----------------------------------------------------------------------
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get(TopicPartition(topic, partition))

@@ -267,7 +267,10 @@ def test_a_zookeeper_that_stops_answering_mid_refresh_does_not_stall_produce_or_
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("steady", 1, 1)])["steady"].result(15)
         client = RawClient(broker.bootstrap)
-        assert produce(client, "steady", bytes(make_batch([b"before"])))[0] == 0
+        # (as on Kafka, a new partition's log may still be being created when CreateTopics
+        # is answered: NOT_LEADER_OR_FOLLOWER, retriable, meanwhile)
+        wait_until(lambda: produce(client, "steady", bytes(make_batch([b"before"])))[0] == 0,
+                   what="the first produce")
 
         wait_until(lambda: "steady" in observer.image.topics, what="the topic observed")
         proxy.stall_after_watch(5.0)

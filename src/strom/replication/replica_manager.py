@@ -630,8 +630,9 @@ class ReplicaManager:
         (:meth:`sync_new`), all or nothing per topic: each topic's outcome is what it
         created or, when one of its logs could not be created (nothing of it is kept then),
         its KAFKA_STORAGE_ERROR. With ``log_threads`` the logs are created on the worker
-        threads, shared out in one job per thread (a job per log would cost the event loop
-        more than the log), so a busy disk never holds the event loop."""
+        threads in jobs of up to :data:`OPEN_CHUNK` logs (a job per log would cost the event
+        loop more than the log; a bounded job lets a stop cancel the rest), so a busy disk
+        never holds the event loop."""
         outcomes: list[list[tuple[str, int]] | KafkaError] = []
         if not self._log_threads:
             for topic, partitions in topics:
@@ -646,9 +647,22 @@ class ReplicaManager:
             work += [(index, self.logs.to_open(tp, config, topic.topic_id)) for tp in (
                 TopicPartition(topic.name, p.partition) for p in partitions
                 if self.node_id in p.replicas) if self.logs.get(*tp) is None]
-        shares = [work[i::self._log_threads] for i in range(min(self._log_threads, len(work)))]
-        done = await asyncio.gather(*(self._run_log_io(partial(_open_all, share))
-                                      for share in shares))
+        size = max(1, min(OPEN_CHUNK, -(-len(work) // self._log_threads)))
+        jobs = [self._run_log_io(partial(_open_all, work[i:i + size]))
+                for i in range(0, len(work), size)]
+        try:
+            done = await asyncio.gather(*jobs)
+        except asyncio.CancelledError:
+            # (the broker stops) jobs not started are dropped; the logs of those that
+            # finished are removed again; a job still running leaves its few logs as strays,
+            # which the next start deletes (no metadata names them)
+            for job in jobs:
+                if job.done() and not job.cancelled() and job.exception() is None:
+                    made = [spec.tp for _, spec, result in job.result()
+                            if not isinstance(result, BaseException)
+                            and self.logs.register(spec, result) is result]
+                    self.discard_partitions(made)
+            raise
         created: list[list[tuple[str, int]]] = [[] for _ in topics]
         failures: dict[int, tuple[TopicPartition, BaseException]] = {}
         for index, spec, result in (item for share in done for item in share):

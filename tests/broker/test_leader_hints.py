@@ -74,12 +74,20 @@ def fetch(client: RawClient, version: int, topic: str, topic_id: uuid.UUID, *,
 
 
 def produce_values(broker: EmbeddedBroker, values: list[bytes]) -> None:
-    """Produce each value (acks=all, Produce v9) to ``hints``; each must succeed."""
+    """Produce each value (acks=all, Produce v9) to ``hints``; each must succeed (retried
+    for a while on NOT_LEADER_OR_FOLLOWER: as on Kafka, a partition new to the broker is
+    refused retriably until its log is open)."""
     client = RawClient(broker.bootstrap)
     try:
         for value in values:
-            answer = produce(client, 9, "hints", make_batch([value]))
-            assert answer.responses[0].partition_responses[0].error_code == 0
+            deadline = time.monotonic() + 15
+            while True:
+                answer = produce(client, 9, "hints", make_batch([value]))
+                code = answer.responses[0].partition_responses[0].error_code
+                if code != NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert code == 0
     finally:
         client.close()
 

@@ -28,6 +28,12 @@ def keep_topics_on_disk(state: BrokerState, logs: LogManager) -> None:
     for topic, count in sorted(on_disk.items()):
         known = state.store.image.topics.get(topic)
         if known is None:
+            # Start-up only found these logs (they open on first use, checked against the
+            # metadata's topic id): open them now, unchecked, so the topic created around
+            # them adopts them instead of replacing logs labelled with the lost id.
+            config = state.topic_config(topic)
+            for tp in [tp for tp in logs.partitions() if tp.topic == topic]:
+                logs.create(tp.topic, tp.partition, config)
             if topic == OFFSETS_TOPIC:
                 state.ensure_offsets_topic()
             else:

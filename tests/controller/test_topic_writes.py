@@ -27,6 +27,7 @@ from strom.controller.topic_writes import (
 from strom.controller.topics import TopicAdmin
 from strom.metadata.changes import MetadataChange
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
+from strom.metadata.store import StaleMetadataError
 from strom.testing.metadata import MemoryMetadataStore
 
 
@@ -192,3 +193,42 @@ def test_closing_cancels_what_is_queued_and_removes_prepared_logs() -> None:
     named = {(t, p.partition) for t, info in store.image.topics.items()
              for p in info.partitions}
     assert logs.held <= named  # nothing prepared for a write that did not happen remains
+
+
+def test_a_lost_race_waits_for_the_newer_image_before_planning_again() -> None:
+    """On ZooKeeper a write that lost a race learns it before the newer image reaches this
+    broker (the epoch znode's watch brings it a moment later): planning again at once
+    against the old image would lose every attempt within that moment. Here another
+    writer moves the metadata 12 times; each new image arrives 20 ms after the loss."""
+    store, admin, _logs, _queue = setup()
+    admin.create_topic("existing", 1)
+    remote = {"epoch": store.image.epoch, "races": 12}
+    loop_box: list[asyncio.AbstractEventLoop] = []
+
+    def deliver() -> None:  # the watch: the newer image is installed here
+        admin.create_topic(f"other{remote['races']}", 1)
+
+    def commit(expected_epoch: int, changes: Sequence[MetadataChange]) -> None:
+        loop = loop_box[0]
+        if remote["races"] > 0 or expected_epoch != remote["epoch"]:
+            if remote["races"] > 0 and expected_epoch == remote["epoch"]:
+                remote["races"] -= 1
+                remote["epoch"] += 1  # another writer won; its image is on its way
+                loop.call_soon_threadsafe(loop.call_later, 0.02, deliver)
+            raise StaleMetadataError(expected_epoch, remote["epoch"])
+        remote["epoch"] += 1
+        loop.call_soon_threadsafe(store.write, expected_epoch, list(changes))
+
+    queue = TopicWriteQueue(admin, store, commit=commit)
+
+    async def run() -> list[object]:
+        loop_box.append(asyncio.get_running_loop())
+        try:
+            return await queue.create_topics([NewTopic("wanted", 2)])
+        finally:
+            await queue.close()
+
+    outcome = asyncio.run(run())
+    assert isinstance(outcome[0], TopicInfo), outcome
+    assert "wanted" in store.image.topics
+    assert remote["races"] == 0

@@ -29,8 +29,12 @@ counts nothing.
 The event loop is never held for long: logs are created on the replica manager's worker
 threads (``prepare_new``, every topic of a batch at once), and on ZooKeeper metadata the
 write itself runs on a writer thread (``commit``: the store's write for a thread other than
-its owner's). A write that lost a race (another writer moved the image) is planned again;
-after :data:`WRITE_ATTEMPTS` races the batch's requests get REQUEST_TIMED_OUT.
+its owner's). A write that lost a race (another writer moved the image) is planned again
+against the image that won, once it is installed here (ZooKeeper reports the loss before its
+watch delivers the newer image; planning at once would lose again against the same image);
+the batch's requests get REQUEST_TIMED_OUT only after losing for :data:`WRITE_TIMEOUT_S`
+(the controller's own writes — leaders and ISRs of the topics just created — race with the
+next creations while a burst lasts, so a count of losses would fail a busy cluster).
 
 Lifecycle: created with the broker state; the task starts with the first request and ends
 at :meth:`close` (the broker's stop), which cancels a batch in progress (its created logs are
@@ -68,7 +72,8 @@ MAX_BATCH_REQUESTS = 1_000
 #: After a write shared by several requests, how long the next one waits for the answered
 #: clients' next requests (a lone client's requests never wait).
 LINGER_S = 0.003
-WRITE_ATTEMPTS = 10
+#: How long a batch may keep losing races before its requests get REQUEST_TIMED_OUT.
+WRITE_TIMEOUT_S = 20.0
 #: How long to wait for the image of a ZooKeeper write to be installed here.
 INSTALL_TIMEOUT_S = 10.0
 
@@ -315,7 +320,9 @@ class TopicWriteQueue:
     async def _write(self, batch: list[_Queued]) -> None:
         prepared: set[tuple[str, int]] = set()  # logs created for this batch so far
         try:
-            for _ in range(WRITE_ATTEMPTS):
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WRITE_TIMEOUT_S
+            while loop.time() < deadline:
                 image = self._store.image
                 planned = plan_batch(self._admin, image, [q.request for q in batch])
                 deferred = [q for q, p in zip(batch, planned, strict=True) if p.deferred]
@@ -332,7 +339,10 @@ class TopicWriteQueue:
                             raise StaleMetadataError(image.epoch, self._store.image.epoch)
                         await self._commit_changes(image, changes)
                 except StaleMetadataError:
-                    continue  # planned again; logs still wanted are kept
+                    # Planned again (logs still wanted are kept) once the image that won
+                    # is here: on ZooKeeper the loss is known before the watch brings it.
+                    await self._installed(image)
+                    continue
                 prepared.clear()  # written: the logs belong to the new partitions now
                 for queued, result in zip(batch, planned, strict=True):
                     if not queued.future.done():

@@ -77,9 +77,18 @@ def registered_brokers(connect: str, timeout: float = 5.0) -> set[int]:
 
 def wait_unregistered(connect: str, node_id: int, timeout: float) -> None:
     """Wait until broker ``node_id`` is not registered (a killed broker's registration stays
-    until its ZooKeeper session expires, and a broker will not start while it does)."""
+    until its ZooKeeper session expires, and a broker will not start while it does). A read
+    that ZooKeeper does not answer in time (a server just started, on a loaded machine) is
+    tried again until ``timeout``; TimeoutError after that."""
     deadline = time.monotonic() + timeout
-    while node_id in registered_brokers(connect):
+    while True:
+        try:
+            if node_id not in registered_brokers(connect):
+                return
+        except TimeoutError:
+            if time.monotonic() > deadline:
+                raise
+            continue
         if time.monotonic() > deadline:
             raise TimeoutError(f"broker {node_id} is still registered in ZooKeeper after "
                                f"{timeout:g}s (its old session has not expired)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -161,6 +161,24 @@ def test_session_by_topic_id(client: RawClient) -> None:
     assert sorted(parts) == [(tid, 0), (tid, 1)]
 
 
+def parked_while(call: Callable[[], Any], event: Callable[[], object]) -> dict[str, Any]:
+    """Run ``call`` (a parked fetch) on a thread, ``event`` half a second later; the call's
+    answer (``resp``) and how long it took (``elapsed``)."""
+    result: dict[str, Any] = {}
+
+    def park() -> None:
+        begun = time.monotonic()
+        result["resp"] = call()
+        result["elapsed"] = time.monotonic() - begun
+
+    thread = threading.Thread(target=park)
+    thread.start()
+    time.sleep(0.5)
+    event()
+    thread.join(60)
+    return result
+
+
 def test_incremental_request_parks_and_wakes(broker: EmbeddedBroker, client: RawClient) -> None:
     """An incremental request with nothing new waits like a full one, and wakes with data."""
     create(client, "fs-park", partitions=2)
@@ -168,20 +186,13 @@ def test_incremental_request_parks_and_wakes(broker: EmbeddedBroker, client: Raw
     start = time.monotonic()
     assert fetch(client, sid, 1, {}, max_wait_ms=400).responses == []
     assert time.monotonic() - start >= 0.35
-    result: dict[str, Any] = {}
 
-    def park() -> None:
-        begun = time.monotonic()
-        result["resp"] = fetch(client, sid, 2, {}, max_wait_ms=20_000)
-        result["elapsed"] = time.monotonic() - begun
+    def append() -> None:
+        producer = RawClient(broker.bootstrap)
+        produce(producer, "fs-park", batch([b"wake"]), partition=1)
+        producer.close()
 
-    thread = threading.Thread(target=park)
-    thread.start()
-    time.sleep(0.5)
-    producer = RawClient(broker.bootstrap)
-    produce(producer, "fs-park", batch([b"wake"]), partition=1)
-    producer.close()
-    thread.join(30)
+    result = parked_while(lambda: fetch(client, sid, 2, {}, max_wait_ms=20_000), append)
     assert result["elapsed"] < 10
     parts = answered(result["resp"])
     assert list(parts) == [("fs-park", 1)] and values(parts[("fs-park", 1)]) == [b"wake"]

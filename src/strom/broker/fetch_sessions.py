@@ -45,6 +45,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from strom.common.errors import error_class
 from strom.protocol import fast
@@ -60,6 +61,10 @@ TOPIC_ID_ERROR: int = error_class("FETCH_SESSION_TOPIC_ID_ERROR").code  # 106
 
 # A session's partitions: by (topic name, partition) in v7-12, (topic id, partition) in v13+.
 PartitionKey = tuple[str | bytes | None, int]
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
 
 
 def next_epoch(epoch: int) -> int:
@@ -117,6 +122,15 @@ class FetchSession:
     created: float
     last_used: float
     epoch: int = 1
+    #: What the fetch handler keeps across the session's requests (a follower session's
+    #: :class:`~strom.broker.follower_tracking.SessionTracker`); closed with the session.
+    tracker: Closeable | None = None
+
+    def close(self) -> None:
+        """The session left the cache (removed, evicted or emptied)."""
+        if self.tracker is not None:
+            self.tracker.close()
+            self.tracker = None
 
     def update(self, req: fast.FetchRequest) -> None:
         """Apply an incremental request: add / update its partitions, drop the forgotten."""
@@ -184,7 +198,9 @@ class FetchSessionCache:
         return self.sessions.get(session_id)
 
     def remove(self, session_id: int) -> None:
-        self.sessions.pop(session_id, None)
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            session.close()
 
     def create(self, now: float, follower: bool, uses_topic_ids: bool,
                partitions: dict[PartitionKey, CachedPartition]) -> int:
@@ -218,6 +234,7 @@ class FetchSessionCache:
 
     def _drop(self, session: FetchSession) -> bool:
         del self.sessions[session.id]
+        session.close()
         self.evictions += 1
         return True
 

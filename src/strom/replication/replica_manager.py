@@ -89,6 +89,7 @@ from strom.replication.delayed import (
 from strom.replication.flusher import Flushable, GroupCommitFlusher
 from strom.replication.log_changes import LogChanges, id_text
 from strom.replication.partition import IsrChange, Partition
+from strom.replication.partition_watch import PartitionWatchers
 from strom.replication.purgatory import Purgatory
 from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from strom.storage.files import CorruptFileError
@@ -204,6 +205,9 @@ class ReplicaManager:
         self.node_id = node_id
         self.produce_purgatory: Purgatory[TopicPartition] = Purgatory("produce", scheduler)
         self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("fetch", scheduler)
+        #: Readers that keep state across requests (followers' fetch sessions), called on
+        #: every change that wakes the fetch purgatory.
+        self.watchers = PartitionWatchers()
         self.flusher = GroupCommitFlusher(self._on_flushed)
         self._partitions: dict[TopicPartition, Partition] = {}
         #: Hosted partitions whose log is not open yet, in the order they are opened.
@@ -844,6 +848,7 @@ class ReplicaManager:
         the fsync round the flush policy asks for; what the acknowledgement waits for."""
         if not appended.duplicate and not hw_moved:
             self.fetch_purgatory.check_and_complete(partition.tp)  # followers read to the LEO
+            self.watchers.changed(partition.tp)
         required = appended.last_offset + 1
         plog = partition.log
         flush = plog.needs_flush()
@@ -919,6 +924,7 @@ class ReplicaManager:
     def _wake(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+        self.watchers.changed(tp)
 
     def _on_flushed(self, flushed: Flushable, error: BaseException | None) -> None:
         tp = TopicPartition(flushed.topic, flushed.partition)

@@ -5,8 +5,10 @@ aborted transactions overlapping the records returned: producer id and first off
 consumer to drop them) through the partition, never through storage. Requests with session
 metadata other than sessionless (id 0, epoch -1) go through the incremental fetch session
 cache (:mod:`strom.broker.fetch_sessions`, KIP-227): an incremental request reads every
-partition of its session and answers only those that changed; sessionless requests never touch
-the cache. Limits:
+partition of its session and answers only those that changed — a follower's reads only the
+partitions its :class:`~strom.broker.follower_tracking.SessionTracker` holds dirty (named,
+or changed since its last round; all of them at each periodic sweep), and parks without
+purgatory keys, woken by the tracker; sessionless requests never touch the cache. Limits:
 ``partition_max_bytes`` per partition and ``max_bytes`` per response, with the first non-empty
 partition allowed to exceed them by one batch (KIP-74). A request (full or incremental) that
 cannot reach ``min_bytes`` parks in the replica manager's fetch purgatory
@@ -57,10 +59,12 @@ from strom.broker.fetch_sessions import (
     FetchSession,
     FetchSessionCache,
     Incremental,
+    PartitionKey,
     SessionContext,
     open_context,
     topic_key,
 )
+from strom.broker.follower_tracking import SessionTracker, sweep_interval
 from strom.broker.handlers import leader_hints
 from strom.broker.handlers.common import check_leader_epoch, topic_name_for
 from strom.broker.state import BrokerState
@@ -92,6 +96,11 @@ API_KEY = ApiKey.FETCH
 READ_COMMITTED = 1
 
 
+def _unset_waker(tracker: SessionTracker, waker: Callable[[], None]) -> None:
+    if tracker.waker is waker:
+        tracker.waker = None
+
+
 def _other_topic(requested_id: bytes | None, partition: Partition) -> bool:
     """Whether a fetch that named ``requested_id`` (v13+; None or zeros: by name) reached a
     partition of another topic id."""
@@ -112,13 +121,15 @@ class _Target:
 Unchanged = Callable[[_Target, Partition], bool]
 
 
-def _unchanged_for_follower(req: fast.FetchRequest, session: FetchSession) -> Unchanged:
+def _unchanged_for_follower(req: fast.FetchRequest, session: FetchSession,
+                            tracker: SessionTracker | None = None) -> Unchanged:
     """For a follower's incremental session: a partition the request does not name (so its
     fetch offset did not move) is unchanged when it is led here at the epoch asked for, the
     follower has its whole log, and its high watermark, log start and last stable offset are
     what the session last sent — it would be left out of the answer anyway (KIP-227), so it
     is not read at all; the follower's fetch state is still noted (ISR liveness). A fetch
-    then costs the partitions that changed, not every partition the follower follows."""
+    then costs the partitions that changed, not every partition the follower follows. With
+    ``tracker``, a partition found unchanged is settled there (not read until it changes)."""
     named = {(topic_key(t.name, t.topic_id, session.uses_topic_ids), p.partition)
              for t in req.topics for p in t.partitions}
     cached_parts = session.partitions
@@ -143,6 +154,8 @@ def _unchanged_for_follower(req: fast.FetchRequest, session: FetchSession) -> Un
                                                   p.log_start_offset)
         except KafkaError:
             return False  # read: the answer carries the error
+        if tracker is not None:
+            tracker.settled(key)
         return True
 
     return unchanged
@@ -156,12 +169,14 @@ class FetchHandler:
         self.sessions = FetchSessionCache(
             int(state.config.get("max.incremental.fetch.session.cache.slots")),
             int(state.config.get("min.incremental.fetch.session.eviction.ms")) / 1000)
+        self._sweep_s = sweep_interval(int(state.config.get("replica.lag.time.max.ms")))
 
     def __call__(self, request: Request) -> HandlerResult:
         version = request.version
         req = fast.decode_fetch_request(request.body, version)
         context: SessionContext | None = None
         unchanged: Unchanged | None = None
+        tracker: SessionTracker | None = None
         if req.session_id != 0 or req.session_epoch != FINAL_EPOCH:
             opened = open_context(self.sessions, req, version, self._state.clock.monotonic())
             if isinstance(opened, int):  # a top-level session error, no partitions
@@ -174,7 +189,15 @@ class FetchHandler:
         # A follower needs CLUSTER_ACTION; refused, its partitions answer as unauthorized
         # topics (Kafka's choice); a consumer needs READ on each topic.
         follower_denied = req.replica_id >= 0 and not access.allowed(request, CLUSTER)
-        if isinstance(context, Incremental):
+        if isinstance(context, Incremental) and context.session.follower and not (
+                follower_denied):
+            session = context.session
+            tracker = self._tracker(session)
+            keys = tracker.begin_round(session, req, lambda name, topic_id: topic_name_for(
+                image, name, topic_id), self._state.clock.monotonic())
+            targets = self._tracked_targets(session, keys)
+            unchanged = _unchanged_for_follower(req, session, tracker)
+        elif isinstance(context, Incremental):
             targets = self._session_targets(request, req, context.session, follower_denied)
             if context.session.follower:
                 unchanged = _unchanged_for_follower(req, context.session)
@@ -199,7 +222,33 @@ class FetchHandler:
                 return self._held(hold, req, version, targets, pacer, context,
                                   request.conn.listener)
         return self._respond(req, version, targets, pacer, context, request.conn.listener,
-                             unchanged)
+                             unchanged, tracker)
+
+    def _tracker(self, session: FetchSession) -> SessionTracker:
+        tracker = session.tracker
+        if not isinstance(tracker, SessionTracker):
+            tracker = SessionTracker(self._state.replicas.watchers, self._sweep_s)
+            session.tracker = tracker
+        return tracker
+
+    def _tracked_targets(self, session: FetchSession, keys: list[PartitionKey]
+                         ) -> list[_Target]:
+        """The targets of a tracked follower session's ``keys`` (still in the session),
+        names resolved again (a follower's access was checked for the request)."""
+        image = self._state.store.image
+        parts = session.partitions
+        names: dict[int, str | None] = {}
+        targets: list[_Target] = []
+        for key in keys:
+            cached = parts.get(key)
+            if cached is None:
+                continue
+            topic = cached.topic
+            name = names.get(id(topic), "")
+            if name == "":
+                name = names[id(topic)] = topic_name_for(image, topic.name, topic.topic_id)
+            targets.append(_Target(topic, cached.request, name, None))  # looked up by _read
+        return targets
 
     def _denied(self, request: Request, req: fast.FetchRequest, name: str | None,
                 follower_denied: bool) -> bool:
@@ -238,16 +287,20 @@ class FetchHandler:
     def _respond(
         self, req: fast.FetchRequest, version: int, targets: list[_Target],
         pacer: FetchPacer | None, context: SessionContext | None, listener: str | None,
-        unchanged: Unchanged | None = None,
+        unchanged: Unchanged | None = None, tracker: SessionTracker | None = None,
     ) -> ResponseParts | Awaitable[ResponseParts]:
         cap = pacer.budget(self._state.clock.monotonic()) if pacer is not None else None
         topics, size, errors, backlogged = self._read(req, version, targets, cap, unchanged)
-        if size >= req.min_bytes or req.max_wait_ms <= 0 or errors or not targets:
+        # (a tracked session parks with nothing dirty: a change to any partition wakes it)
+        if size >= req.min_bytes or req.max_wait_ms <= 0 or errors or (
+                not targets and tracker is None):
             if pacer is not None:
                 pacer.after_read(self._state.clock.monotonic(), size, backlogged)
             return self._encode(req, version, topics, context, listener)
         if pacer is not None:  # parking: the consumer has caught up
             pacer.after_read(self._state.clock.monotonic(), 0, False)
+        if tracker is not None:
+            return self._wait_tracked(req, version, tracker, context, listener, unchanged)
         return self._wait(req, version, targets, context, listener, unchanged)
 
     def _encode(self, req: fast.FetchRequest, version: int,
@@ -284,6 +337,33 @@ class FetchHandler:
         self._state.replicas.park_fetch(
             DelayedFetch(req.max_wait_ms, max(req.min_bytes, 1), read, future,
                          self._change_check(req, targets)), keys)
+        return self._encode_when_read(future, req, version, context, listener)
+
+    def _wait_tracked(
+        self, req: fast.FetchRequest, version: int, tracker: SessionTracker,
+        context: SessionContext | None, listener: str | None, unchanged: Unchanged | None,
+    ) -> Awaitable[ResponseParts]:
+        """Park a tracked follower session's fetch: no purgatory keys; a change to any of its
+        partitions (the tracker's watch) re-reads the dirty ones."""
+        assert isinstance(context, Incremental)
+        session = context.session
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[fast.FetchTopicResult]] = loop.create_future()
+
+        def read() -> tuple[list[fast.FetchTopicResult], int, bool]:
+            targets = self._tracked_targets(session, list(tracker.dirty))
+            topics, size, errors, _ = self._read(req, version, targets, None, unchanged)
+            return topics, size, errors
+
+        parked = DelayedFetch(req.max_wait_ms, max(req.min_bytes, 1), read, future)
+
+        def wake() -> None:
+            if not parked.is_completed:
+                parked.try_complete()
+
+        tracker.waker = wake
+        future.add_done_callback(lambda _: _unset_waker(tracker, wake))
+        self._state.replicas.park_fetch(parked, ())
         return self._encode_when_read(future, req, version, context, listener)
 
     async def _encode_when_read(

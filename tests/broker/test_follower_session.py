@@ -65,3 +65,30 @@ def test_a_session_error_or_a_refused_session_means_full_requests() -> None:
     session.reset()  # FETCH_SESSION_ID_NOT_FOUND, a failed request, a new connection
     full = session.build(request(("a", 0, 6)))
     assert (full.session_id, full.session_epoch) == (0, 0) and named(full) == {("a", 0, 6)}
+
+
+def changed(req: FetchRequest, *tps: tuple[str, int]) -> FetchRequest:
+    """``req`` as the fetcher builds it between full rebuilds: ``tps`` marked changed."""
+    by_tp = {q.tp: q for q in req.partitions}
+    return FetchRequest(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes,
+                        req.partitions, by_tp,
+                        {TopicPartition(t, p): by_tp.get(TopicPartition(t, p)) for t, p in tps})
+
+
+def test_an_incremental_request_compares_only_the_partitions_marked_changed() -> None:
+    session = FollowerFetchSession()
+    session.build(request(("a", 0, 5), ("a", 1, 7), ("b", 0, 0)))
+    session.answered(41)
+    # a-0 moved and is marked; b-0 is marked but the same; nothing else is looked at
+    second = session.build(changed(request(("a", 0, 6), ("a", 1, 7), ("b", 0, 0)),
+                                   ("a", 0), ("b", 0)))
+    assert named(second) == {("a", 0, 6)} and second.forgotten == []
+    session.answered(41)
+    third = session.build(changed(request(("a", 0, 6), ("b", 0, 0)), ("a", 1)))  # a-1 paused
+    assert named(third) == set() and third.forgotten == [(None, IDS["a"].bytes, [1])]
+    # not answered: the next request cannot trust the marks of one request only
+    fourth = session.build(changed(request(("a", 0, 6), ("b", 0, 0), ("c", 0, 3)), ("c", 0)))
+    assert named(fourth) == {("c", 0, 3)} and fourth.forgotten == [(None, IDS["a"].bytes, [1])]
+    session.answered(41)
+    fifth = session.build(changed(request(("a", 0, 6), ("b", 0, 0), ("c", 0, 3)), ("a", 1)))
+    assert named(fifth) == set() and fifth.forgotten == []  # a-1 was forgotten already

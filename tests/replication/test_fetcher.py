@@ -16,6 +16,7 @@ import pytest
 from strom.common.errors import OffsetOutOfRangeError, error_class
 from strom.common.types import TopicPartition
 from strom.replication.fetcher import (
+    FULL_REBUILD_MS,
     THROTTLE_RECHECK_MS,
     EpochAnswer,
     EpochRequest,
@@ -380,3 +381,30 @@ def test_a_partition_replaced_by_another_topic_of_its_name_starts_over(tmp_path:
     assert pair.fetcher.state(TP).fetch_offset == 5  # type: ignore[union-attr]
     request = pair.fetcher.fetch_request(pair.now)
     assert request is not None and [q.topic_id for q in request.partitions] == [new_id]
+
+
+def test_requests_are_rebuilt_from_the_partitions_marked_changed_and_in_full_each_second(
+        pairs) -> None:  # type: ignore[no-untyped-def]
+    pair = pairs((), ((0, 3),), 0)
+    pair.run()
+    fetcher = pair.fetcher
+    first = fetcher.fetch_request(pair.now)  # after the answers of pair.run()
+    assert first is not None and first.changed == {TP: first.query(TP)}
+    fetcher.on_fetch_response(first, {}, pair.now, omitted_unchanged=True)  # nothing new
+    quiet = fetcher.fetch_request(pair.now)
+    assert quiet is not None and quiet.changed == {} and quiet.partitions == first.partitions
+    write(pair.leader, (0, 2))
+    answers = pair.network.fetch(quiet)
+    fetcher.on_fetch_response(quiet, answers, pair.now, omitted_unchanged=True)
+    moved = fetcher.fetch_request(pair.now)
+    assert moved is not None and moved.changed == {TP: moved.query(TP)}
+    assert moved.query(TP).fetch_offset == 5  # type: ignore[union-attr]
+    fetcher.on_request_failed(moved.partitions, pair.now)  # paused: not asked for
+    paused = fetcher.fetch_request(pair.now)
+    assert paused is None
+    pair.fh.clock.advance(BACKOFF_MS)  # the pause is over: asked for again
+    again = fetcher.fetch_request(pair.now)
+    assert again is not None and again.changed == {TP: again.query(TP)}
+    pair.fh.clock.advance(FULL_REBUILD_MS)
+    rebuilt = fetcher.fetch_request(pair.now)
+    assert rebuilt is not None and rebuilt.changed is None

@@ -11,6 +11,9 @@ last sent (those that got records: their fetch offset moved; new ones) and lists
 ``forgotten_topics_data`` those no longer wanted (removed, or paused by the fetcher), and the
 leader answers only the partitions with something new (records, a moved high watermark, log
 start or last stable offset, an error). A partition the answer leaves out had nothing new.
+Building an incremental request compares only the partitions the fetcher marked changed
+since its previous request (``FetchRequest.changed``), every partition when it did not say
+(its periodic full rebuild) or when the previous request was never answered.
 
 A session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: the leader
 restarted or evicted it) or a failed request ends the session: the next request is full
@@ -19,6 +22,8 @@ getting full requests. Owned by the fetcher's task; not thread-safe.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from strom.common.errors import error_class
 from strom.common.types import TopicPartition
@@ -31,11 +36,10 @@ _MAX_EPOCH = 0x7FFFFFFF
 SESSION_ERRORS = frozenset({error_class("FETCH_SESSION_ID_NOT_FOUND").code,
                             error_class("INVALID_FETCH_SESSION_EPOCH").code})
 
-#: What the leader's session holds of one partition.
-_Sent = tuple[int, int, int, int]
-#: A partition in the session: its name and its topic id (the wire names the id, Fetch v13;
-#: a topic deleted and created again under its name is another partition to the leader).
-_Key = tuple[TopicPartition, bytes]
+#: What the leader's session holds of one partition: its topic id as the wire carries it
+#: (a topic deleted and created again under its name is another partition to the leader)
+#: and the fetch parameters last sent.
+_Sent = tuple[bytes, tuple[int, int, int, int]]
 
 
 def topic_id_bytes(q: FetchQuery) -> bytes:
@@ -43,21 +47,18 @@ def topic_id_bytes(q: FetchQuery) -> bytes:
     return q.topic_id.bytes if q.topic_id is not None else bytes(16)
 
 
-def _key(q: FetchQuery) -> _Key:
-    return (q.tp, topic_id_bytes(q))
-
-
-def _params(q: FetchQuery) -> _Sent:
-    return (q.current_leader_epoch, q.fetch_offset, q.log_start_offset,
-            q.partition_max_bytes)
+def _sent(q: FetchQuery) -> _Sent:
+    return (topic_id_bytes(q), (q.current_leader_epoch, q.fetch_offset, q.log_start_offset,
+                                q.partition_max_bytes))
 
 
 class FollowerFetchSession:
     def __init__(self) -> None:
         self.session_id = 0
         self.epoch = INITIAL_EPOCH
-        self._sent: dict[_Key, _Sent] = {}
-        self._pending: dict[_Key, _Sent] | None = None
+        self._sent: dict[TopicPartition, _Sent] = {}
+        #: What the request just built changes in ``_sent`` once answered (None: removed).
+        self._pending: dict[TopicPartition, _Sent | None] | None = None
         self._pending_full = False
 
     @property
@@ -68,18 +69,38 @@ class FollowerFetchSession:
 
     def build(self, request: FetchRequest) -> wire_fetch.FetchRequest:
         """The wire request for the fetcher's ``request`` (every partition it wants now), as
-        Fetch v13 fields: topics by id, read_uncommitted."""
-        wanted = {_key(q): q for q in request.partitions}
+        Fetch v13 fields: topics by id, read_uncommitted. An incremental request compares
+        only the partitions the fetcher marked changed (``request.changed``) when it can,
+        every partition otherwise."""
+        sent = self._sent
+        queries: list[FetchQuery] = []
+        forgotten: list[tuple[TopicPartition, bytes]] = []
+        pending: dict[TopicPartition, _Sent | None] = {}
         if self.session_id == 0:
             queries = list(request.partitions)
-            forgotten: list[_Key] = []
+            pending = {q.tp: _sent(q) for q in queries}
             epoch = INITIAL_EPOCH
         else:
-            sent = self._sent
-            queries = [q for key, q in wanted.items() if sent.get(key) != _params(q)]
-            forgotten = [key for key in sent if key not in wanted]
             epoch = self.epoch
-        self._pending = {key: _params(q) for key, q in wanted.items()}
+            candidates: Iterable[tuple[TopicPartition, FetchQuery | None]]
+            if request.changed is not None and self._pending is None:
+                candidates = request.changed.items()
+            else:  # unknown (or a request built but not answered): compare them all
+                wanted = request.by_tp if request.by_tp is not None else {
+                    q.tp: q for q in request.partitions}
+                candidates = [*wanted.items(),
+                              *((tp, None) for tp in sent if tp not in wanted)]
+            for tp, q in candidates:
+                before = sent.get(tp)
+                now = None if q is None else _sent(q)
+                if now == before:
+                    continue
+                if before is not None and (now is None or now[0] != before[0]):
+                    forgotten.append((tp, before[0]))  # gone, or another topic id now
+                if q is not None:
+                    queries.append(q)
+                pending[tp] = now
+        self._pending = pending
         self._pending_full = self.session_id == 0
         by_topic: dict[bytes, list[wire_fetch.FetchPartition]] = {}
         for q in queries:
@@ -103,9 +124,18 @@ class FollowerFetchSession:
         if self._pending_full:
             self.session_id = session_id
             self.epoch = 1 if session_id else INITIAL_EPOCH
+            self._sent = {}
         else:
             self.epoch = 1 if self.epoch == _MAX_EPOCH else self.epoch + 1
-        self._sent = pending if self.session_id else {}
+        if not self.session_id:
+            self._sent = {}
+            return
+        sent = self._sent
+        for tp, now in pending.items():
+            if now is None:
+                sent.pop(tp, None)
+            else:
+                sent[tp] = now
 
     def reset(self) -> None:
         """Start over with a full request (a session error, a failed request, a new

@@ -190,6 +190,8 @@ class _FetcherRunner:
         self._timeout_s = timeout_s
         self._conn: Connection | None = None
         self._session = FollowerFetchSession()
+        #: The topic names of the ids the fetcher's requests name (answers come by id).
+        self._names: dict[bytes, str] = {}
         self._wakeup = asyncio.Event()
         #: set by stop(): the loop ends at its next turn even if the cancellation was lost
         #: (Python 3.11's ``asyncio.wait_for`` returns a result that raced the cancel).
@@ -311,6 +313,12 @@ class _FetcherRunner:
         self.fetcher.on_epoch_response(request, answers, self._clock.now_ms())
 
     async def _send_fetch(self, request: FetchRequest) -> None:
+        if request.changed is None:  # built from every partition: the names again
+            self._names = {topic_id_bytes(q): q.tp.topic for q in request.partitions}
+        else:
+            for q in request.changed.values():
+                if q is not None:
+                    self._names[topic_id_bytes(q)] = q.tp.topic
         session = self._session
         incremental = session.incremental
         body = await self._send(ApiKey.FETCH, FOLLOWER_FETCH_VERSION,
@@ -332,7 +340,7 @@ class _FetcherRunner:
             await asyncio.sleep(self.fetcher.settings.backoff_ms / 1000)
             return
         session.answered(response.session_id)
-        names = {topic_id_bytes(q): q.tp.topic for q in request.partitions}
+        names = self._names
         answers = {TopicPartition(names[p.topic_id], p.partition): FetchAnswer(
             p.error_code, p.high_watermark, p.log_start_offset, p.records)
             for p in response.partitions if p.topic_id in names}

@@ -60,6 +60,14 @@ deterministic simulation does the same with a scripted network and a manual cloc
         else:
             sleep until fetcher.next_wakeup_ms(now) (None: until partitions are added)
 
+Cost per request: a fetch request is rebuilt only for the partitions whose query may have
+changed since the last one (answered, paused or unpaused, added, removed, changed phase) and
+carries them in ``FetchRequest.changed``, so an incremental fetch session compares only those;
+every :data:`FULL_REBUILD_MS` (and while the replication throttle holds partitions back) it
+is built from every partition (``changed`` None), which also picks up a log start moved by the
+follower's own retention. A round of a follower of a thousand partitions costs the few that
+moved, not a thousand.
+
 Topic ids: each Fetch names the partition's topic id (the transport sends Fetch by id, so a
 leader holding another topic of the same name refuses it), and a hosted partition whose topic
 id changed — the topic was deleted and created again under its name, at the same leader and
@@ -95,6 +103,9 @@ OFFSET_OUT_OF_RANGE = error_class("OFFSET_OUT_OF_RANGE").code
 #: How long a partition held back by the replication throttle waits before it is looked at
 #: again (Kafka's fetcher waits its fetch backoff when nothing is left to fetch).
 THROTTLE_RECHECK_MS = 100
+#: How often a fetch request is built from every partition rather than from those marked
+#: changed since the last one.
+FULL_REBUILD_MS = 1000
 
 
 class FollowerLogs(Protocol):
@@ -184,13 +195,26 @@ class FetchQuery:
 
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
-    """One Fetch request of a follower (sessionless, read_uncommitted)."""
+    """One Fetch request of a follower (read_uncommitted): every partition ready to fetch.
+
+    ``by_tp``: the same queries by partition (None: build it from ``partitions``).
+    ``changed``: the partitions whose query may differ from the previous request the fetcher
+    built, with their query now (None: not wanted now); None when unknown (the first
+    request, a periodic full rebuild): an incremental fetch session compares them all."""
 
     replica_id: int
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     partitions: tuple[FetchQuery, ...]
+    by_tp: Mapping[TopicPartition, FetchQuery] | None = None
+    changed: Mapping[TopicPartition, FetchQuery | None] | None = None
+
+    def query(self, tp: TopicPartition) -> FetchQuery | None:
+        """The query for ``tp`` in this request (None: not asked)."""
+        if self.by_tp is not None:
+            return self.by_tp.get(tp)
+        return next((q for q in self.partitions if q.tp == tp), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +236,14 @@ class ReplicaFetcher:
         self._logs = logs
         self._quota = quota
         self._partitions: dict[TopicPartition, FollowedPartition] = {}
+        #: The partitions that are truncating (the epoch request's candidates).
+        self._truncating: set[TopicPartition] = set()
+        #: The queries of the last fetch request, and the partitions whose query may have
+        #: changed since (rebuilt for those only, all of them every :data:`FULL_REBUILD_MS`).
+        self._queries: dict[TopicPartition, FetchQuery] = {}
+        self._dirty: set[TopicPartition] = set()
+        self._paused: dict[TopicPartition, int] = {}  # paused partitions: until when
+        self._next_rebuild_ms: int | None = None
 
     # -- membership -------------------------------------------------------------------------
     def add_partitions(self, epochs: Mapping[TopicPartition, int]) -> None:
@@ -221,10 +253,15 @@ class ReplicaFetcher:
             current = self._partitions.get(tp)
             if current is None or current.leader_epoch != epoch:
                 self._partitions[tp] = FollowedPartition(tp, epoch)
+                self._truncating.add(tp)
+                self._dirty.add(tp)
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
-            self._partitions.pop(tp, None)
+            if self._partitions.pop(tp, None) is not None:
+                self._truncating.discard(tp)
+                self._paused.pop(tp, None)
+                self._dirty.add(tp)
 
     def state(self, tp: TopicPartition) -> FollowedPartition | None:
         return self._partitions.get(tp)
@@ -243,12 +280,22 @@ class ReplicaFetcher:
             return None
         return max(now_ms, min(p.delayed_until_ms for p in self._partitions.values()))
 
-    def _ready(self, phase: Phase, now_ms: int) -> list[FollowedPartition]:
-        return [p for _, p in sorted(self._partitions.items())
-                if p.phase is phase and p.delayed_until_ms <= now_ms]
+    def _truncating_ready(self, now_ms: int) -> list[FollowedPartition]:
+        states = [self._partitions[tp] for tp in sorted(self._truncating)]
+        return [p for p in states if p.phase is Phase.TRUNCATING and p.delayed_until_ms <= now_ms]
+
+    def _set_phase(self, state: FollowedPartition, phase: Phase) -> None:
+        state.phase = phase
+        if phase is Phase.TRUNCATING:
+            self._truncating.add(state.tp)
+        else:
+            self._truncating.discard(state.tp)
+        self._dirty.add(state.tp)
 
     def _pause(self, state: FollowedPartition, now_ms: int) -> None:
         state.delayed_until_ms = now_ms + self.settings.backoff_ms
+        self._paused[state.tp] = state.delayed_until_ms
+        self._dirty.add(state.tp)
 
     def _follower(self, state: FollowedPartition) -> Partition | None:
         """The hosted partition ``state`` follows (None: not followed here now). One of
@@ -260,18 +307,21 @@ class ReplicaFetcher:
         if state.topic_id is not None:
             log.info("%s: now topic id %s (was %s): following it from the start", state.tp,
                      partition.topic_id, state.topic_id)
-            state.phase = Phase.TRUNCATING
+            self._set_phase(state, Phase.TRUNCATING)
             state.fetch_offset = -1
             state.delayed_until_ms = 0
             state.caught_up = False
         state.topic_id = partition.topic_id
+        self._dirty.add(state.tp)
         return partition
 
     # -- truncation -------------------------------------------------------------------------
     def epoch_request(self, now_ms: int) -> EpochRequest | None:
         """The OffsetForLeaderEpoch request for the partitions that must truncate first."""
+        if not self._truncating:
+            return None
         queries = []
-        for state in self._ready(Phase.TRUNCATING, now_ms):
+        for state in self._truncating_ready(now_ms):
             partition = self._follower(state)
             if partition is None or state.phase is not Phase.TRUNCATING:
                 continue
@@ -346,30 +396,75 @@ class ReplicaFetcher:
         return partition.log_start_offset
 
     def _start_fetching(self, state: FollowedPartition, partition: Partition) -> None:
-        state.phase = Phase.FETCHING
+        self._set_phase(state, Phase.FETCHING)
         state.fetch_offset = partition.log_end_offset
 
     # -- fetching ---------------------------------------------------------------------------
     def fetch_request(self, now_ms: int) -> FetchRequest | None:
-        """The next Fetch for the partitions ready to fetch (None: none is)."""
+        """The next Fetch for the partitions ready to fetch (None: none is), in partition
+        order (new ones last between full rebuilds).
+
+        Only the partitions whose query may have changed since the last request are looked
+        at — an answer, a pause, a phase or membership change marks them, and a pause that
+        ended — every partition every :data:`FULL_REBUILD_MS` (a log start moved by the
+        follower's own retention, a hosted partition replaced) and whenever the replication
+        throttle holds partitions back (its state moves with time)."""
         settings = self.settings
         quota = self._quota
-        queries = []
-        for state in self._ready(Phase.FETCHING, now_ms):
-            partition = self._follower(state)
-            if partition is None or state.phase is not Phase.FETCHING:
-                continue
-            if quota is not None and not state.caught_up and quota.is_throttled(state.tp) and (
-                    quota.is_quota_exceeded()):
-                state.delayed_until_ms = now_ms + THROTTLE_RECHECK_MS
-                continue
-            queries.append(FetchQuery(state.tp, state.leader_epoch, state.fetch_offset,
-                                      partition.log_start_offset, settings.partition_max_bytes,
-                                      partition.topic_id))
-        if not queries:
+        throttling = quota is not None and quota.throttles_any
+        changed: dict[TopicPartition, FetchQuery | None] | None
+        if throttling or self._next_rebuild_ms is None or now_ms >= self._next_rebuild_ms:
+            self._next_rebuild_ms = now_ms + FULL_REBUILD_MS
+            self._dirty.clear()
+            self._paused = {}
+            queries: dict[TopicPartition, FetchQuery] = {}
+            for tp, state in sorted(self._partitions.items()):
+                query = self._query(state, now_ms)
+                if query is not None:
+                    queries[tp] = query
+            self._queries = queries
+            changed = None
+        else:
+            for tp, until in list(self._paused.items()):
+                if until <= now_ms:
+                    del self._paused[tp]
+                    self._dirty.add(tp)
+            changed = {}
+            while self._dirty:  # (looking a partition up may mark it again)
+                tp = self._dirty.pop()
+                followed = self._partitions.get(tp)
+                query = None if followed is None else self._query(followed, now_ms)
+                if query is None:
+                    self._queries.pop(tp, None)
+                else:
+                    self._queries[tp] = query
+                changed[tp] = query
+        if not self._queries:
             return None
+        by_tp = dict(self._queries)
         return FetchRequest(settings.replica_id, settings.max_wait_ms, settings.min_bytes,
-                            settings.response_max_bytes, tuple(queries))
+                            settings.response_max_bytes, tuple(by_tp.values()), by_tp, changed)
+
+    def _query(self, state: FollowedPartition, now_ms: int) -> FetchQuery | None:
+        """The fetch query of ``state`` now; None when it is not ready to fetch (a paused
+        one is noted with when its pause ends)."""
+        if state.phase is not Phase.FETCHING:
+            return None
+        if state.delayed_until_ms > now_ms:
+            self._paused[state.tp] = state.delayed_until_ms
+            return None
+        partition = self._follower(state)
+        self._dirty.discard(state.tp)
+        if partition is None or state.phase is not Phase.FETCHING:
+            return None
+        quota = self._quota
+        if quota is not None and not state.caught_up and quota.is_throttled(state.tp) and (
+                quota.is_quota_exceeded()):
+            state.delayed_until_ms = self._paused[state.tp] = now_ms + THROTTLE_RECHECK_MS
+            return None
+        return FetchQuery(state.tp, state.leader_epoch, state.fetch_offset,
+                          partition.log_start_offset, self.settings.partition_max_bytes,
+                          partition.topic_id)
 
     def on_fetch_response(self, request: FetchRequest,
                           answers: Mapping[TopicPartition, FetchAnswer], now_ms: int, *,
@@ -378,11 +473,12 @@ class ReplicaFetcher:
         which leaves out the partitions with nothing new; otherwise a missing answer is an
         error for that partition."""
         if omitted_unchanged:
-            wanted = {q.tp: q for q in request.partitions}
-            queries: Iterable[FetchQuery] = [wanted[tp] for tp in answers if tp in wanted]
+            queries: Iterable[FetchQuery] = [
+                q for q in (request.query(tp) for tp in answers) if q is not None]
         else:
             queries = request.partitions
         for query in queries:
+            self._dirty.add(query.tp)  # its fetch offset, phase or pause may move
             state = self._partitions.get(query.tp)
             if state is None or state.phase is not Phase.FETCHING or (
                     state.leader_epoch != query.current_leader_epoch
@@ -439,7 +535,7 @@ class ReplicaFetcher:
             return
         log.info("%s: log end %d is past leader %d's log end; truncating by leader epoch",
                  state.tp, state.fetch_offset, self.source_id)
-        state.phase = Phase.TRUNCATING
+        self._set_phase(state, Phase.TRUNCATING)
 
     def _storage_failed(self, state: FollowedPartition, exc: OSError, doing: str,
                         now_ms: int) -> None:

@@ -60,6 +60,9 @@ ALL_PARTITIONS: frozenset[int] = frozenset({-1})
 class ReplicaQuota(Protocol):
     """What the fetch paths ask of a replication quota."""
 
+    @property
+    def throttles_any(self) -> bool: ...
+
     def is_throttled(self, tp: TopicPartition) -> bool: ...
 
     def is_quota_exceeded(self) -> bool: ...

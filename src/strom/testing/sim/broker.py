@@ -40,6 +40,7 @@ from strom.replication.fetcher import (
     FetchAnswer,
     FetcherSettings,
     FetchRequest,
+    Phase,
     ReplicaFetcher,
 )
 from strom.replication.partition import FetchIsolation, IsrChange, Partition
@@ -55,6 +56,25 @@ if TYPE_CHECKING:
 
 NONE = 0
 T = TypeVar("T")
+
+
+def _check_fetch_request(fetcher: ReplicaFetcher, logs: ReplicaManager,
+                         request: FetchRequest | None, now_ms: int) -> None:
+    """The fetcher's request (built from the partitions marked changed since its last one)
+    asks for exactly the partitions that are fetching, unpaused and hosted under the topic
+    id they were followed with, at their epoch and fetch offset — what a request built from
+    every partition would ask (the log start aside: it may lag until the periodic rebuild).
+    AssertionError otherwise."""
+    expected = {}
+    for tp in fetcher.partitions:
+        state = fetcher.state(tp)
+        partition = logs.follower(tp)
+        if (state is not None and state.phase is Phase.FETCHING and partition is not None
+                and state.delayed_until_ms <= now_ms and partition.topic_id == state.topic_id):
+            expected[tp] = (state.leader_epoch, state.fetch_offset)
+    asked = {} if request is None else {
+        q.tp: (q.current_leader_epoch, q.fetch_offset) for q in request.partitions}
+    assert asked == expected, f"fetch request {asked} where {expected} is due"
 
 
 @dataclass(slots=True)
@@ -214,6 +234,9 @@ class SimBroker:
         epoch_request = fetcher.epoch_request(now)
         request: EpochRequest | FetchRequest | None = (
             epoch_request if epoch_request is not None else fetcher.fetch_request(now))
+        if (isinstance(request, FetchRequest) or request is None) and (
+                self.replicas is not None):
+            _check_fetch_request(fetcher, self.replicas, request, now)
         if request is None:
             return
         self._request_ids += 1

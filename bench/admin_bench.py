@@ -4,7 +4,8 @@ an existing topic sees meanwhile.
     python bench/admin_bench.py [--targets strom,cluster,kafka] [--topics 1000]
                                 [--modes serial,concurrent,batched] [--clients 16]
                                 [--repeats 3] [--rate 200] [--probe-idempotent]
-                                [--idle 8] [--rf 1] [--cluster-rf 3] [--also-source DIR]
+                                [--idle 8] [--after 8] [--rf 1] [--cluster-rf 3]
+                                [--also-source DIR]
                                 [--out FILE]
 
 Targets: ``strom`` one broker (file-backed metadata), ``cluster`` a 3-broker
@@ -28,9 +29,11 @@ requests in flight instead of one). After ``--idle`` seconds of idle sampling it
 Reported per run: partitions/s until the last CreateTopics answer, and until the broker's
 Metadata (the bootstrap broker's) lists every new topic with a leader; the probe's p50 /
 p99 / max latency idle and during the burst (records *sent* between the first request and
-the last answer), their ratio, and the longest time without any acknowledgement during the
-burst. Medians over ``--repeats`` in the summary table; ``--also-source DIR`` runs strom
-targets from another source tree too (a before / after pair, runs interleaved).
+the last answer), their ratio, the longest time without any acknowledgement during the
+burst, and the probe's p99 ``--after`` seconds once every new topic has a leader (the cost
+of replicating the new partitions while they are idle). Medians over ``--repeats`` in the
+summary table; ``--also-source DIR`` runs strom targets from another source tree too (a
+before / after pair, runs interleaved).
 """
 
 from __future__ import annotations
@@ -154,6 +157,7 @@ class Run:
     idle: list[float] = field(default_factory=list)
     burst: list[float] = field(default_factory=list)
     gap_s: float = 0.0
+    after: list[float] = field(default_factory=list)
     failed: int = 0
     errors: int = 0
 
@@ -230,20 +234,22 @@ def one_run(kind: str, source: str | None, label: str, mode: str, args: argparse
             t1 = time.monotonic()
             wait_visible(admin, set(names))
             t2 = time.monotonic()
-            time.sleep(1.0)
+            time.sleep(1.0 + args.after)  # settle, then sample the idle new partitions
             result = probe.finish()
         samples = result["samples"]
         idle = [(a - s) * 1000 for s, a in samples if t0 - args.idle <= s < t0]
         burst = [(a - s) * 1000 for s, a in samples if t0 <= s <= t1]
         acks = sorted([t0] + [a for _, a in samples if t0 <= a <= t1] + [t1])
         gap = max((b - a for a, b in itertools.pairwise(acks)), default=0.0)
-        run = Run(label, t1 - t0, t2 - t0, args.topics, idle, burst, gap, result["failed"],
-                  errors)
+        after = [(a - s) * 1000 for s, a in samples if t2 + 1.0 <= s <= t2 + 1.0 + args.after]
+        run = Run(label, t1 - t0, t2 - t0, args.topics, idle, burst, gap, after,
+                  result["failed"], errors)
         print(f"  {label} {mode}: {run.rate:,.0f} partitions/s acked, "
               f"{run.visible_rate:,.0f}/s visible; producer p99 idle "
               f"{pct(idle, .99):.1f} ms, burst {pct(burst, .99):.1f} ms "
               f"(max {max(burst, default=0):.0f} ms, longest gap {gap:.2f} s, "
-              f"{len(burst)} samples), create errors {errors}, send failures "
+              f"{len(burst)} samples), after {pct(after, .99):.1f} ms "
+              f"({len(after)} samples), create errors {errors}, send failures "
               f"{result['failed']}", file=sys.stderr, flush=True)
         return run
 
@@ -260,6 +266,8 @@ def main() -> None:
     parser.add_argument("--probe-idempotent", action="store_true",
                         help="the probe producer is idempotent (up to 5 requests in flight)")
     parser.add_argument("--idle", type=float, default=8.0, help="idle sampling, seconds")
+    parser.add_argument("--after", type=float, default=8.0,
+                        help="sampling once the new topics have leaders, seconds")
     parser.add_argument("--rf", type=int, default=1)
     parser.add_argument("--cluster-rf", type=int, default=3)
     parser.add_argument("--also-source", action="append", default=[], metavar="DIR")
@@ -284,8 +292,9 @@ def main() -> None:
            f"{args.cluster_rf}); probe producer acks=all at {args.rate} records/s on an "
            f"existing topic; medians of {args.repeats} runs (fresh target each):", "",
            "| target | mode | partitions/s (answered) | partitions/s (leaders in Metadata) | "
-           "probe p99 idle ms | probe p99 burst ms | ratio | longest gap s | runs "
-           "(partitions/s answered; p99 ratio) |", "|---|---|---|---|---|---|---|---|---|"]
+           "probe p99 idle ms | probe p99 burst ms | ratio | longest gap s | "
+           "probe p99 after ms | runs (partitions/s answered; p99 ratio) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for (label, mode), rs in runs.items():
         idle99 = statistics.median(pct(r.idle, .99) for r in rs)
         burst99 = statistics.median(pct(r.burst, .99) for r in rs)
@@ -295,6 +304,7 @@ def main() -> None:
             f"{statistics.median(r.visible_rate for r in rs):,.0f} | {idle99:.1f} | "
             f"{burst99:.1f} | {statistics.median(ratios):.2f} | "
             f"{statistics.median(r.gap_s for r in rs):.2f} | "
+            f"{statistics.median(pct(r.after, .99) for r in rs):.1f} | "
             + "; ".join(f"{r.rate:,.0f} {x:.2f}" for r, x in zip(rs, ratios, strict=True))
             + (f" ({sum(r.errors for r in rs)} create errors)"
                if any(r.errors for r in rs) else "") + " |")

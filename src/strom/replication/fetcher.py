@@ -294,8 +294,7 @@ class ReplicaFetcher:
 
     def _pause(self, state: FollowedPartition, now_ms: int) -> None:
         state.delayed_until_ms = now_ms + self.settings.backoff_ms
-        self._paused[state.tp] = state.delayed_until_ms
-        self._dirty.add(state.tp)
+        self._dirty.add(state.tp)  # _query notes until when
 
     def _follower(self, state: FollowedPartition) -> Partition | None:
         """The hosted partition ``state`` follows (None: not followed here now). One of
@@ -312,7 +311,6 @@ class ReplicaFetcher:
             state.delayed_until_ms = 0
             state.caught_up = False
         state.topic_id = partition.topic_id
-        self._dirty.add(state.tp)
         return partition
 
     # -- truncation -------------------------------------------------------------------------

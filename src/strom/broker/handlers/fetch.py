@@ -122,14 +122,14 @@ Unchanged = Callable[[_Target, Partition], bool]
 
 
 def _unchanged_for_follower(req: fast.FetchRequest, session: FetchSession,
-                            tracker: SessionTracker | None = None) -> Unchanged:
+                            tracker: SessionTracker) -> Unchanged:
     """For a follower's incremental session: a partition the request does not name (so its
     fetch offset did not move) is unchanged when it is led here at the epoch asked for, the
     follower has its whole log, and its high watermark, log start and last stable offset are
     what the session last sent — it would be left out of the answer anyway (KIP-227), so it
     is not read at all; the follower's fetch state is still noted (ISR liveness). A fetch
-    then costs the partitions that changed, not every partition the follower follows. With
-    ``tracker``, a partition found unchanged is settled there (not read until it changes)."""
+    then costs the partitions that changed, not every partition the follower follows. A
+    partition found unchanged is settled in ``tracker`` (not read until it changes)."""
     named = {(topic_key(t.name, t.topic_id, session.uses_topic_ids), p.partition)
              for t in req.topics for p in t.partitions}
     cached_parts = session.partitions
@@ -154,8 +154,7 @@ def _unchanged_for_follower(req: fast.FetchRequest, session: FetchSession,
                                                   p.log_start_offset)
         except KafkaError:
             return False  # read: the answer carries the error
-        if tracker is not None:
-            tracker.settled(key)
+        tracker.settled(key)
         return True
 
     return unchanged
@@ -197,10 +196,8 @@ class FetchHandler:
                 image, name, topic_id), self._state.clock.monotonic())
             targets = self._tracked_targets(session, keys)
             unchanged = _unchanged_for_follower(req, session, tracker)
-        elif isinstance(context, Incremental):
+        elif isinstance(context, Incremental):  # a consumer's (or a refused follower's)
             targets = self._session_targets(request, req, context.session, follower_denied)
-            if context.session.follower:
-                unchanged = _unchanged_for_follower(req, context.session)
         else:
             for topic in req.topics:
                 name = topic_name_for(image, topic.name, topic.topic_id)
@@ -237,17 +234,12 @@ class FetchHandler:
         names resolved again (a follower's access was checked for the request)."""
         image = self._state.store.image
         parts = session.partitions
-        names: dict[int, str | None] = {}
         targets: list[_Target] = []
         for key in keys:
             cached = parts.get(key)
-            if cached is None:
-                continue
-            topic = cached.topic
-            name = names.get(id(topic), "")
-            if name == "":
-                name = names[id(topic)] = topic_name_for(image, topic.name, topic.topic_id)
-            targets.append(_Target(topic, cached.request, name, None))  # looked up by _read
+            if cached is not None:  # (the partition is looked up by _read)
+                name = topic_name_for(image, cached.topic.name, cached.topic.topic_id)
+                targets.append(_Target(cached.topic, cached.request, name, None))
         return targets
 
     def _denied(self, request: Request, req: fast.FetchRequest, name: str | None,
@@ -301,7 +293,7 @@ class FetchHandler:
             pacer.after_read(self._state.clock.monotonic(), 0, False)
         if tracker is not None:
             return self._wait_tracked(req, version, tracker, context, listener, unchanged)
-        return self._wait(req, version, targets, context, listener, unchanged)
+        return self._wait(req, version, targets, context, listener)
 
     def _encode(self, req: fast.FetchRequest, version: int,
                 topics: list[fast.FetchTopicResult],
@@ -324,14 +316,13 @@ class FetchHandler:
     def _wait(
         self, req: fast.FetchRequest, version: int, targets: list[_Target],
         context: SessionContext | None, listener: str | None,
-        unchanged: Unchanged | None = None,
     ) -> Awaitable[ResponseParts]:
         keys = [TopicPartition(t.name, t.request.partition) for t in targets if t.name]
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[fast.FetchTopicResult]] = loop.create_future()
 
         def read() -> tuple[list[fast.FetchTopicResult], int, bool]:
-            topics, size, errors, _ = self._read(req, version, targets, None, unchanged)
+            topics, size, errors, _ = self._read(req, version, targets)
             return topics, size, errors
 
         self._state.replicas.park_fetch(

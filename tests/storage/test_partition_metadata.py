@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from strom.common.config import BrokerConfig, TopicConfig
 from strom.common.types import TopicPartition, kafka_uuid, parse_kafka_uuid
 from strom.storage import partition_metadata
 from strom.storage.files import CorruptFileError
+from strom.storage.log import Log
 from strom.storage.log_manager import LogManager
 from strom.storage.partition_metadata import (
     PARTITION_METADATA_FILE,
@@ -22,6 +24,7 @@ from strom.storage.partition_metadata import (
     write_topic_id,
 )
 from tests.storage.conftest import OpenLog
+from tests.storage.helpers import make_batch, payload
 
 TOPIC_ID = uuid.UUID("d2a13c9e-7f7a-4b1e-9a55-0b7f6f2c4e11")
 OTHER = uuid.UUID(int=5)
@@ -85,13 +88,25 @@ def test_log_manager_labels_new_logs_all_or_nothing(tmp_path: Path, clock: Manua
     config = BrokerConfig({})
     logs = LogManager(tmp_path, config, clock)
     logs.load(lambda _topic: TopicConfig(config, {}))
-    plog = logs.create("t", 0, TopicConfig(config, {}), TOPIC_ID)
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        fsyncs.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    plog = logs.create("t", 0, TopicConfig(config, {}), TOPIC_ID, sync_dir=False)
+    assert fsyncs == []  # a new log is created without one (its first data syncs the id)
     assert plog.topic_id == TOPIC_ID and read_topic_id(tmp_path / "t-0") == TOPIC_ID
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == [
+        "00000000000000000000.log", PARTITION_METADATA_FILE]
+    monkeypatch.undo()
 
     def full_disk(_directory: Path, _topic_id: uuid.UUID) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(partition_metadata, "write_topic_id", full_disk)
+    monkeypatch.setattr(partition_metadata, "write_new", full_disk)
     with pytest.raises(OSError):
         logs.create("t", 1, TopicConfig(config, {}), TOPIC_ID)
     assert not (tmp_path / "t-1").exists() and logs.get("t", 1) is None
@@ -104,3 +119,69 @@ def test_log_manager_labels_new_logs_all_or_nothing(tmp_path: Path, clock: Manua
     gone = again.delete_logs([TopicPartition("t", 0)])
     assert [(g.topic, g.partition, g.topic_id) for g in gone] == [("t", 0, TOPIC_ID)]
     again.shutdown()
+
+
+def _batch() -> memoryview:
+    return payload(make_batch([b"v"]))
+
+
+@pytest.mark.parametrize("first_write", ["append", "append_as_follower", "flush", "close"])
+def test_a_new_log_makes_its_topic_id_durable_before_its_first_data(
+        tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch,
+        first_write: str) -> None:
+    """Kafka's maybeFlushMetadataFile: creating a log costs no fsync; the file is fsynced
+    (with its directory) before any record is written, and by a flush or close."""
+    config = TopicConfig(BrokerConfig({}), {})
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    plog = Log.create_new(directory, config, clock=clock, topic_id=TOPIC_ID)
+    assert read_topic_id(directory) == TOPIC_ID and not plog.metadata_synced
+    syncs: list[int] = []  # the log's size on disk at each sync
+    real_sync = partition_metadata.sync
+
+    def sync(where: Path) -> None:
+        syncs.append(sum(f.stat().st_size for f in where.glob("*.log")))
+        real_sync(where)
+
+    monkeypatch.setattr(partition_metadata, "sync", sync)
+    if first_write == "append":
+        plog.append(_batch(), leader_epoch=0)
+    elif first_write == "append_as_follower":
+        plog.append_as_follower(_batch())
+    elif first_write == "flush":
+        plog.flush()
+    else:
+        plog.close()
+    assert syncs == [0] and plog.metadata_synced  # before a byte of data
+    if not plog.closed:
+        plog.append(_batch(), leader_epoch=0)
+        plog.flush()
+        assert syncs == [0]  # once
+        plog.close()
+
+
+def test_a_new_log_whose_metadata_sync_fails_takes_no_data(
+        tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = TopicConfig(BrokerConfig({}), {})
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    plog = Log.create_new(directory, config, clock=clock, topic_id=TOPIC_ID)
+
+    def broken(_where: Path) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(partition_metadata, "sync", broken)
+    with pytest.raises(OSError):
+        plog.append(_batch(), leader_epoch=0)
+    assert plog.log_end_offset == 0
+    assert (directory / "00000000000000000000.log").stat().st_size == 0
+    monkeypatch.undo()
+    assert plog.append(_batch(), leader_epoch=0).base_offset == 0  # once the disk answers
+    plog.close()
+
+
+def test_a_new_logs_file_cut_by_a_crash_reads_as_no_id(tmp_path: Path) -> None:
+    """A crash before the sync can leave the file empty: no data relies on it, so it reads
+    as no file (the owner labels the log again), silently."""
+    (tmp_path / PARTITION_METADATA_FILE).write_bytes(b"")
+    assert read_topic_id(tmp_path) is None

@@ -118,14 +118,16 @@ class FixedEntryIndex:
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
     def create(cls: type[_Index], path: Path, base_offset: int, max_index_bytes: int, *,
-               lazy: bool = False) -> _Index:
+               lazy: bool = False, absent: bool = False) -> _Index:
         """A new, empty index (an existing file at ``path`` is emptied). With ``lazy`` the
         file is removed instead and made by the first :meth:`flush` that has an entry to
-        write (an empty segment with no index files opens as one with empty indexes)."""
+        write (an empty segment with no index files opens as one with empty indexes);
+        ``absent``: the caller knows there is no file to remove (a directory just made)."""
         if not lazy:
             os.close(default_pool().open_fd(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC))
             return cls(path, base_offset, max_index_bytes)
-        unlink_quietly(path)
+        if not absent:
+            unlink_quietly(path)
         index = cls(path, base_offset, max_index_bytes)
         index._exists = False
         return index

@@ -31,12 +31,16 @@ class LeaderEpochCache:
     Thread-safety: owned by the thread that appends to the log.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, load: bool = True) -> None:
+        """The cache of ``directory``'s file (none: empty); ``load`` False for a directory
+        known to hold none (a log being created), which skips the read."""
         self.path = directory / LEADER_EPOCH_CHECKPOINT
         self._epochs: list[int] = []
         self._offsets: list[int] = []
         #: The entries changed since the file was last written (its rewrite failed).
         self.dirty = False
+        if not load:
+            return
         try:
             entries = read_checkpoint(self.path, 2)
             pairs = [(int(e), int(o)) for e, o in entries]

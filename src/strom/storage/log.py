@@ -205,7 +205,8 @@ class Log:
     :meth:`close` (producer snapshot, final index entries) or :meth:`delete`.
     """
 
-    def __init__(self, directory: Path, config: TopicConfig, clock: Clock) -> None:
+    def __init__(self, directory: Path, config: TopicConfig, clock: Clock, *,
+                 fresh: bool = False) -> None:
         self.directory = directory
         self.topic, self.partition = parse_partition_dir(directory.name)
         self.config = config
@@ -219,7 +220,7 @@ class Log:
         self.recovery_point = 0
         self.last_flush_ms = clock.now_ms()
         self.producer_state = ProducerStateManager(directory)
-        self.leader_epochs = LeaderEpochCache(directory)
+        self.leader_epochs = LeaderEpochCache(directory, load=not fresh)
         self._graveyard = Graveyard()
         self._flush_lock = threading.Lock()
         self._lock = threading.RLock()  # segment-list changes vs. the cleaner thread
@@ -232,6 +233,10 @@ class Log:
         #: The id of the topic this log belongs to (``partition.metadata``); None: unknown
         #: (written before topic ids were stored, or the file is damaged).
         self.topic_id: uuid.UUID | None = None
+        #: ``partition.metadata`` was written by :meth:`create_new` and is not durable yet;
+        #: :meth:`sync_metadata` (before the first data) clears it.
+        self._metadata_unsynced = False
+        self._metadata_lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------
     # opening and recovery
@@ -263,6 +268,48 @@ class Log:
             raise
         return self
 
+    @classmethod
+    def create_new(cls, directory: Path, config: TopicConfig, *, clock: Clock,
+                   topic_id: uuid.UUID | None = None, log_start_offset: int = 0) -> Log:
+        """Create the log in ``directory``, which the caller has just made (empty): nothing
+        is read or recovered. Its first segment starts at ``log_start_offset`` with lazily
+        created indexes; ``topic_id`` goes to ``partition.metadata`` without an fsync —
+        :meth:`sync_metadata` makes it durable, and every path that writes data (the two
+        appends, :meth:`flush`, :meth:`close`) calls it first, so no record is ever durable
+        in a directory whose topic id is not (Kafka's ``maybeFlushMetadataFile``).
+        Files made here are not removed on failure: the caller removes the directory."""
+        self = cls(directory, config, clock, fresh=True)
+        try:
+            if topic_id is not None:
+                partition_metadata.write_new(directory, topic_id)
+                self.topic_id = topic_id
+                self._metadata_unsynced = True
+            self._add_segment(log_start_offset, clock.now_ms(), lazy_indexes=True,
+                              fresh_dir=True)
+        except BaseException:
+            self._close_files()
+            raise
+        self.log_start_offset = self.log_end_offset = log_start_offset
+        self.recovery_point = log_start_offset
+        self.producer_state.clear(log_start_offset)
+        return self
+
+    def sync_metadata(self) -> None:
+        """Make the ``partition.metadata`` :meth:`create_new` wrote durable, if it is not yet
+        (file, then directory). Any thread; a no-op once done. Raises ``OSError`` if the
+        fsync fails (the log is then not written to)."""
+        if not self._metadata_unsynced:
+            return
+        with self._metadata_lock:
+            if self._metadata_unsynced:
+                partition_metadata.sync(self.directory)
+                self._metadata_unsynced = False
+
+    @property
+    def metadata_synced(self) -> bool:
+        """Whether ``partition.metadata`` (if any) is durable."""
+        return not self._metadata_unsynced
+
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
         now = self.clock.now_ms()
         bases = scan_directory(self.directory)
@@ -293,12 +340,13 @@ class Log:
                                self.log_start_offset, self.log_end_offset,
                                rebuild_txn_indexes or ())
 
-    def _add_segment(self, base_offset: int, now_ms: int, *, lazy_indexes: bool = False
-                     ) -> LogSegment:
+    def _add_segment(self, base_offset: int, now_ms: int, *, lazy_indexes: bool = False,
+                     fresh_dir: bool = False) -> LogSegment:
         segment = LogSegment.create(
             self.directory, base_offset, index_interval_bytes=self._settings.index_interval_bytes,
             max_index_bytes=self._settings.max_index_bytes, now_ms=now_ms,
             roll_jitter_ms=self._settings.roll_jitter_ms(), lazy_indexes=lazy_indexes,
+            fresh_dir=fresh_dir,
         )
         self._segments.append(segment)
         self._bases.append(base_offset)
@@ -388,6 +436,8 @@ class Log:
         pending = (state.validate(headers, _marker_reader(buf), check_sequences=from_client)
                    if has_producer else None)
 
+        if self._metadata_unsynced:
+            self.sync_metadata()
         segment = self._segments[-1]
         if segment.should_roll(total, next_offset - 1, now, settings.segment_bytes,
                                settings.segment_ms):
@@ -443,6 +493,8 @@ class Log:
         expected = check_replicated_batches(headers, self.log_end_offset,
                                             f"{self.topic}-{self.partition}")
         now = self.clock.now_ms()
+        if self._metadata_unsynced:
+            self.sync_metadata()
         segment = self._segments[-1]
         first = headers[0].base_offset
         if segment.should_roll(len(buf), expected - 1, now, self._settings.segment_bytes,
@@ -790,6 +842,7 @@ class Log:
             if self._closed:
                 return
             try:
+                self.sync_metadata()
                 if dir_dirty:
                     fsync_dir(self.directory)
             except OSError:
@@ -844,6 +897,7 @@ class Log:
         self._stop_cleaning()
         with self._flush_lock, self._lock:
             try:
+                self.sync_metadata()
                 self._segments[-1].on_inactive()
                 self.producer_state.map_end_offset = self.log_end_offset
                 self.producer_state.take_snapshot(sync=True)

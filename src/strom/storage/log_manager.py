@@ -128,6 +128,19 @@ class LogToOpen:
                         self.topic_id)
             _remove_dir(directory)
             created = fresh = True
+        if created:
+            try:
+                os.mkdir(directory)
+            except FileExistsError:
+                created = False  # made meanwhile by another: opened as found
+            else:
+                try:  # (each open it makes retries on a full descriptor table itself)
+                    return Log.create_new(
+                        directory, self.config, clock=self.clock, topic_id=self.topic_id,
+                        log_start_offset=0 if fresh else self.log_start_offset)
+                except BaseException:
+                    _remove_new_log_dir(directory)
+                    raise
         try:
             plog = default_pool().with_descriptors(partial(
                 Log.open, directory, self.config, clock=self.clock,

@@ -304,8 +304,10 @@ class LogSegment:
         name_suffix: str = "",
         pool: FilePool | None = None,
         lazy_indexes: bool = False,
+        fresh_dir: bool = False,
     ) -> LogSegment:
-        """A new empty segment (files at that base offset are replaced).
+        """A new empty segment (files at that base offset are replaced; ``fresh_dir``: the
+        directory was just made, so there are none to remove).
 
         ``name_suffix`` is appended to the file names: the cleaner writes segments as
         ``<base>.log.cleaned`` etc. (see :mod:`strom.storage.swap`) and reopens them under
@@ -317,15 +319,16 @@ class LogSegment:
         try:
             oi = OffsetIndex.create(directory / (file_name(base_offset, INDEX_SUFFIX)
                                                  + name_suffix), base_offset, max_index_bytes,
-                                    lazy=lazy_indexes)
+                                    lazy=lazy_indexes, absent=fresh_dir)
             ti = TimeIndex.create(directory / (file_name(base_offset, TIME_INDEX_SUFFIX)
                                                + name_suffix), base_offset, max_index_bytes,
-                                  lazy=lazy_indexes)
+                                  lazy=lazy_indexes, absent=fresh_dir)
         except BaseException:
             file.close()
             raise
         txn = TransactionIndex.create(
-            directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + name_suffix), base_offset)
+            directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + name_suffix), base_offset,
+            absent=fresh_dir)
         return cls(directory, base_offset, file, oi, ti, txn,
                    index_interval_bytes=index_interval_bytes, created_ms=now_ms,
                    roll_jitter_ms=roll_jitter_ms, name_suffix=name_suffix)

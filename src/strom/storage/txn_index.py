@@ -79,10 +79,11 @@ class TransactionIndex(FixedEntryIndex):
     # -- lifecycle: the file is created by the first entry --------------------------------
     @classmethod
     def create(cls, path: Path, base_offset: int, max_index_bytes: int = _UNBOUNDED, *,
-               lazy: bool = True) -> TransactionIndex:
+               lazy: bool = True, absent: bool = False) -> TransactionIndex:
         """A new, empty index; an existing file at ``path`` is removed (it is always made
-        by the first entry)."""
-        unlink_quietly(path)
+        by the first entry) unless the caller knows there is none (``absent``)."""
+        if not absent:
+            unlink_quietly(path)
         return cls(path, base_offset, max_index_bytes)
 
     @classmethod

@@ -67,6 +67,39 @@ def test_files_open_lazily_and_the_least_recently_used_idle_one_closes(tmp_path:
     assert pool.open_files == 2
 
 
+def test_creating_a_file_opens_it_without_the_pools_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every append pins its segment through the pool's lock: a file creation waiting on the
+    filesystem must not hold it. The new file still joins the pool's bound."""
+    from strom.storage import file_pool
+
+    pool = FilePool(capacity=2)
+    taken: list[bool] = []
+    real = file_pool.io.FileIO
+
+    def take_lock() -> None:
+        got = pool._lock.acquire(timeout=2)
+        if got:
+            pool._lock.release()
+        taken.append(got)
+
+    def opening(path: Path, mode: str) -> object:
+        other = threading.Thread(target=take_lock)
+        other.start()
+        other.join()
+        return real(path, mode)
+
+    monkeypatch.setattr(file_pool.io, "FileIO", opening)
+    made = [PooledFile.create(pool, tmp_path / f"new{i}") for i in range(3)]
+    monkeypatch.undo()
+    assert taken == [True, True, True]
+    assert pool.open_files == 2 and pool.evictions == 1 and not made[0].is_open
+    assert all(p.exists() for p in (tmp_path / f"new{i}" for i in range(3)))
+    made[0].acquire().write(b"x")  # an evicted new file reopens by path
+    made[0].release()
+    assert (tmp_path / "new0").read_bytes() == b"x"
+
+
 def test_pinned_files_are_never_closed_and_the_capacity_is_soft(tmp_path: Path) -> None:
     pool = FilePool(capacity=4)
     pooled = [PooledFile(pool, p) for p in files(tmp_path, 6)]

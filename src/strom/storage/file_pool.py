@@ -60,6 +60,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -267,11 +268,22 @@ class PooledFile:
 
     @classmethod
     def create(cls, pool: FilePool, path: Path) -> PooledFile:
-        """A new empty file at ``path`` (an existing one is truncated), left open and idle."""
+        """A new empty file at ``path`` (an existing one is truncated), left open and idle.
+
+        The file is opened before the pool's lock is taken (creating a file can wait on the
+        filesystem's journal, and every append takes that lock to pin its segment); it then
+        joins the pool as the most recently used idle file, evicting the least recently used
+        ones while the pool is over its capacity."""
         pooled = cls(pool, path)
+        file = pool.with_descriptors(partial(io.FileIO, path, "w+b"), path)
         with pool._lock:
-            pooled._file = pool._open(pooled, "w+b")
-            pool._idle[pooled] = None
+            pooled._file = file
+            pool.open_files += 1
+            pool.opens += 1
+            idle = pool._idle
+            idle[pooled] = None
+            while pool.open_files > pool._capacity and idle:
+                pool._evict_one()
         return pooled
 
     @property

@@ -10,11 +10,14 @@ import pytest
 
 from strom.common.errors import ErrorCode, KafkaStorageError
 from strom.common.types import TopicPartition
+from strom.metadata.image import PartitionInfo, TopicInfo
+from strom.replication import replica_manager
 from strom.replication.delayed import DelayedFetch
 from strom.replication.partition import FetchIsolation, Partition
 from strom.replication.replica_manager import AppendOrigin
 from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
-from tests.replication.harness import NOW, Harness, partition_info
+from strom.storage.partition_metadata import read_topic_id
+from tests.replication.harness import NOW, TOPIC_ID, Harness, partition_info
 from tests.replication.harness import image as make_image
 from tests.storage.helpers import make_batch, payload
 
@@ -358,6 +361,58 @@ def test_new_partitions_are_opened_on_worker_threads_and_a_request_never_waits(
                 break
         assert not left()
         assert not any(h.replicas.opening(TopicPartition("u", p)) for p in range(50))
+        await h.replicas.shutdown()
+        h.close()
+    run(scenario)
+
+
+def _new_topic(count: int) -> tuple[TopicInfo, list[PartitionInfo]]:
+    parts = [partition_info(p) for p in range(count)]
+    return TopicInfo("new", TOPIC_ID, tuple(parts), {}, False), parts
+
+
+def test_a_topic_writes_new_logs_are_made_on_the_loop_in_slices(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """New logs are made between turns of the event loop (no worker thread: their Python
+    work would hold the GIL the loop waits for), every one labelled with its topic id."""
+    monkeypatch.setattr(replica_manager, "CREATE_SLICE_S", 0.0)  # one log a slice
+
+    async def scenario() -> None:
+        h = Harness(tmp_path, log_threads=2)
+        turns = 0
+
+        async def ticker() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        tick = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        outcomes = await h.replicas.prepare_new([_new_topic(120)])
+        tick.cancel()
+        assert outcomes == [[TopicPartition("new", p) for p in range(120)]]
+        assert turns >= 100 and h.replicas._log_io is None
+        assert all(read_topic_id(tmp_path / f"new-{p}") == TOPIC_ID for p in range(120))
+        await h.replicas.shutdown()
+        h.close()
+    run(scenario)
+
+
+def test_a_stop_while_new_logs_are_made_leaves_none_of_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replica_manager, "CREATE_SLICE_S", 0.0)
+
+    async def scenario() -> None:
+        h = Harness(tmp_path, log_threads=2)
+        job = asyncio.create_task(h.replicas.prepare_new([_new_topic(100)]))
+        for _ in range(30):
+            await asyncio.sleep(0)
+        assert not job.done() and any(tmp_path.glob("new-*"))
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+        assert not list(tmp_path.glob("new-*")) and h.logs.get("new", 0) is None
         await h.replicas.shutdown()
         h.close()
     run(scenario)

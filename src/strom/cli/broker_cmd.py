@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import signal
 import sys
 import textwrap
@@ -116,6 +117,12 @@ async def _serve(config: BrokerConfig) -> int:
         return 0
     stopped.cancel()
     starting.result()  # a failed start raises here
+    # What the start made lives as long as the process (modules, protocol tables, config,
+    # the logs opened so far): frozen, it is out of the cycle collector's reach, whose full
+    # collections would otherwise walk it all and stop the event loop for tens of
+    # milliseconds at a time (docs/benchmarks.md, topic creation under load).
+    gc.collect()
+    gc.freeze()
     listeners = " ".join(f"{name}={host}:{port}" for name, (host, port) in server.bound.items())
     print(f"strom broker listening on {server.host}:{server.port} "
           f"(data in {server.data_dir}) listeners: {listeners}", flush=True)

@@ -114,6 +114,11 @@ ADOPT_AT_ONCE = 64
 ADOPT_SLICE_S = 0.002
 #: Logs handed to the worker threads at once (``log_threads``).
 OPEN_CHUNK = 32
+#: The longest stretch a topic write creates new logs for between two turns of the event
+#: loop. A new log costs ~0.3 ms, mostly in the kernel; made on worker threads instead, their
+#: Python work held the GIL while the loop, waiting for it after each of its own system
+#: calls, answered a healthy producer tens of milliseconds late (docs/benchmarks.md).
+CREATE_SLICE_S = 0.002
 
 
 @dataclass(slots=True)
@@ -468,9 +473,9 @@ class ReplicaManager:
 
     async def _adopt_pending(self) -> None:
         """Open pending partitions a slice at a time (:data:`ADOPT_SLICE_S`), yielding
-        between slices so requests keep being served; with ``log_threads`` their logs are
-        opened on the worker threads, :data:`OPEN_CHUNK` at a time, and only registered
-        here."""
+        between slices so requests keep being served; with ``log_threads`` the logs of
+        directories already there are opened on the worker threads, :data:`OPEN_CHUNK` at a
+        time, and only registered here (:meth:`_adopt_chunk_off_loop`)."""
         began, opened = time.monotonic(), len(self._partitions)
         while self._pending:
             events = _Events()
@@ -487,8 +492,11 @@ class ReplicaManager:
                  len(self._partitions))
 
     async def _adopt_chunk_off_loop(self, events: _Events) -> None:
-        """Open the logs of the next pending partitions on the worker threads, then give
-        them their roles here."""
+        """Give the next pending partitions their roles here, within a slice: a log a topic
+        write prepared is registered, a new one is created here (:meth:`Log.create_new` is
+        a directory and two small files), and a directory already there (found at start,
+        to open and maybe recover) is opened on the worker threads, :data:`OPEN_CHUNK` at
+        a time."""
         chunk: list[tuple[LogToOpen, TopicPartition]] = []
         deadline = time.monotonic() + ADOPT_SLICE_S
         while self._pending and len(chunk) < OPEN_CHUNK:
@@ -497,33 +505,48 @@ class ReplicaManager:
                 self._pending[tp] = None
                 self._pending.move_to_end(tp, last=False)
                 self._adopt(tp, events)
-                if time.monotonic() > deadline:
-                    break
-                continue
-            topic = self._image.topics.get(tp.topic) if self._image is not None else None
-            chunk.append((self.logs.to_open(tp, self.topic_config(tp.topic),
-                                            topic.topic_id if topic is not None else None), tp))
-            self._opening.add(tp)
+            else:
+                topic = self._image.topics.get(tp.topic) if self._image is not None else None
+                spec = self.logs.to_open(tp, self.topic_config(tp.topic),
+                                         topic.topic_id if topic is not None else None)
+                self._opening.add(tp)
+                if spec.new:
+                    try:
+                        made: Log | BaseException = spec.open()
+                    except (OSError, KafkaError) as exc:
+                        made = exc
+                    self._opened(spec, tp, made, events)
+                else:
+                    chunk.append((spec, tp))
+            if time.monotonic() > deadline:
+                break
         if not chunk:
             return
         results = await asyncio.gather(*(self._run_log_io(spec.open) for spec, _ in chunk),
                                        return_exceptions=True)
         for (spec, tp), result in zip(chunk, results, strict=True):
-            wanted = tp in self._opening
-            self._opening.discard(tp)
-            if isinstance(result, BaseException):
-                if not isinstance(result, (OSError, KafkaError)):
-                    raise result
-                if wanted:
-                    self._cannot_open(tp, result)
-                continue
-            self.logs.register(spec, result)
+            if isinstance(result, BaseException) and not isinstance(result,
+                                                                    (OSError, KafkaError)):
+                raise result
+            self._opened(spec, tp, result, events)
+
+    def _opened(self, spec: LogToOpen, tp: TopicPartition, result: Log | BaseException,
+                events: _Events) -> None:
+        """A pending partition's log is open (or could not be): give the partition its role,
+        unless it was dropped meanwhile (its log is deleted again)."""
+        wanted = tp in self._opening
+        self._opening.discard(tp)
+        if isinstance(result, BaseException):
             if wanted:
-                self._pending[tp] = None
-                if self._adopt(tp, events) is not None:
-                    continue
-            if tp not in self._partitions and tp not in self._prepared:
-                self.logs.delete_logs([tp])  # dropped while it was being opened
+                self._cannot_open(tp, result)
+            return
+        self.logs.register(spec, result)
+        if wanted:
+            self._pending[tp] = None
+            if self._adopt(tp, events) is not None:
+                return
+        if tp not in self._partitions and tp not in self._prepared:
+            self.logs.delete_logs([tp])  # dropped while it was being opened
 
     def _finish(self, events: _Events) -> None:
         """After role changes: the log changes' report, the fetchers' partitions, waiting
@@ -633,10 +656,11 @@ class ReplicaManager:
         """:meth:`prepare_partitions` for each of ``topics`` without the directory fsync
         (:meth:`sync_new`), all or nothing per topic: each topic's outcome is what it
         created or, when one of its logs could not be created (nothing of it is kept then),
-        its KAFKA_STORAGE_ERROR. With ``log_threads`` the logs are created on the worker
-        threads in jobs of up to :data:`OPEN_CHUNK` logs (a job per log would cost the event
-        loop more than the log; a bounded job lets a stop cancel the rest), so a busy disk
-        never holds the event loop."""
+        its KAFKA_STORAGE_ERROR. With ``log_threads``, new logs are created on the event loop
+        in slices of at most :data:`CREATE_SLICE_S` (a new log is a directory and two small
+        files, nothing fsynced: :meth:`Log.create_new`), and a directory already there (found
+        at start, to open and maybe recover) is opened on the worker threads in jobs of up to
+        :data:`OPEN_CHUNK` logs (a bounded job lets a stop cancel the rest)."""
         outcomes: list[list[tuple[str, int]] | KafkaError] = []
         if not self._log_threads:
             for topic, partitions in topics:
@@ -651,21 +675,27 @@ class ReplicaManager:
             work += [(index, self.logs.to_open(tp, config, topic.topic_id)) for tp in (
                 TopicPartition(topic.name, p.partition) for p in partitions
                 if self.node_id in p.replicas) if self.logs.get(*tp) is None]
-        size = max(1, min(OPEN_CHUNK, -(-len(work) // self._log_threads)))
-        jobs = [self._run_log_io(partial(_open_all, work[i:i + size]))
-                for i in range(0, len(work), size)]
+        # New directories are made here, on the loop, in slices; any other (a directory
+        # found at start, to open and maybe recover) goes to the worker threads.
+        here = [item for item in work if item[1].new]
+        there = [item for item in work if not item[1].new]
+        size = max(1, min(OPEN_CHUNK, -(-len(there) // self._log_threads)))
+        jobs = [self._run_log_io(partial(_open_all, there[i:i + size]))
+                for i in range(0, len(there), size)]
+        done: list[list[tuple[int, LogToOpen, Log | BaseException]]] = []
         try:
-            done = await asyncio.gather(*jobs)
+            await _create_in_slices(here, done)
+            done += await asyncio.gather(*jobs)
         except asyncio.CancelledError:
             # (the broker stops) jobs not started are dropped; the logs of those that
             # finished are removed again; a job still running leaves its few logs as strays,
             # which the next start deletes (no metadata names them)
-            for job in jobs:
-                if job.done() and not job.cancelled() and job.exception() is None:
-                    made = [spec.tp for _, spec, result in job.result()
-                            if not isinstance(result, BaseException)
-                            and self.logs.register(spec, result) is result]
-                    self.discard_partitions(made)
+            done += [job.result() for job in jobs
+                     if job.done() and not job.cancelled() and job.exception() is None]
+            made = [spec.tp for share in done for _, spec, result in share
+                    if not isinstance(result, BaseException)
+                    and self.logs.register(spec, result) is result]
+            self.discard_partitions(made)
             raise
         created: list[list[tuple[str, int]]] = [[] for _ in topics]
         failures: dict[int, tuple[TopicPartition, BaseException]] = {}
@@ -981,6 +1011,25 @@ class ReplicaManager:
             self.checkpoint_high_watermarks()
         except OSError as exc:
             self.health.failure(exc, f"writing {REPLICATION_OFFSET_CHECKPOINT}")
+
+
+async def _create_in_slices(work: Sequence[tuple[int, LogToOpen]],
+                            done: list[list[tuple[int, LogToOpen, Log | BaseException]]]
+                            ) -> None:
+    """Create the new logs of ``work`` on the event loop, adding each slice's outcomes to
+    ``done`` (what a cancellation leaves there was made). A slice runs for at most
+    :data:`CREATE_SLICE_S` (at least one log), then the loop takes a turn."""
+    i = 0
+    while i < len(work):
+        deadline = time.perf_counter() + CREATE_SLICE_S
+        share = _open_all(work[i:i + 1])
+        i += 1
+        while i < len(work) and time.perf_counter() < deadline:
+            share += _open_all(work[i:i + 1])
+            i += 1
+        done.append(share)
+        if i < len(work):
+            await asyncio.sleep(0)
 
 
 def _open_all(share: Sequence[tuple[int, LogToOpen]]

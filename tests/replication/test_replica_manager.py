@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,7 @@ from strom.replication.delayed import DelayedFetch
 from strom.replication.partition import FetchIsolation, Partition
 from strom.replication.replica_manager import AppendOrigin
 from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
+from strom.storage.log_manager import LogToOpen
 from strom.storage.partition_metadata import read_topic_id
 from tests.replication.harness import NOW, TOPIC_ID, Harness, partition_info
 from tests.replication.harness import image as make_image
@@ -371,11 +374,22 @@ def _new_topic(count: int) -> tuple[TopicInfo, list[PartitionInfo]]:
     return TopicInfo("new", TOPIC_ID, tuple(parts), {}, False), parts
 
 
-def test_a_topic_writes_new_logs_are_made_on_the_loop_in_slices(
+def test_a_topic_writes_new_logs_are_made_on_threads_and_built_on_the_loop_in_slices(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """New logs are made between turns of the event loop (no worker thread: their Python
-    work would hold the GIL the loop waits for), every one labelled with its topic id."""
+    """A new log's files are made on a worker thread (system calls only: a busy disk holds
+    no loop) and its Log built on the loop between its turns (built on a thread, the Python
+    work would hold the GIL the loop waits for); every one labelled with its topic id."""
     monkeypatch.setattr(replica_manager, "CREATE_SLICE_S", 0.0)  # one log a slice
+    threads: dict[str, set[str]] = {"make_files": set(), "build": set()}
+    for name in threads:
+        original = getattr(LogToOpen, name)
+
+        def spy(spec: LogToOpen, *args: object, _name: str = name,
+                _original: Any = original) -> object:
+            threads[_name].add(threading.current_thread().name)
+            return _original(spec, *args)
+
+        monkeypatch.setattr(LogToOpen, name, spy)
 
     async def scenario() -> None:
         h = Harness(tmp_path, log_threads=2)
@@ -392,23 +406,37 @@ def test_a_topic_writes_new_logs_are_made_on_the_loop_in_slices(
         outcomes = await h.replicas.prepare_new([_new_topic(120)])
         tick.cancel()
         assert outcomes == [[TopicPartition("new", p) for p in range(120)]]
-        assert turns >= 100 and h.replicas._log_io is None
+        assert turns >= 100
+        assert threads["build"] == {threading.current_thread().name}
+        assert threads["make_files"] and threading.current_thread().name not in threads[
+            "make_files"]
         assert all(read_topic_id(tmp_path / f"new-{p}") == TOPIC_ID for p in range(120))
         await h.replicas.shutdown()
         h.close()
     run(scenario)
 
 
-def test_a_stop_while_new_logs_are_made_leaves_none_of_them(
+def test_a_stop_while_new_logs_are_built_leaves_none_of_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replica_manager, "CREATE_SLICE_S", 0.0)
+    built = 0
+    original = LogToOpen.build
+
+    def counting(spec: LogToOpen, log_file: Any) -> Any:
+        nonlocal built
+        built += 1
+        return original(spec, log_file)
+
+    monkeypatch.setattr(LogToOpen, "build", counting)
 
     async def scenario() -> None:
         h = Harness(tmp_path, log_threads=2)
         job = asyncio.create_task(h.replicas.prepare_new([_new_topic(100)]))
-        for _ in range(30):
-            await asyncio.sleep(0)
-        assert not job.done() and any(tmp_path.glob("new-*"))
+        for _ in range(5000):
+            await asyncio.sleep(0.001 if not built else 0)
+            if built >= 10:
+                break
+        assert 10 <= built < 100 and not job.done()
         job.cancel()
         with pytest.raises(asyncio.CancelledError):
             await job

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import time
 import uuid
@@ -95,7 +96,7 @@ from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
 from strom.storage.files import CorruptFileError
 from strom.storage.health import LogDirHealth
 from strom.storage.log import AppendResult, Log
-from strom.storage.log_manager import DeletedLog, LogManager, LogToOpen
+from strom.storage.log_manager import DeletedLog, LogManager, LogToOpen, remove_new_log_dir
 from strom.storage.log_validator import AppendOrigin
 from strom.storage.txn_verification import VerificationGuard
 
@@ -106,6 +107,7 @@ __all__ = [
 
 log = logging.getLogger("strom.replication")
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: Partitions new to this broker opened within apply_image (with ``log_threads``: those
 #: whose logs a topic write prepared); more are opened by a task, a slice at a time.
@@ -114,11 +116,14 @@ ADOPT_AT_ONCE = 64
 ADOPT_SLICE_S = 0.002
 #: Logs handed to the worker threads at once (``log_threads``).
 OPEN_CHUNK = 32
-#: The longest stretch a topic write creates new logs for between two turns of the event
-#: loop. A new log costs ~0.3 ms, mostly in the kernel; made on worker threads instead, their
-#: Python work held the GIL while the loop, waiting for it after each of its own system
-#: calls, answered a healthy producer tens of milliseconds late (docs/benchmarks.md).
+#: The longest stretch a topic write builds new logs for between two turns of the event
+#: loop. Their files are made on the worker threads (system calls only, so a busy disk holds
+#: no loop); built there too, the Log objects' Python work held the GIL the loop waited for
+#: after each of its own system calls, and a healthy producer was answered tens of
+#: milliseconds late (docs/benchmarks.md).
 CREATE_SLICE_S = 0.002
+#: New logs a follower builds at once, their files made on a worker thread (~0.15 ms each).
+BUILD_AT_ONCE = 12
 
 
 @dataclass(slots=True)
@@ -493,42 +498,58 @@ class ReplicaManager:
 
     async def _adopt_chunk_off_loop(self, events: _Events) -> None:
         """Give the next pending partitions their roles here, within a slice: a log a topic
-        write prepared is registered, a new one is created here (:meth:`Log.create_new` is
-        a directory and two small files), and a directory already there (found at start,
-        to open and maybe recover) is opened on the worker threads, :data:`OPEN_CHUNK` at
-        a time."""
+        write prepared is registered; a new one's files are made on a worker thread (system
+        calls only: :meth:`LogToOpen.make_files`) and its Log built here; a directory
+        already there (found at start, to open and maybe recover) is opened on the worker
+        threads, :data:`OPEN_CHUNK` at a time."""
         chunk: list[tuple[LogToOpen, TopicPartition]] = []
+        fresh: list[tuple[int, LogToOpen]] = []
         deadline = time.monotonic() + ADOPT_SLICE_S
-        while self._pending and len(chunk) < OPEN_CHUNK:
+        while self._pending and len(chunk) < OPEN_CHUNK and len(fresh) < BUILD_AT_ONCE:
             tp, _ = self._pending.popitem(last=False)
             if self.logs.get(*tp) is not None:  # prepared by a topic write: register it
                 self._pending[tp] = None
                 self._pending.move_to_end(tp, last=False)
                 self._adopt(tp, events)
+                if time.monotonic() > deadline:
+                    break
+                continue
+            topic = self._image.topics.get(tp.topic) if self._image is not None else None
+            spec = self.logs.to_open(tp, self.topic_config(tp.topic),
+                                     topic.topic_id if topic is not None else None)
+            self._opening.add(tp)
+            if spec.new:
+                fresh.append((len(fresh), spec))
             else:
-                topic = self._image.topics.get(tp.topic) if self._image is not None else None
-                spec = self.logs.to_open(tp, self.topic_config(tp.topic),
-                                         topic.topic_id if topic is not None else None)
-                self._opening.add(tp)
-                if spec.new:
-                    try:
-                        made: Log | BaseException = spec.open()
-                    except (OSError, KafkaError) as exc:
-                        made = exc
-                    self._opened(spec, tp, made, events)
-                else:
-                    chunk.append((spec, tp))
-            if time.monotonic() > deadline:
-                break
-        if not chunk:
+                chunk.append((spec, tp))
+        if not chunk and not fresh:
             return
-        results = await asyncio.gather(*(self._run_log_io(spec.open) for spec, _ in chunk),
-                                       return_exceptions=True)
-        for (spec, tp), result in zip(chunk, results, strict=True):
+        opening = asyncio.gather(*(self._run_log_io(spec.open) for spec, _ in chunk),
+                                 return_exceptions=True)
+        made = await self._run_log_io(partial(_each, fresh, LogToOpen.make_files)) if fresh else []
+        for _, spec, files in made:
+            result: Log | BaseException
+            if files is None:  # its directory appeared meanwhile: opened as found
+                try:
+                    result = await self._run_log_io(spec.open)
+                except (OSError, KafkaError) as exc:
+                    result = exc
+            elif isinstance(files, BaseException):
+                result = files
+            else:
+                try:
+                    result = spec.build(files)
+                except (OSError, KafkaError) as exc:
+                    result = exc
             if isinstance(result, BaseException) and not isinstance(result,
                                                                     (OSError, KafkaError)):
                 raise result
-            self._opened(spec, tp, result, events)
+            self._opened(spec, spec.tp, result, events)
+        for (spec, tp), opened in zip(chunk, await opening, strict=True):
+            if isinstance(opened, BaseException) and not isinstance(opened,
+                                                                    (OSError, KafkaError)):
+                raise opened
+            self._opened(spec, tp, opened, events)
 
     def _opened(self, spec: LogToOpen, tp: TopicPartition, result: Log | BaseException,
                 events: _Events) -> None:
@@ -656,11 +677,12 @@ class ReplicaManager:
         """:meth:`prepare_partitions` for each of ``topics`` without the directory fsync
         (:meth:`sync_new`), all or nothing per topic: each topic's outcome is what it
         created or, when one of its logs could not be created (nothing of it is kept then),
-        its KAFKA_STORAGE_ERROR. With ``log_threads``, new logs are created on the event loop
-        in slices of at most :data:`CREATE_SLICE_S` (a new log is a directory and two small
-        files, nothing fsynced: :meth:`Log.create_new`), and a directory already there (found
-        at start, to open and maybe recover) is opened on the worker threads in jobs of up to
-        :data:`OPEN_CHUNK` logs (a bounded job lets a stop cancel the rest)."""
+        its KAFKA_STORAGE_ERROR. With ``log_threads``, a new log's directory and files (two
+        small ones, nothing fsynced) are made on the worker threads in jobs of up to
+        :data:`OPEN_CHUNK` and its :class:`Log` built on the event loop in slices of at most
+        :data:`CREATE_SLICE_S`; a directory already there (found at start, to open and maybe
+        recover) is opened on the worker threads in jobs of up to :data:`OPEN_CHUNK` logs (a
+        bounded job lets a stop cancel the rest)."""
         outcomes: list[list[tuple[str, int]] | KafkaError] = []
         if not self._log_threads:
             for topic, partitions in topics:
@@ -675,27 +697,39 @@ class ReplicaManager:
             work += [(index, self.logs.to_open(tp, config, topic.topic_id)) for tp in (
                 TopicPartition(topic.name, p.partition) for p in partitions
                 if self.node_id in p.replicas) if self.logs.get(*tp) is None]
-        # New directories are made here, on the loop, in slices; any other (a directory
-        # found at start, to open and maybe recover) goes to the worker threads.
+        # A new log's directory and files are made on the worker threads (system calls
+        # only) and its Log built here, in slices; a directory already there (found at
+        # start, to open and maybe recover) is opened on the threads.
         here = [item for item in work if item[1].new]
         there = [item for item in work if not item[1].new]
-        size = max(1, min(OPEN_CHUNK, -(-len(there) // self._log_threads)))
-        jobs = [self._run_log_io(partial(_open_all, there[i:i + size]))
-                for i in range(0, len(there), size)]
         done: list[list[tuple[int, LogToOpen, Log | BaseException]]] = []
+        made: list[tuple[int, LogToOpen, io.FileIO | BaseException | None]] = []
+        jobs: list[asyncio.Future[list[tuple[int, LogToOpen, Log | BaseException]]]] = []
+        makers = [self._run_log_io(partial(_each, here[i:i + OPEN_CHUNK], LogToOpen.make_files))
+                  for i in range(0, len(here), OPEN_CHUNK)]
         try:
-            await _create_in_slices(here, done)
+            for share in await asyncio.gather(*makers):
+                made += share
+            there += [(index, spec) for index, spec, files in made if files is None]
+            size = max(1, min(OPEN_CHUNK, -(-len(there) // self._log_threads)))
+            jobs = [self._run_log_io(partial(_each, there[i:i + size], LogToOpen.open))
+                    for i in range(0, len(there), size)]
+            await _build_in_slices(made, done)
             done += await asyncio.gather(*jobs)
         except asyncio.CancelledError:
-            # (the broker stops) jobs not started are dropped; the logs of those that
-            # finished are removed again; a job still running leaves its few logs as strays,
-            # which the next start deletes (no metadata names them)
+            # (the broker stops) jobs not started are dropped; what finished is removed
+            # again; a job still running leaves its few logs as strays, which the next start
+            # deletes (no metadata names them)
+            for maker in makers:
+                if maker.done() and not maker.cancelled() and maker.exception() is None:
+                    made += maker.result()
+            _unmake(made)
             done += [job.result() for job in jobs
                      if job.done() and not job.cancelled() and job.exception() is None]
-            made = [spec.tp for share in done for _, spec, result in share
-                    if not isinstance(result, BaseException)
-                    and self.logs.register(spec, result) is result]
-            self.discard_partitions(made)
+            built = [spec.tp for share in done for _, spec, result in share
+                     if not isinstance(result, BaseException)
+                     and self.logs.register(spec, result) is result]
+            self.discard_partitions(built)
             raise
         created: list[list[tuple[str, int]]] = [[] for _ in topics]
         failures: dict[int, tuple[TopicPartition, BaseException]] = {}
@@ -1013,33 +1047,52 @@ class ReplicaManager:
             self.health.failure(exc, f"writing {REPLICATION_OFFSET_CHECKPOINT}")
 
 
-async def _create_in_slices(work: Sequence[tuple[int, LogToOpen]],
-                            done: list[list[tuple[int, LogToOpen, Log | BaseException]]]
-                            ) -> None:
-    """Create the new logs of ``work`` on the event loop, adding each slice's outcomes to
-    ``done`` (what a cancellation leaves there was made). A slice runs for at most
+def _each(share: Sequence[tuple[int, LogToOpen]], step: Callable[[LogToOpen], R]
+          ) -> list[tuple[int, LogToOpen, R | BaseException]]:
+    """``step`` (:meth:`LogToOpen.make_files` or :meth:`LogToOpen.open`) for each of
+    ``share``, one after another on a worker thread; each outcome is what it returned or
+    raised (reported per log, by the caller)."""
+    out: list[tuple[int, LogToOpen, R | BaseException]] = []
+    for index, spec in share:
+        try:
+            out.append((index, spec, step(spec)))
+        except Exception as exc:
+            out.append((index, spec, exc))
+    return out
+
+
+async def _build_in_slices(made: list[tuple[int, LogToOpen, io.FileIO | BaseException | None]],
+                           done: list[list[tuple[int, LogToOpen, Log | BaseException]]]
+                           ) -> None:
+    """Build the logs whose files ``made`` holds on the event loop, taking each from
+    ``made`` and adding its outcome to ``done`` (a cancellation leaves in ``made`` what was
+    not built); a failure to make the files is its outcome. A slice runs for at most
     :data:`CREATE_SLICE_S` (at least one log), then the loop takes a turn."""
-    i = 0
-    while i < len(work):
+    while made:
         deadline = time.perf_counter() + CREATE_SLICE_S
-        share = _open_all(work[i:i + 1])
-        i += 1
-        while i < len(work) and time.perf_counter() < deadline:
-            share += _open_all(work[i:i + 1])
-            i += 1
+        share: list[tuple[int, LogToOpen, Log | BaseException]] = []
+        taken = 0
+        while taken < len(made) and (not share or time.perf_counter() < deadline):
+            index, spec, files = made[taken]
+            taken += 1
+            if files is None:
+                continue  # opened on the threads
+            if isinstance(files, BaseException):
+                share.append((index, spec, files))
+                continue
+            try:
+                share.append((index, spec, spec.build(files)))
+            except Exception as exc:  # reported per log, by the caller
+                share.append((index, spec, exc))
+        del made[:taken]
         done.append(share)
-        if i < len(work):
+        if made:
             await asyncio.sleep(0)
 
 
-def _open_all(share: Sequence[tuple[int, LogToOpen]]
-              ) -> list[tuple[int, LogToOpen, Log | BaseException]]:
-    """Open (create) the logs of ``share`` one after another on a worker thread; each
-    outcome is the log or what its opening raised."""
-    out: list[tuple[int, LogToOpen, Log | BaseException]] = []
-    for index, spec in share:
-        try:
-            out.append((index, spec, spec.open()))
-        except Exception as exc:  # reported per log, by the caller
-            out.append((index, spec, exc))
-    return out
+def _unmake(made: Sequence[tuple[int, LogToOpen, io.FileIO | BaseException | None]]) -> None:
+    """Remove what :meth:`LogToOpen.make_files` made and no log was built on."""
+    for _, spec, files in made:
+        if isinstance(files, io.FileIO):
+            files.close()
+            remove_new_log_dir(spec.directory)

@@ -274,8 +274,14 @@ class PooledFile:
         filesystem's journal, and every append takes that lock to pin its segment); it then
         joins the pool as the most recently used idle file, evicting the least recently used
         ones while the pool is over its capacity."""
+        return cls.adopt(pool, path, pool.with_descriptors(partial(io.FileIO, path, "w+b"),
+                                                            path))
+
+    @classmethod
+    def adopt(cls, pool: FilePool, path: Path, file: io.FileIO) -> PooledFile:
+        """``file``, opened read-write at ``path`` by the caller (in any thread), joins the
+        pool as :meth:`create` leaves a new file."""
         pooled = cls(pool, path)
-        file = pool.with_descriptors(partial(io.FileIO, path, "w+b"), path)
         with pool._lock:
             pooled._file = file
             pool.open_files += 1

@@ -10,6 +10,7 @@ time) and :mod:`~strom.storage.log_settings` (resolved topic config).
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import shutil
@@ -18,6 +19,7 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from strom.common.clock import Clock
@@ -39,9 +41,12 @@ from strom.protocol.records.batch import (
 )
 from strom.protocol.records.control import EndTxnMarker, read_end_txn_marker
 from strom.storage import log_timestamps, partition_metadata
+from strom.storage.file_pool import default_pool
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
+    LOG_SUFFIX,
     CorruptFileError,
+    file_name,
     fsync_dir,
     parse_partition_dir,
     read_fully,
@@ -270,23 +275,24 @@ class Log:
 
     @classmethod
     def create_new(cls, directory: Path, config: TopicConfig, *, clock: Clock,
-                   topic_id: uuid.UUID | None = None, log_start_offset: int = 0) -> Log:
+                   topic_id: uuid.UUID | None = None, log_start_offset: int = 0,
+                   log_file: io.FileIO | None = None) -> Log:
         """Create the log in ``directory``, which the caller has just made (empty): nothing
         is read or recovered. Its first segment starts at ``log_start_offset`` with lazily
-        created indexes; ``topic_id`` goes to ``partition.metadata`` without an fsync —
-        :meth:`sync_metadata` makes it durable, and every path that writes data (the two
-        appends, :meth:`flush`, :meth:`close`) calls it first, so no record is ever durable
-        in a directory whose topic id is not (Kafka's ``maybeFlushMetadataFile``).
-        Files made here are not removed on failure: the caller removes the directory."""
+        created indexes. ``log_file``: :func:`make_new_log_files` was called already (in
+        another thread, say) with the same arguments and returned it; else it is called
+        here. Files made are not removed on failure: the caller removes the directory."""
+        if log_file is None:
+            log_file = make_new_log_files(directory, topic_id, log_start_offset)
         self = cls(directory, config, clock, fresh=True)
         try:
-            if topic_id is not None:
-                partition_metadata.write_new(directory, topic_id)
-                self.topic_id = topic_id
-                self._metadata_unsynced = True
+            self.topic_id = topic_id
+            self._metadata_unsynced = topic_id is not None
             self._add_segment(log_start_offset, clock.now_ms(), lazy_indexes=True,
-                              fresh_dir=True)
+                              fresh_dir=True, log_file=log_file)
         except BaseException:
+            if not self._segments:
+                log_file.close()
             self._close_files()
             raise
         self.log_start_offset = self.log_end_offset = log_start_offset
@@ -341,12 +347,13 @@ class Log:
                                rebuild_txn_indexes or ())
 
     def _add_segment(self, base_offset: int, now_ms: int, *, lazy_indexes: bool = False,
-                     fresh_dir: bool = False) -> LogSegment:
+                     fresh_dir: bool = False, log_file: io.FileIO | None = None
+                     ) -> LogSegment:
         segment = LogSegment.create(
             self.directory, base_offset, index_interval_bytes=self._settings.index_interval_bytes,
             max_index_bytes=self._settings.max_index_bytes, now_ms=now_ms,
             roll_jitter_ms=self._settings.roll_jitter_ms(), lazy_indexes=lazy_indexes,
-            fresh_dir=fresh_dir,
+            fresh_dir=fresh_dir, log_file=log_file,
         )
         self._segments.append(segment)
         self._bases.append(base_offset)
@@ -1063,6 +1070,19 @@ def _collect_aborted(segments: list[LogSegment], slot: int, start_offset: int,
         if complete:
             break
     return found
+
+
+def make_new_log_files(directory: Path, topic_id: uuid.UUID | None, base_offset: int
+                       ) -> io.FileIO:
+    """The files of a new log in ``directory``, which the caller has just made (empty):
+    ``partition.metadata`` naming ``topic_id`` (not fsynced: :meth:`Log.sync_metadata`) and
+    the first segment's empty ``.log``, returned open for :meth:`Log.create_new`. System
+    calls only, so any thread may make them (a busy disk then holds no event loop, and the
+    thread hardly holds the GIL); the caller removes the directory if this fails."""
+    if topic_id is not None:
+        partition_metadata.write_new(directory, topic_id)
+    path = directory / file_name(base_offset, LOG_SUFFIX)
+    return default_pool().with_descriptors(partial(io.FileIO, path, "w+b"), path)
 
 
 def _stored_topic_id(directory: Path) -> uuid.UUID | None:

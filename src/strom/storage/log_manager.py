@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
@@ -41,7 +42,7 @@ from strom.storage.files import (
     fsync_dir,
     unlink_quietly,
 )
-from strom.storage.log import Log, parse_partition_dir
+from strom.storage.log import Log, make_new_log_files, parse_partition_dir
 from strom.storage.partition_metadata import read_topic_id
 
 log = logging.getLogger("strom.storage.log_manager")
@@ -86,7 +87,7 @@ def _remove_dir(directory: Path) -> None:
     shutil.rmtree(doomed, ignore_errors=True)
 
 
-def _remove_new_log_dir(directory: Path) -> None:
+def remove_new_log_dir(directory: Path) -> None:
     """Remove the directory of a log whose creation failed. ``rmtree`` needs descriptors, which
     may be what ran out: the files an empty new log can have are then removed by name."""
     shutil.rmtree(directory, ignore_errors=True)
@@ -129,18 +130,11 @@ class LogToOpen:
             _remove_dir(directory)
             created = fresh = True
         if created:
-            try:
-                os.mkdir(directory)
-            except FileExistsError:
-                created = False  # made meanwhile by another: opened as found
-            else:
-                try:  # (each open it makes retries on a full descriptor table itself)
-                    return Log.create_new(
-                        directory, self.config, clock=self.clock, topic_id=self.topic_id,
-                        log_start_offset=0 if fresh else self.log_start_offset)
-                except BaseException:
-                    _remove_new_log_dir(directory)
-                    raise
+            start = 0 if fresh else self.log_start_offset
+            made = self._make_files(start)
+            if made is not None:
+                return self._build(made, start)
+            created = False  # made meanwhile by another: opened as found
         try:
             plog = default_pool().with_descriptors(partial(
                 Log.open, directory, self.config, clock=self.clock,
@@ -150,7 +144,39 @@ class LogToOpen:
             return _label(plog, self.topic_id)
         except BaseException:
             if created:
-                _remove_new_log_dir(directory)
+                remove_new_log_dir(directory)
+            raise
+
+    def make_files(self) -> io.FileIO | None:
+        """The first half of creating a new log, system calls only (any thread): its
+        directory and files (:func:`~strom.storage.log.make_new_log_files`), the first
+        ``.log`` returned open for :meth:`build`; None if the directory exists (then
+        :meth:`open` it)."""
+        return self._make_files(self.log_start_offset)
+
+    def build(self, log_file: io.FileIO) -> Log:
+        """The second half: the :class:`Log` over what :meth:`make_files` made (the
+        directory is removed again if this fails)."""
+        return self._build(log_file, self.log_start_offset)
+
+    def _make_files(self, start: int) -> io.FileIO | None:
+        try:
+            os.mkdir(self.directory)
+        except FileExistsError:
+            return None
+        try:  # (each open retries on a full descriptor table itself)
+            return make_new_log_files(self.directory, self.topic_id, start)
+        except BaseException:
+            remove_new_log_dir(self.directory)
+            raise
+
+    def _build(self, log_file: io.FileIO, start: int) -> Log:
+        try:
+            return Log.create_new(self.directory, self.config, clock=self.clock,
+                                  topic_id=self.topic_id, log_start_offset=start,
+                                  log_file=log_file)
+        except BaseException:
+            remove_new_log_dir(self.directory)
             raise
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import mmap
 import os
@@ -305,9 +306,11 @@ class LogSegment:
         pool: FilePool | None = None,
         lazy_indexes: bool = False,
         fresh_dir: bool = False,
+        log_file: io.FileIO | None = None,
     ) -> LogSegment:
         """A new empty segment (files at that base offset are replaced; ``fresh_dir``: the
-        directory was just made, so there are none to remove).
+        directory was just made, so there are none to remove; ``log_file``: its ``.log``,
+        already created and open).
 
         ``name_suffix`` is appended to the file names: the cleaner writes segments as
         ``<base>.log.cleaned`` etc. (see :mod:`strom.storage.swap`) and reopens them under
@@ -315,7 +318,8 @@ class LogSegment:
         ``lazy_indexes`` (a new log's first segment): the index files are made with their
         first entry, so creating a partition costs one file, not three."""
         log_path = directory / (file_name(base_offset, LOG_SUFFIX) + name_suffix)
-        file = PooledFile.create(pool or default_pool(), log_path)
+        file = (PooledFile.create(pool or default_pool(), log_path) if log_file is None
+                else PooledFile.adopt(pool or default_pool(), log_path, log_file))
         try:
             oi = OffsetIndex.create(directory / (file_name(base_offset, INDEX_SUFFIX)
                                                  + name_suffix), base_offset, max_index_bytes,

@@ -264,3 +264,38 @@ def test_broker_id_and_zookeeper_errors_are_clear(
 def test_broker_id_flag_must_be_a_number(tmp_path: Path) -> None:
     result = strom("broker", "--data-dir", str(tmp_path), "--broker-id", "one")
     assert result.returncode == 2 and "--broker-id: invalid int value: 'one'" in result.stderr
+
+
+def test_a_started_broker_freezes_its_heap_and_collects_less_often(tmp_path: Path) -> None:
+    """Once `strom broker` listens, what its start made is out of the cycle collector's
+    reach and the collector runs with the broker's thresholds (docs/benchmarks.md)."""
+    import asyncio
+    import gc
+    import os
+
+    from strom.cli import broker_cmd
+    from strom.common.config import BrokerConfig
+
+    config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0",
+                           "log.dirs": str(tmp_path / "data")})
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    seen: dict[str, object] = {}
+
+    async def run() -> int:
+        serving = asyncio.create_task(broker_cmd._serve(config))
+        for _ in range(1000):
+            await asyncio.sleep(0.01)
+            if gc.get_freeze_count() or serving.done():
+                break
+        seen.update(thresholds=gc.get_threshold(), frozen=gc.get_freeze_count())
+        os.kill(os.getpid(), signal.SIGTERM)  # its handler stops it cleanly
+        return await serving
+
+    try:
+        assert asyncio.run(run()) == 0
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+    assert seen["thresholds"] == broker_cmd.GC_THRESHOLDS != before
+    assert isinstance(seen["frozen"], int) and seen["frozen"] > 10_000

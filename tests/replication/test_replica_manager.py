@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from strom.common.errors import ErrorCode, KafkaStorageError
-from strom.common.types import TopicPartition
+from strom.common.types import TopicPartition, kafka_uuid
 from strom.metadata.image import PartitionInfo, TopicInfo
 from strom.replication import replica_manager
 from strom.replication.delayed import DelayedFetch
@@ -411,6 +412,28 @@ def test_a_topic_writes_new_logs_are_made_on_threads_and_built_on_the_loop_in_sl
         assert threads["make_files"] and threading.current_thread().name not in threads[
             "make_files"]
         assert all(read_topic_id(tmp_path / f"new-{p}") == TOPIC_ID for p in range(120))
+        await h.replicas.shutdown()
+        h.close()
+    run(scenario)
+
+
+def test_new_logs_made_off_the_loop_are_reported_at_info(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """As Kafka logs each log it creates: a topic write's and a follower's, whichever
+    thread made their files."""
+    async def scenario() -> None:
+        h = Harness(tmp_path, log_threads=2)
+        with caplog.at_level(logging.INFO, logger="strom.replication"):
+            await h.replicas.prepare_new([_new_topic(3)])
+            h.apply(make_image(*(partition_info(p) for p in range(4))))
+            for _ in range(500):
+                await asyncio.sleep(0.01)
+                if h.replicas.pending == 0 and len(h.replicas.partitions()) == 4:
+                    break
+        created = [r.getMessage() for r in caplog.records if "created the logs" in r.message]
+        assert created == [
+            f"topic new (id {kafka_uuid(TOPIC_ID)}): created the logs of partitions [0, 1, 2]",
+            f"topic t (id {kafka_uuid(TOPIC_ID)}): created the logs of partitions [0, 1, 2, 3]"]
         await h.replicas.shutdown()
         h.close()
     run(scenario)

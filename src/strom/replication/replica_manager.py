@@ -541,6 +541,8 @@ class ReplicaManager:
                     result = spec.build(files)
                 except (OSError, KafkaError) as exc:
                     result = exc
+                else:
+                    events.changes.add("created", spec.tp, spec.topic_id)
             if isinstance(result, BaseException) and not isinstance(result,
                                                                     (OSError, KafkaError)):
                 raise result
@@ -746,6 +748,11 @@ class ReplicaManager:
             self.discard_partitions([tp for made in created for tp in made])
             raise unexpected[0]
         outcomes += created
+        changes = LogChanges()
+        for index, names in enumerate(created):
+            for name, number in names:
+                changes.add("created", TopicPartition(name, number), topics[index][0].topic_id)
+        changes.report(log)
         for index, (tp, failure) in sorted(failures.items()):
             self.discard_partitions(created[index])
             if isinstance(failure, OSError):

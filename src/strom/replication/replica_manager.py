@@ -712,6 +712,7 @@ class ReplicaManager:
         try:
             for share in await asyncio.gather(*makers):
                 made += share
+            makers = []  # their files are in ``made`` now, taken from it as logs are built
             there += [(index, spec) for index, spec, files in made if files is None]
             size = max(1, min(OPEN_CHUNK, -(-len(there) // self._log_threads)))
             jobs = [self._run_log_io(partial(_each, there[i:i + size], LogToOpen.open))

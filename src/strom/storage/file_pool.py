@@ -220,6 +220,12 @@ class FilePool:
                         raise report_exhausted(what, exc, self._capacity) from None
                     self._evict_one()
 
+    def new_file(self, path: Path) -> io.FileIO:
+        """A new empty file at ``path`` (an existing one is truncated), open read-write and
+        not in the pool (:meth:`PooledFile.adopt` puts it there); the open retries as
+        :meth:`with_descriptors` does. Takes the lock only to evict."""
+        return self.with_descriptors(partial(io.FileIO, path, "w+b"), path)
+
     # -- called by PooledFile, under the lock ---------------------------------------------
     def _open(self, pooled: PooledFile, mode: str) -> io.FileIO:
         while self.open_files >= self._capacity and self._idle:
@@ -274,8 +280,7 @@ class PooledFile:
         filesystem's journal, and every append takes that lock to pin its segment); it then
         joins the pool as the most recently used idle file, evicting the least recently used
         ones while the pool is over its capacity."""
-        return cls.adopt(pool, path, pool.with_descriptors(partial(io.FileIO, path, "w+b"),
-                                                            path))
+        return cls.adopt(pool, path, pool.new_file(path))
 
     @classmethod
     def adopt(cls, pool: FilePool, path: Path, file: io.FileIO) -> PooledFile:

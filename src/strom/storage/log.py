@@ -19,7 +19,6 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from strom.common.clock import Clock
@@ -1082,7 +1081,7 @@ def make_new_log_files(directory: Path, topic_id: uuid.UUID | None, base_offset:
     if topic_id is not None:
         partition_metadata.write_new(directory, topic_id)
     path = directory / file_name(base_offset, LOG_SUFFIX)
-    return default_pool().with_descriptors(partial(io.FileIO, path, "w+b"), path)
+    return default_pool().new_file(path)
 
 
 def _stored_topic_id(directory: Path) -> uuid.UUID | None:

@@ -5,7 +5,8 @@ A topic deleted and created again under the same name has the same directory nam
 (``<topic>-<partition>``) but a new topic id; the id in this file is what tells the
 generations apart, so a log of a deleted topic is never taken for the new topic's.
 
-On-disk format (Kafka's, text, written atomically with an fsync)::
+On-disk format (Kafka's, text; rewritten atomically with an fsync, or written once by a new
+log as below)::
 
     version: 0
     topic_id: <Kafka's Uuid text: URL-safe base64 of the 16 bytes, no padding>
@@ -17,9 +18,9 @@ A brand-new log writes its file without an fsync (:func:`write_new`) and makes i
 (:func:`sync`) before its first data is written, as Kafka's ``maybeFlushMetadataFile`` does
 (creating a partition then costs no fsync of its own). A crash before that can leave the
 file empty — a write that never became durable, with no data depending on it — which is
-read as no file. A directory without the file belongs to a log written before topic ids were stored
-(an earlier strom): its owner adopts it once by writing the id of the topic the metadata
-names (as Kafka does with logs from before KIP-516).
+read as no file. A directory without the file belongs to a log written before topic ids were
+stored (an earlier strom): its owner adopts it once by writing the id of the topic the
+metadata names (as Kafka does with logs from before KIP-516).
 """
 
 from __future__ import annotations

@@ -498,9 +498,86 @@ def test_other_brokers_read_only_the_topics_a_write_changed(
     wait_until(lambda: b.image.broker_configs == {"": {"log.retention.ms": "7"}},
                what="b sees the broker config")
     monkeypatch.undo()
-    assert all(set(names) <= {"new", "t1"} for names in read) and read
+    assert read and all(names == [] for names in read)  # the deltas had them
     assert b.image.topics["t5"] is kept  # unchanged topics keep their objects
     assert b.image.topics == a.image.topics
+
+
+def test_readers_take_what_the_deltas_hold_and_read_the_rest(
+        open_store: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader several writes behind applies each write's delta in order and reads from the
+    znodes only the topics of writes without one (too large here); it ends with the writer's
+    image either way."""
+    a, b = open_store(), open_store()
+    a.write(a.image.epoch, [PutTopic(topic(f"t{i}", 2)) for i in range(5)])
+    wait_until(lambda: len(b.image.topics) == 5, what="b sees the 5 topics")
+    base = a._data
+    monkeypatch.setattr(zk, "DELTA_PARTITIONS", 10)
+    a.write(a.image.epoch, [PutTopic(topic("big", 11)), RemoveTopic("t1")])  # no delta
+    monkeypatch.setattr(zk, "DELTA_PARTITIONS", 2_000)
+    a.write(a.image.epoch, [PutTopic(topic("t1", 3)), PutTopic(topic("small"))])
+    a.write(a.image.epoch, [SetTopicConfigs("big", {"cleanup.policy": "compact"}),
+                            RemoveTopic("t3")])
+    assert a.session.get_or_none(zk.delta_path(base.version + 1)) is None
+    assert a.session.get_or_none(zk.delta_path(base.version + 3)) is not None
+    read: list[list[str]] = []
+    original = zk_store._read_topics
+
+    here = threading.get_ident()
+
+    def spy(session: object, names: list[str]) -> object:
+        if threading.get_ident() == here:  # not b's own refreshes
+            read.append(list(names))
+        return original(session, names)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zk_store, "_read_topics", spy)
+    data = b._read_data(base)
+    assert data is not None and data.version == base.version + 3
+    assert data.topics == a.image.topics
+    assert data.topics["t0"] is base.topics["t0"]
+    assert read == [["big", "t1"]]  # the write without a delta's topics, read at the end
+
+
+def test_a_delta_is_the_topics_as_their_znodes_read() -> None:
+    moving = PartitionInfo(1, 2, 4, (2, 3, 4), (2, 3), adding_replicas=(4,),
+                           removing_replicas=(2,))
+    topics: dict[str, TopicInfo | None] = {
+        "a": TopicInfo("a", uuid.uuid4(), (PartitionInfo(0, 3, 7, (3, 2), (3,)), moving),
+                       {"cleanup.policy": "compact", "retention.ms": "5"}),
+        "__consumer_offsets": TopicInfo("__consumer_offsets", uuid.uuid4(),
+                                        (PartitionInfo(0, -1, 0, (1,), ()),), {}, True),
+        "gone": None}
+    data = zk.encode_delta(12, topics, controller_epoch=3)
+    assert data is not None
+    assert zk.decode_delta(data, 12) == topics
+    assert zk.decode_delta(data, 13) is None  # not this version's
+    assert zk.decode_delta(b"{garbled", 12) is None
+    assert zk.decode_delta(b'{"data_version":12,"topics":{"a":{}}}', 12) is None
+    many = {f"t{i}": topic(f"t{i}", 1) for i in range(zk.DELTA_PARTITIONS + 1)}
+    assert zk.encode_delta(1, many, 0) is None  # over the partition bound
+    long = {"t": TopicInfo("t", uuid.uuid4(), (PartitionInfo(0, 0, 0, (0,), (0,)),),
+                           {"x": "y" * zk.DELTA_BYTES})}
+    assert zk.encode_delta(1, long, 0) is None  # over the size bound
+
+
+def test_old_deltas_are_deleted_and_a_stale_one_does_not_stop_writes(
+        open_store: Opener) -> None:
+    a = open_store()
+    for i in range(2 * zk.DELTA_KEEP + 1):
+        a.write(a.image.epoch, [PutTopic(topic(f"t{i}"))])
+    version = a._data.version
+
+    def kept() -> list[int]:
+        return sorted(int(n) for n in a.session.children(zk.METADATA_DELTAS))
+    wait_until(lambda: kept()[0] >= version - 2 * zk.DELTA_KEEP,
+               what="the oldest deltas deleted")
+    assert len(kept()) <= 2 * zk.DELTA_KEEP and kept()[-1] == version
+    # a delta already at the next version's path (a tree whose epoch znode was made anew)
+    a.session.wait(a.session.client.create_async(zk.delta_path(version + 1), b"{}"), "plant")
+    a.write(a.image.epoch, [PutTopic(topic("after"))])
+    got = a.session.get_or_none(zk.delta_path(version + 1))
+    assert got is not None and zk.decode_delta(got[0], version + 1) == {
+        "after": a.image.topics["after"]}
 
 
 def test_a_write_without_hints_makes_readers_read_everything(open_store: Opener) -> None:

@@ -41,6 +41,11 @@ JSON, modelled on the layout of Kafka's ZooKeeper mode:
                                              version: every metadata write sets it with the
                                              version it read, in the same multi-op; its data
                                              says what the latest writes changed (below)
+``/strom/metadata_deltas/<v>``               ``{"version":1,"data_version":v,"topics":{"<t>":
+                                             {"topic":{…},"config":{…},"states":{"0":{…}}}
+                                             |null}}``: what write ``v`` left in the znodes of
+                                             each topic it changed (the three znodes' JSON as
+                                             above; null: deleted); ``v`` zero-padded to 10
 ===========================================  ==============================================
 
 The change hints in ``/strom/metadata_epoch``: ``{"version":1,"changes":[[v,other,[t…]],…]}``,
@@ -51,6 +56,14 @@ topics to list. A reader whose image is at version ``k`` re-reads only the topic
 entries after ``k`` when they reach back to ``k + 1``, and everything otherwise. Entries are
 dropped, oldest first, to keep the data under :data:`CHANGE_HINT_BYTES`. Empty data (as older
 strom versions write) lists nothing, so the next reader re-reads everything.
+
+The topic deltas: the write that makes data version ``v`` also creates
+``/strom/metadata_deltas/<v>`` in its multi-op, holding every topic it changed whole, unless
+that is over :data:`DELTA_PARTITIONS` partitions or :data:`DELTA_BYTES`. A reader the hints
+cover takes the changed topics from the deltas of the versions in between (one read a write,
+where the znodes cost three reads a topic) and reads from their znodes only the topics of
+writes without one. Only deltas of the latest :data:`DELTA_KEEP` versions are relied on;
+every :data:`DELTA_KEEP`-th write deletes the older ones.
 
 User and client-id names in znode names are Kafka's ``Sanitizer`` form (URL-encoded: every
 character but ``A-Za-z0-9._-`` as ``%XX`` of its UTF-8 bytes, a space ``%20``); a default
@@ -87,6 +100,7 @@ from strom.metadata.image import (
     PartitionInfo,
     QuotaEntity,
     ScramCredential,
+    TopicInfo,
 )
 
 CLUSTER_ID = "/cluster/id"
@@ -101,6 +115,7 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 METADATA_EPOCH = "/strom/metadata_epoch"
+METADATA_DELTAS = "/strom/metadata_deltas"
 #: Where the ACLs of each pattern type live.
 ACL_ROOTS = {PatternType.LITERAL: "/kafka-acl",
              PatternType.PREFIXED: "/kafka-acl-extended/prefixed"}
@@ -129,7 +144,7 @@ def acl_type_path(pattern_type: PatternType, resource_type: ResourceType) -> str
 
 #: Persistent parents created when a store opens a fresh chroot.
 PARENTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, USER_CONFIGS, CLIENT_CONFIGS,
-           IP_CONFIGS, "/cluster",
+           IP_CONFIGS, "/cluster", METADATA_DELTAS,
            *(acl_type_path(p, t) for p in ACL_ROOTS for t in ACL_RESOURCE_TYPES))
 DEFAULT_RESOURCE = "<default>"
 
@@ -252,6 +267,11 @@ Assignment = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 def encode_topic(topic_id: uuid.UUID, partitions: tuple[PartitionInfo, ...],
                  internal: bool) -> bytes:
+    return _dump(_topic_value(topic_id, partitions, internal))
+
+
+def _topic_value(topic_id: uuid.UUID, partitions: tuple[PartitionInfo, ...],
+                 internal: bool) -> dict[str, Any]:
     value: dict[str, Any] = {
         "version": 3, "topic_id": kafka_uuid(topic_id),
         "partitions": {str(p.partition): list(p.replicas) for p in partitions},
@@ -262,14 +282,16 @@ def encode_topic(topic_id: uuid.UUID, partitions: tuple[PartitionInfo, ...],
     }
     if internal:
         value["internal"] = True
-    return _dump(value)
+    return value
 
 
 def decode_topic(data: bytes) -> tuple[uuid.UUID, dict[int, Assignment], bool]:
     """(topic id, assignment by partition, internal). Older znodes (version 1 / 2) have no
     ``adding_replicas`` / ``removing_replicas``: nothing is being reassigned."""
-    value = _load(data)
+    return _topic_of(_load(data))
 
+
+def _topic_of(value: dict[str, Any]) -> tuple[uuid.UUID, dict[int, Assignment], bool]:
     def ids(field: str, partition: str) -> tuple[int, ...]:
         return tuple(int(r) for r in (value.get(field) or {}).get(partition, ()))
 
@@ -280,26 +302,41 @@ def decode_topic(data: bytes) -> tuple[uuid.UUID, dict[int, Assignment], bool]:
 
 
 def encode_state(p: PartitionInfo, controller_epoch: int) -> bytes:
-    return _dump({"version": 1, "leader": p.leader, "leader_epoch": p.leader_epoch,
-                  "isr": list(p.isr), "controller_epoch": controller_epoch})
+    return _dump(_state_value(p, controller_epoch))
+
+
+def _state_value(p: PartitionInfo, controller_epoch: int) -> dict[str, Any]:
+    return {"version": 1, "leader": p.leader, "leader_epoch": p.leader_epoch,
+            "isr": list(p.isr), "controller_epoch": controller_epoch}
 
 
 def decode_state(partition: int, assignment: Assignment, data: bytes) -> PartitionInfo:
-    value = _load(data)
+    return _state_of(partition, assignment, _load(data))
+
+
+def _state_of(partition: int, assignment: Assignment, value: dict[str, Any]) -> PartitionInfo:
     replicas, adding, removing = assignment
     return PartitionInfo(partition, int(value["leader"]), int(value["leader_epoch"]), replicas,
                          tuple(int(r) for r in value["isr"]), adding, removing)
 
 
 def encode_config(configs: Mapping[str, str]) -> bytes:
-    return _dump({"version": 1, "config": dict(configs)})
+    return _dump(_config_value(configs))
+
+
+def _config_value(configs: Mapping[str, str]) -> dict[str, Any]:
+    return {"version": 1, "config": dict(configs)}
 
 
 def decode_config(data: bytes) -> dict[str, str]:
     """Empty data (a parent znode Kafka created on the way to a child) holds no config."""
     if not data:
         return {}
-    return {str(k): str(v) for k, v in (_load(data).get("config") or {}).items()}
+    return _config_of(_load(data))
+
+
+def _config_of(value: dict[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (value.get("config") or {}).items()}
 
 
 def encode_scram(credential: ScramCredential) -> str:
@@ -438,3 +475,55 @@ def changed_since(hints: list[ChangeHint], known: int, version: int
         other = other or changed_other
     return topics, other
 
+
+
+#: A metadata write's topic delta is written only up to this size and partition count
+#: (ZooKeeper bounds a whole multi-op at 1 MB); larger writes' readers read the znodes.
+DELTA_BYTES = 256 * 1024
+DELTA_PARTITIONS = 2_000
+#: Deltas of the latest this-many data versions are kept; older ones are deleted.
+DELTA_KEEP = 32
+
+
+def delta_path(version: int) -> str:
+    """The topic delta of the write that made data ``version`` (zero-padded: names sort)."""
+    return f"{METADATA_DELTAS}/{version:010d}"
+
+
+def encode_delta(version: int, topics: Mapping[str, TopicInfo | None],
+                 controller_epoch: int) -> bytes | None:
+    """The delta of the write that made data ``version``: every topic it changed, whole (None
+    for a deleted topic), as the znodes hold it; None when over the bounds."""
+    if sum(len(t.partitions) for t in topics.values() if t is not None) > DELTA_PARTITIONS:
+        return None
+    data = _dump({"version": 1, "data_version": version, "topics": {
+        name: None if t is None else {
+            "topic": _topic_value(t.topic_id, t.partitions, t.internal),
+            "config": _config_value(t.configs),
+            "states": {str(p.partition): _state_value(p, controller_epoch)
+                       for p in t.partitions}}
+        for name, t in topics.items()}})
+    return data if len(data) <= DELTA_BYTES else None
+
+
+def decode_delta(data: bytes, version: int) -> dict[str, TopicInfo | None] | None:
+    """The topics a delta names, as reading their znodes would give them (None for a topic
+    deleted); None when ``data`` is not the delta of data ``version``."""
+    try:
+        value = _load(data)
+        if value.get("data_version") != version:
+            return None
+        topics: dict[str, TopicInfo | None] = {}
+        for name, entry in value["topics"].items():
+            if entry is None:
+                topics[name] = None
+                continue
+            topic_id, assignment, internal = _topic_of(entry["topic"])
+            states = entry["states"]
+            topics[name] = TopicInfo(
+                name, topic_id,
+                tuple(_state_of(p, assignment[p], states[str(p)]) for p in sorted(assignment)),
+                _config_of(entry["config"]), internal)
+        return topics
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None

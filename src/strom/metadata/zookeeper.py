@@ -59,6 +59,7 @@ from typing import TypeVar
 
 from kazoo.client import TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from strom.common.acl import AccessControlEntry, ResourcePattern
@@ -245,24 +246,53 @@ class ZooKeeperMetadataStore:
         """One multi-op turning ``image``'s znodes into ``new``'s, conditional on the data
         version (and the controller epoch's znode version, with ``fence``); returns the
         change hints it wrote."""
+        version = base.version + 1
         topics, other = _changed_sections(image, new)
-        data, hints = zk.encode_change_hints(base.hints, base.version + 1, other, topics)
-        tx = self.session.transaction()
-        tx.set_data(zk.METADATA_EPOCH, data, version=base.version)
-        if fence is not None:
-            tx.check(zk.CONTROLLER_EPOCH, fence.zk_version)
-        _diff_ops(tx, image, new, fence.epoch if fence is not None else 0)
-        try:
-            self.session.commit(tx, "a metadata write")
-        except TransactionFailedError as e:
-            if e.index == 0 and isinstance(e.error, BadVersionError):
-                raise StaleMetadataError(image.epoch, image.epoch + 1) from None
-            if fence is not None and e.index == 1:
-                raise NotControllerError(
-                    f"controller epoch {fence.epoch} is no longer current: another "
-                    "controller was elected") from None
-            raise MetadataWriteRefusedError(str(e)) from e
+        data, hints = zk.encode_change_hints(base.hints, version, other, topics)
+        controller_epoch = fence.epoch if fence is not None else 0
+        delta = (zk.encode_delta(version, {n: new.topics.get(n) for n in topics},
+                                 controller_epoch) if topics else None)
+        for attempt in (1, 2):
+            tx = self.session.transaction()
+            tx.set_data(zk.METADATA_EPOCH, data, version=base.version)
+            if fence is not None:
+                tx.check(zk.CONTROLLER_EPOCH, fence.zk_version)
+            _diff_ops(tx, image, new, controller_epoch)
+            if delta is not None:
+                tx.create(zk.delta_path(version), delta)
+            try:
+                self.session.commit(tx, "a metadata write")
+                break
+            except TransactionFailedError as e:
+                if e.index == 0 and isinstance(e.error, BadVersionError):
+                    raise StaleMetadataError(image.epoch, image.epoch + 1) from None
+                if fence is not None and e.index == 1:
+                    raise NotControllerError(
+                        f"controller epoch {fence.epoch} is no longer current: another "
+                        "controller was elected") from None
+                if (delta is not None and attempt == 1 and e.index == len(tx.operations) - 1
+                        and isinstance(e.error, NodeExistsError)):
+                    # a delta left by a tree whose epoch znode was made anew: not this write's
+                    self.session.wait(self.session.client.delete_async(zk.delta_path(version)),
+                                      "delete a stale metadata delta")
+                    continue
+                raise MetadataWriteRefusedError(str(e)) from e
+        if version % zk.DELTA_KEEP == 0:
+            self._trim_deltas(version - zk.DELTA_KEEP)
         return hints
+
+    def _trim_deltas(self, below: int) -> None:
+        """Delete the topic deltas of data versions before ``below`` (in the background: a
+        delta nobody deletes only costs ZooKeeper memory until a later trim)."""
+        client = self.session.client
+
+        def trim(listed: IAsyncResult) -> None:
+            if not listed.successful():
+                return
+            for name in listed.value:
+                if name.isdigit() and int(name) < below:
+                    client.delete_async(f"{zk.METADATA_DELTAS}/{name}")
+        client.get_children_async(zk.METADATA_DELTAS).rawlink(trim)
 
     def register_broker(self, broker: BrokerInfo) -> None:
         """Register (or update) ``broker`` as an ephemeral znode of this store's session
@@ -511,9 +541,29 @@ def _read_topics(session: ZkSession, names: list[str]) -> dict[str, TopicInfo | 
 def _read_changed_znodes(session: ZkSession, version: int, hints: list[zk.ChangeHint],
                          base: _Data, changed: set[str], other: bool) -> _Data:
     """``base`` with the ``changed`` topics (and with ``other``, every non-topic znode)
-    read again; the topics that did not change keep their objects."""
+    read again; the topics that did not change keep their objects. The changed topics come
+    from the writes' deltas (one read a write); a write without one (too large, trimmed, or
+    made by an older strom) has its topics read from their znodes after every delta is
+    applied — they are read at ``version``, so they are newer than any delta."""
     topics = dict(base.topics)
-    for name, topic in _read_topics(session, sorted(changed)).items():
+    unread = changed
+    if version - base.version <= zk.DELTA_KEEP:
+        unread = set()
+        named = {v: names for v, _, names in hints
+                 if base.version < v <= version and names}  # all lists: changed_since said
+        versions = sorted(named)
+        for v, got in zip(versions, session.get_many([zk.delta_path(v) for v in versions]),
+                          strict=True):
+            delta = zk.decode_delta(got[0], v) if got is not None else None
+            if delta is None:
+                unread.update(named[v] or ())
+                continue
+            for name, topic in delta.items():
+                if topic is None:
+                    topics.pop(name, None)
+                else:
+                    topics[name] = topic
+    for name, topic in _read_topics(session, sorted(unread)).items():
         if topic is None:
             topics.pop(name, None)
         else:

@@ -18,14 +18,16 @@ from strom.common.errors import (
     TopicAlreadyExistsError,
 )
 from strom.controller.topic_writes import (
+    MAX_BATCH_BYTES,
     Creations,
     NewPartitions,
     NewTopic,
     TopicWriteQueue,
     plan_batch,
+    write_bytes,
 )
 from strom.controller.topics import TopicAdmin
-from strom.metadata.changes import MetadataChange
+from strom.metadata.changes import MetadataChange, PutTopic
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
 from strom.metadata.store import StaleMetadataError
 from strom.testing.metadata import MemoryMetadataStore
@@ -102,6 +104,35 @@ def test_concurrent_requests_share_writes_and_get_their_own_answers() -> None:
     assert store.writes <= 3  # the first request alone, then the rest together
     assert logs.held == {(f"t{i}", p) for i in range(200) for p in range(2)}
     assert logs.syncs == store.writes  # one directory fsync per write, not per log
+
+
+def test_a_batch_stays_within_what_one_zookeeper_write_can_carry() -> None:
+    """Ten requests of 100 one-partition topics (long names) take several writes, none over
+    MAX_BATCH_BYTES; a request over it alone is still written whole."""
+    store, _admin, _logs, queue = setup()
+    sizes: list[int] = []
+    write = store.write
+
+    def measured(expected_epoch: int, changes: Sequence[MetadataChange]) -> MetadataImage:
+        sizes.append(sum(write_bytes(c.topic.name, len(c.topic.partitions), new=True)
+                         for c in changes if isinstance(c, PutTopic)))
+        return write(expected_epoch, changes)
+
+    store.write = measured  # type: ignore[method-assign]
+    name = "n" * 200
+
+    async def burst() -> None:
+        try:
+            await asyncio.gather(*(queue.create_topics(
+                [NewTopic(f"{r}-{i}-{name}", 1) for i in range(100)]) for r in range(10)))
+            await queue.create_topics([NewTopic(f"big-{i}-{name}", 1) for i in range(800)])
+        finally:
+            await queue.close()
+
+    asyncio.run(burst())
+    assert len(store.image.topics) == 1_800
+    assert len(sizes) >= 5 and all(size <= MAX_BATCH_BYTES for size in sizes[:-1])
+    assert sizes[-1] > MAX_BATCH_BYTES  # the big request, whole
 
 
 def test_a_batch_answers_as_if_planned_one_request_at_a_time() -> None:

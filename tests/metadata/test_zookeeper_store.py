@@ -618,3 +618,63 @@ def test_change_hints_stay_small() -> None:
     data, hints = zk.encode_change_hints(hints, 400, True, ["t" * 200] * 1000)
     assert hints[-1] == (400, True, None) and zk.changed_since(hints, 399, 400) is None
     assert zk.decode_change_hints(b"") == [] and zk.decode_change_hints(b"{garbled") == []
+
+
+# -- ZooKeeper's request bound: a topic write's batch fits, with its delta ---------------------
+
+class _Ops:
+    """A multi-op that only collects its operations (kazoo's own request classes, with its
+    default ACL), under a 40-character chroot."""
+
+    def __init__(self) -> None:
+        from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData
+        from kazoo.security import OPEN_ACL_UNSAFE
+        root = "/" + "c" * 39
+        self.operations: list[object] = []
+        self.create = lambda path, data=b"": self.operations.append(
+            Create(root + path, data, OPEN_ACL_UNSAFE, 0))
+        self.set_data = lambda path, data, version=-1: self.operations.append(
+            SetData(root + path, data, version))
+        self.delete = lambda path, version=-1: self.operations.append(
+            Delete(root + path, version))
+        self.check = lambda path, version: self.operations.append(
+            CheckVersion(root + path, version))
+
+
+@pytest.mark.parametrize("name_length", [1, 20, 249])
+@pytest.mark.parametrize("partitions", [1, 7, 100])
+def test_the_topic_write_queues_estimate_is_over_the_request(name_length: int,
+                                                              partitions: int) -> None:
+    from kazoo.protocol.serialization import Transaction
+
+    from strom.controller.topic_writes import write_bytes
+    name = "t" * name_length
+    new = topic(name, partitions, (1001, 1002, 1003))
+    before = MetadataImage("c", 1, -1, {}, {})
+    after = MetadataImage("c", 2, -1, {}, {name: new})
+    ops = _Ops()
+    zk_store._diff_ops(ops, before, after, 7)  # type: ignore[arg-type]
+    sent = len(Transaction(ops.operations).serialize())
+    assert sent <= zk_store._request_bytes(ops)  # type: ignore[arg-type]
+    assert sent <= write_bytes(name, partitions, new=True)
+
+
+def test_the_largest_topic_batch_fits_zookeepers_bound_with_its_delta(
+        open_store: Opener) -> None:
+    from strom.controller.topic_writes import MAX_BATCH_BYTES, write_bytes
+    a, b = open_store(), open_store()
+    names = [f"{i:04d}" + "n" * 245 for i in range(MAX_BATCH_BYTES // write_bytes(
+        "n" * 249, 1, new=True))]
+    a.write(a.image.epoch, [PutTopic(topic(n, 1, (1, 2, 3))) for n in names])
+    assert a.session.get_or_none(zk.delta_path(a._data.version)) is not None
+    wait_until(lambda: b.image.topics == a.image.topics, what="b reads them")
+
+
+def test_a_write_over_zookeepers_bound_is_refused_before_it_is_sent(open_store: Opener) -> None:
+    a = open_store()
+    session = a.session
+    with pytest.raises(zk_store.MetadataWriteRefusedError, match="request bound"):
+        a.write(a.image.epoch, [PutTopic(topic("huge", 4_000, (1, 2, 3)))])
+    assert "huge" not in a.image.topics
+    a.write(a.image.epoch, [PutTopic(topic("fine", 2_000, (1, 2, 3)))])  # same connection
+    assert a.session is session and "fine" in a.image.topics

@@ -2,7 +2,7 @@
 
 :class:`TopicWriteQueue` is how CreateTopics and CreatePartitions reach the metadata store.
 Each request is queued whole; one task takes every queued request (up to
-:data:`MAX_BATCH_PARTITIONS` new partitions, and :data:`MAX_BATCH_REQUESTS` requests), plans
+:data:`MAX_BATCH_BYTES` of new znodes, and :data:`MAX_BATCH_REQUESTS` requests), plans
 them one after another against the current image (:func:`plan_batch`: Kafka's rules through
 :class:`~strom.controller.topics.TopicAdmin`, each request seeing the topics of those before
 it) and writes everything in one conditional write. Requests that arrive meanwhile form the
@@ -65,9 +65,11 @@ from strom.metadata.store import MetadataStore, StaleMetadataError
 
 log = logging.getLogger("strom.controller")
 
-#: New partitions one batch may carry (a ZooKeeper multi-op of about 2 znodes each stays
-#: well below ZooKeeper's 1 MB request bound); a larger request is a batch of its own.
-MAX_BATCH_PARTITIONS = 2_000
+#: What one batch may add to a ZooKeeper multi-op (:func:`write_bytes`): well below
+#: ZooKeeper's 1 MiB request bound, with room for the write's topic delta; a larger request
+#: is a batch of its own. (2,000 partitions of one-partition topics, the bound before, made
+#: 1.4 MB: ZooKeeper closed the connection.)
+MAX_BATCH_BYTES = 400_000
 MAX_BATCH_REQUESTS = 1_000
 #: After a write shared by several requests, how long the next one waits for the answered
 #: clients' next requests (a lone client's requests never wait).
@@ -200,11 +202,19 @@ def _plan_additions(admin: TopicAdmin, image: MetadataImage, counts: BrokerParti
     return Planned(outcomes, changes)
 
 
+def write_bytes(name: str, partitions: int, *, new: bool = False) -> int:
+    """About what creating topic ``name`` (``new``; else growing it) with ``partitions`` new
+    partitions adds to a ZooKeeper multi-op, a little over: the topic's znodes (topic,
+    ``partitions``, config: path, data, operation header) and per partition its znode and
+    state's, whose paths repeat the name; a chroot of up to 40 characters)."""
+    return (3 if new else 1) * (len(name) + 200) + partitions * (2 * len(name) + 400)
+
+
 @dataclass(slots=True)
 class _Queued:
     request: Request
     future: asyncio.Future[list[Outcome]]
-    partitions: int
+    size: int
 
 
 class TopicWriteQueue:
@@ -230,23 +240,24 @@ class TopicWriteQueue:
         """Create ``topics`` (one CreateTopics request); an outcome per topic, in order."""
         default = self._default_partitions()
         return await self._submit(Creations(tuple(topics)), sum(
-            requested_partitions(t.partitions, len(t.assignments or ()), default)
+            write_bytes(t.name, requested_partitions(t.partitions, len(t.assignments or ()),
+                                                     default), new=True)
             for t in topics))
 
     async def add_partitions(self, topics: Sequence[NewPartitions]) -> list[Outcome]:
         """Grow ``topics`` (one CreatePartitions request); an outcome per topic, in order."""
         image = self._store.image
         return await self._submit(Additions(tuple(topics)), sum(
-            max(t.total - len(image.topics[t.name].partitions), 0)
+            write_bytes(t.name, max(t.total - len(image.topics[t.name].partitions), 0))
             for t in topics if t.name in image.topics))
 
-    async def _submit(self, request: Request, partitions: int) -> list[Outcome]:
+    async def _submit(self, request: Request, size: int) -> list[Outcome]:
         if not request.topics:
             return []
         if self._closed:
             raise error_class("BROKER_NOT_AVAILABLE")("the broker is shutting down")
         loop = asyncio.get_running_loop()
-        queued = _Queued(request, loop.create_future(), partitions)
+        queued = _Queued(request, loop.create_future(), size)
         self._queue.append(queued)
         if self._wakeup is None:
             self._wakeup = asyncio.Event()
@@ -297,13 +308,13 @@ class TopicWriteQueue:
     def _take(self) -> list[_Queued]:
         """The oldest queued requests, within the batch bounds (at least one)."""
         batch: list[_Queued] = []
-        partitions = 0
+        added = 0
         for queued in self._queue:
-            if batch and (partitions + queued.partitions > MAX_BATCH_PARTITIONS
+            if batch and (added + queued.size > MAX_BATCH_BYTES
                           or len(batch) >= MAX_BATCH_REQUESTS):
                 break
             batch.append(queued)
-            partitions += queued.partitions
+            added += queued.size
         del self._queue[:len(batch)]
         return batch
 

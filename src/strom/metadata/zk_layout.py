@@ -477,8 +477,12 @@ def changed_since(hints: list[ChangeHint], known: int, version: int
 
 
 
-#: A metadata write's topic delta is written only up to this size and partition count
-#: (ZooKeeper bounds a whole multi-op at 1 MB); larger writes' readers read the znodes.
+#: ZooKeeper's bound on a request (its ``jute.maxbuffer``, 1 MiB by default) less a margin:
+#: a larger multi-op is refused by closing the connection.
+REQUEST_BYTES = 1_000_000
+#: A metadata write's topic delta is written only up to this size and partition count, and
+#: only when the multi-op with it stays within :data:`REQUEST_BYTES`; other writes' readers
+#: read the znodes.
 DELTA_BYTES = 256 * 1024
 DELTA_PARTITIONS = 2_000
 #: Deltas of the latest this-many data versions are kept; older ones are deleted.

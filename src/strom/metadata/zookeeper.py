@@ -258,6 +258,13 @@ class ZooKeeperMetadataStore:
             if fence is not None:
                 tx.check(zk.CONTROLLER_EPOCH, fence.zk_version)
             _diff_ops(tx, image, new, controller_epoch)
+            size = _request_bytes(tx)
+            if size > zk.REQUEST_BYTES:  # ZooKeeper would close the connection
+                raise MetadataWriteRefusedError(
+                    f"the metadata write is about {size} bytes, over ZooKeeper's request "
+                    f"bound ({zk.REQUEST_BYTES}): write fewer topics or partitions at once")
+            if delta is not None and size + len(delta) + 100 > zk.REQUEST_BYTES:
+                delta = None  # the write alone fits ZooKeeper's bound: its readers read
             if delta is not None:
                 tx.create(zk.delta_path(version), delta)
             try:
@@ -654,6 +661,13 @@ def _read_acls(session: ZkSession) -> dict[ResourcePattern, frozenset[AccessCont
                 if got is not None and (entries := zk.decode_acls(got[0])):
                     acls[zk.acl_pattern(pattern_type, type_znode, name)] = entries
     return acls
+
+
+def _request_bytes(tx: TransactionRequest) -> int:
+    """About the size of ``tx`` as sent (each operation's header, path, data, version and
+    ACL; a few bytes over rather than under)."""
+    return sum(64 + len(op.path) + len(getattr(op, "data", b"") or b"")
+               for op in tx.operations)
 
 
 def _assignment(p: PartitionInfo) -> zk.Assignment:

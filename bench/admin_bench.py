@@ -26,6 +26,10 @@ requests in flight instead of one). After ``--idle`` seconds of idle sampling it
 * ``batched`` — ``create_topics`` calls of 100 topics each, all submitted at once from one
   client.
 
+Before each run the bench waits until creating a directory and two files costs what it does
+on a quiet filesystem (``settle_disk``): the previous target's deleted log directories
+otherwise make the next target's creations up to twenty times dearer in kernel time.
+
 Reported per run: partitions/s until the last CreateTopics answer, and until the broker's
 Metadata (the bootstrap broker's) lists every new topic with a leader; the probe's p50 /
 p99 / max latency idle and during the burst (records *sent* between the first request and
@@ -42,8 +46,10 @@ import argparse
 import contextlib
 import itertools
 import multiprocessing as mp
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -122,6 +128,33 @@ class Probe:
 
 
 # -- targets -------------------------------------------------------------------------------
+
+#: A directory and two files slower than this means the filesystem has not settled yet
+#: (about 100 us on a quiet one here).
+SETTLED_US = 200.0
+
+
+def settle_disk(probes: list[Path], timeout_s: float = 60.0) -> None:
+    """Wait until creating files costs what it does on a quiet filesystem. Deleting the
+    previous target's thousands of log directories makes each ext4 file creation cost
+    ten to twenty times more kernel time for about ten seconds after (measured here: 1,000
+    directories with two files each took 0.08 s before an ``rmtree`` of 3,000 such
+    directories and 0.5-1.4 s for 8 s after), which would be charged to the next target.
+    Each probe makes a temporary directory as the targets do, added to ``probes`` (kept
+    until the bench ends: deleting it would disturb the filesystem again)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        probe = Path(tempfile.mkdtemp(prefix="admin-bench-settle-"))
+        probes.append(probe)
+        began = time.perf_counter()
+        for i in range(300):  # as a partition's log: a directory and two files
+            (probe / f"d{i}").mkdir()
+            (probe / f"d{i}" / "a").touch()
+            (probe / f"d{i}" / "b").touch()
+        cost_us = (time.perf_counter() - began) / 300 * 1e6
+        if cost_us < SETTLED_US or time.monotonic() > deadline:
+            return
+        time.sleep(1.0)
 
 @contextlib.contextmanager
 def target(kind: str, source: str | None) -> Iterator[tuple[str, int]]:
@@ -283,11 +316,17 @@ def main() -> None:
         if kind != "kafka":
             variants += [(kind, f"{kind}@{s}", s) for s in args.also_source]
     runs: dict[tuple[str, str], list[Run]] = {}
-    for _ in range(args.repeats):
-        for mode in args.modes.split(","):
-            for kind, label, source in variants:
-                runs.setdefault((label, mode), []).append(
-                    one_run(kind, source, label, mode, args))
+    probes: list[Path] = []
+    try:
+        for _ in range(args.repeats):
+            for mode in args.modes.split(","):
+                for kind, label, source in variants:
+                    settle_disk(probes)
+                    runs.setdefault((label, mode), []).append(
+                        one_run(kind, source, label, mode, args))
+    finally:
+        for probe in probes:
+            shutil.rmtree(probe, ignore_errors=True)
     out = [f"{args.topics} one-partition topics per burst (RF {args.rf}, cluster RF "
            f"{args.cluster_rf}); probe producer acks=all at {args.rate} records/s on an "
            f"existing topic; medians of {args.repeats} runs (fresh target each):", "",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from strom.metadata.image import PartitionInfo, TopicInfo
 from strom.replication import replica_manager
 from strom.replication.delayed import DelayedFetch
 from strom.replication.partition import FetchIsolation, Partition
-from strom.replication.replica_manager import AppendOrigin
+from strom.replication.replica_manager import BUILD_AT_ONCE, AppendOrigin
 from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
 from strom.storage.log_manager import LogToOpen
 from strom.storage.partition_metadata import read_topic_id
@@ -365,6 +366,46 @@ def test_new_partitions_are_opened_on_worker_threads_and_a_request_never_waits(
                 break
         assert not left()
         assert not any(h.replicas.opening(TopicPartition("u", p)) for p in range(50))
+        await h.replicas.shutdown()
+        h.close()
+    run(scenario)
+
+
+def test_a_replica_making_new_logs_rests_between_chunks_but_not_when_opening_old_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """New partitions' logs are background work: the adoption task rests three times as
+    long as each chunk took; logs found on disk at start are opened without rests."""
+    first = Harness(tmp_path)
+    first.apply(make_image(*(partition_info(p) for p in range(60))))
+    first.close()
+    rests: list[float] = []
+    sleep = asyncio.sleep
+
+    async def recording(delay: float, *args: object) -> object:
+        if delay:
+            rests.append(delay)
+        return await sleep(delay, *args)
+
+    monkeypatch.setattr(replica_manager.asyncio, "sleep", recording)
+
+    async def settle(h: Harness, count: int) -> None:
+        for _ in range(2000):
+            await sleep(0.005)
+            if h.replicas.pending == 0 and len(h.replicas.partitions()) == count:
+                return
+        raise AssertionError("not adopted")
+
+    async def scenario() -> None:
+        h = Harness(tmp_path, log_threads=2, scan_only=True)
+        h.apply(make_image(*(partition_info(p) for p in range(60))))
+        await settle(h, 60)
+        assert rests == []  # opened as found: no rests
+        began = time.monotonic()
+        h.apply(make_image(*(partition_info(p) for p in range(60 + 5 * BUILD_AT_ONCE))))
+        await settle(h, 60 + 5 * BUILD_AT_ONCE)
+        took = time.monotonic() - began
+        assert len(rests) >= 4  # a rest after each chunk of new logs
+        assert sum(rests) >= 0.6 * took  # about three quarters of the time spent resting
         await h.replicas.shutdown()
         h.close()
     run(scenario)

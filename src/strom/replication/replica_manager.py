@@ -122,6 +122,16 @@ OPEN_CHUNK = 32
 #: after each of its own system calls, and a healthy producer was answered tens of
 #: milliseconds late (docs/benchmarks.md).
 CREATE_SLICE_S = 0.002
+#: While it makes new logs, the adoption task is busy (its loop slices and the worker
+#: threads' jobs it waits for) at most this share of the time: after a chunk it rests three
+#: times as long as the chunk took. In a cluster every replica makes the logs of a new
+#: topic's partitions after the CreateTopics answer, as Kafka's brokers do, and 1,000 new
+#: partitions at once on each of three brokers sharing two cores left the loops too little
+#: time for the data path: a healthy acks=all producer's requests, served one at a time,
+#: queued up to 1.3 s (docs/benchmarks.md). A request for a partition still pending moves
+#: it to the front (NOT_LEADER_OR_FOLLOWER until then, retriable). Opening logs found on
+#: disk at start is not paced.
+ADOPT_NEW_DUTY = 0.25
 #: New logs a follower builds at once, their files made on a worker thread (~0.15 ms each).
 BUILD_AT_ONCE = 12
 
@@ -480,28 +490,31 @@ class ReplicaManager:
         """Open pending partitions a slice at a time (:data:`ADOPT_SLICE_S`), yielding
         between slices so requests keep being served; with ``log_threads`` the logs of
         directories already there are opened on the worker threads, :data:`OPEN_CHUNK` at a
-        time, and only registered here (:meth:`_adopt_chunk_off_loop`)."""
+        time, and only registered here (:meth:`_adopt_chunk_off_loop`); while new logs are
+        made the task rests between chunks (:data:`ADOPT_NEW_DUTY`)."""
         began, opened = time.monotonic(), len(self._partitions)
         while self._pending:
             events = _Events()
+            start, made_new = time.monotonic(), False
             if self._log_threads:
-                await self._adopt_chunk_off_loop(events)
+                made_new = await self._adopt_chunk_off_loop(events)
             else:
                 deadline = time.monotonic() + ADOPT_SLICE_S
                 while self._pending and time.monotonic() < deadline:
                     self._adopt(next(iter(self._pending)), events)
             self._finish(events)
-            await asyncio.sleep(0)
+            rest = (time.monotonic() - start) * (1 / ADOPT_NEW_DUTY - 1) if made_new else 0.0
+            await asyncio.sleep(rest)
         log.info("opened %d partitions in %.1f s (%d hosted)",
                  len(self._partitions) - opened, time.monotonic() - began,
                  len(self._partitions))
 
-    async def _adopt_chunk_off_loop(self, events: _Events) -> None:
+    async def _adopt_chunk_off_loop(self, events: _Events) -> bool:
         """Give the next pending partitions their roles here, within a slice: a log a topic
         write prepared is registered; a new one's files are made on a worker thread (system
         calls only: :meth:`LogToOpen.make_files`) and its Log built here; a directory
         already there (found at start, to open and maybe recover) is opened on the worker
-        threads, :data:`OPEN_CHUNK` at a time."""
+        threads, :data:`OPEN_CHUNK` at a time. True when new logs were made."""
         chunk: list[tuple[LogToOpen, TopicPartition]] = []
         fresh: list[tuple[int, LogToOpen]] = []
         deadline = time.monotonic() + ADOPT_SLICE_S
@@ -523,7 +536,7 @@ class ReplicaManager:
             else:
                 chunk.append((spec, tp))
         if not chunk and not fresh:
-            return
+            return False
         opening = asyncio.gather(*(self._run_log_io(spec.open) for spec, _ in chunk),
                                  return_exceptions=True)
         made = await self._run_log_io(partial(_each, fresh, LogToOpen.make_files)) if fresh else []
@@ -552,6 +565,7 @@ class ReplicaManager:
                                                                     (OSError, KafkaError)):
                 raise opened
             self._opened(spec, tp, opened, events)
+        return bool(fresh)
 
     def _opened(self, spec: LogToOpen, tp: TopicPartition, result: Log | BaseException,
                 events: _Events) -> None:

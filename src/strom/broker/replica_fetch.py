@@ -19,9 +19,11 @@ more: its task is cancelled and its loop also checks a stop flag (a cancellation
 races a response, and a broker shutting down must neither keep fetching — the leader would put
 it back in the ISR — nor wait for it).
 
-Lifecycle: created by the broker server; :meth:`ReplicaFetcherManager.set_followed` on the
-event loop after each image; :meth:`ReplicaFetcherManager.close` at shutdown, before the
-replica manager shuts down. Everything here belongs to the event loop.
+Lifecycle: created by the broker server; :meth:`ReplicaFetcherManager.update_followed` on
+the event loop after role changes (only the partitions whose leader or epoch changed: a
+pass adopting a dozen partitions of thousands costs a dozen);
+:meth:`ReplicaFetcherManager.close` at shutdown, before the replica manager shuts down.
+Everything here belongs to the event loop.
 """
 
 from __future__ import annotations
@@ -137,23 +139,35 @@ class ReplicaFetcherManager:
         self._timeout_s = request_timeout_s
         self._quota = quota  # the follower's replication throttle
         self._runners: dict[tuple[int, int], _FetcherRunner] = {}
+        #: The runner (leader id, fetcher id) each followed partition is in.
+        self._where: dict[TopicPartition, tuple[int, int]] = {}
         self._closed = False
 
-    def set_followed(self, followed: Mapping[TopicPartition, tuple[int, int]]) -> None:
+    def update_followed(self, changes: Mapping[TopicPartition, tuple[int, int] | None]
+                        ) -> None:
+        """Follow each partition of ``changes`` from its leader at its epoch from now on, or
+        no longer (None): it moves between fetchers when its leader changed, a fetcher is
+        made for a leader followed anew and stopped once it has no partitions left."""
         if self._closed:
             return
-        wanted: dict[tuple[int, int], dict[TopicPartition, int]] = {}
-        for tp, (leader, epoch) in followed.items():
-            key = (leader, fetcher_id(tp, self._num_fetchers))
-            wanted.setdefault(key, {})[tp] = epoch
-        for key, runner in list(self._runners.items()):
-            keep = wanted.get(key, {})
-            runner.fetcher.remove_partitions([tp for tp in runner.fetcher.partitions
-                                              if tp not in keep])
-            if not keep:
+        removed: dict[tuple[int, int], list[TopicPartition]] = {}
+        added: dict[tuple[int, int], dict[TopicPartition, int]] = {}
+        for tp, target in changes.items():
+            key = None if target is None else (target[0], fetcher_id(tp, self._num_fetchers))
+            current = self._where.get(tp)
+            if current is not None and current != key:
+                removed.setdefault(current, []).append(tp)
+                del self._where[tp]
+            if key is not None and target is not None:
+                added.setdefault(key, {})[tp] = target[1]
+                self._where[tp] = key
+        for key, tps in removed.items():
+            runner = self._runners[key]
+            runner.fetcher.remove_partitions(tps)
+            if not len(runner.fetcher) and key not in added:
                 del self._runners[key]
                 runner.stop()
-        for key, epochs in wanted.items():
+        for key, epochs in added.items():
             found = self._runners.get(key)
             if found is None:
                 fetcher = ReplicaFetcher(key[0], key[1], self._settings, self._logs,

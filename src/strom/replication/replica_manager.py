@@ -142,7 +142,8 @@ class _Events:
 
     became_leader: list[tuple[TopicPartition, int]] = field(default_factory=list)
     resigned: list[tuple[TopicPartition, int | None]] = field(default_factory=list)
-    followed_changed: bool = False
+    #: Partitions followed from now on (tp → leader id, leader epoch) or no longer (None).
+    followed: dict[TopicPartition, tuple[int, int] | None] = field(default_factory=dict)
     changes: LogChanges = field(default_factory=LogChanges)
 
 
@@ -185,8 +186,11 @@ def as_kafka_error(exc: BaseException) -> KafkaError:
 class FollowerFetching(Protocol):
     """The follower fetchers, told after every image what this broker follows."""
 
-    def set_followed(self, followed: Mapping[TopicPartition, tuple[int, int]]) -> None:
-        """Follow exactly these partitions: tp → (leader id, leader epoch)."""
+    def update_followed(self, changes: Mapping[TopicPartition, tuple[int, int] | None]
+                        ) -> None:
+        """Follow these partitions from now on (tp → leader id, leader epoch), or no longer
+        (None); every other partition as before. Told only what changed, so a pass that
+        adopts a few partitions costs those few, however many are followed."""
         ...
 
 
@@ -377,7 +381,7 @@ class ReplicaManager:
                 if partition.is_leader:
                     events.resigned.append((tp, None))
                 self._followed.pop(tp, None)
-                events.followed_changed = True
+                events.followed[tp] = None
                 partition = None
             if partition is None:
                 if tp not in self._pending and tp not in self._offline and (
@@ -399,7 +403,7 @@ class ReplicaManager:
         was_leader = partition.is_leader
         if info.leader == self.node_id:
             if self._followed.pop(tp, None) is not None:
-                events.followed_changed = True
+                events.followed[tp] = None
             if partition.make_leader(info.leader_epoch, info.isr, info.replicas, image.epoch):
                 events.became_leader.append((tp, info.leader_epoch))
         else:
@@ -408,7 +412,7 @@ class ReplicaManager:
                 events.resigned.append((tp, info.leader_epoch))
             followed = (info.leader, info.leader_epoch) if info.leader >= 0 else None
             if self._followed.get(tp) != followed:
-                events.followed_changed = True
+                events.followed[tp] = followed
                 if followed is None:
                     del self._followed[tp]
                 else:
@@ -424,7 +428,7 @@ class ReplicaManager:
                 continue
             self._offline.discard(tp)
             if self._followed.pop(tp, None) is not None:
-                events.followed_changed = True
+                events.followed[tp] = None
             partition = self._partitions.pop(tp, None)
             if partition is not None:
                 if partition.is_leader:
@@ -589,8 +593,8 @@ class ReplicaManager:
         """After role changes: the log changes' report, the fetchers' partitions, waiting
         operations, listeners."""
         events.changes.report(log)
-        if events.followed_changed and self.fetching is not None:
-            self.fetching.set_followed(dict(self._followed))
+        if events.followed and self.fetching is not None:
+            self.fetching.update_followed(events.followed)
         for tp, epoch in events.resigned:
             # Waiting acks=-1 produces and fetches complete now (NOT_LEADER_OR_FOLLOWER), as
             # Kafka's makeFollowers does, instead of at their timeouts: a client whose

@@ -103,6 +103,9 @@ class SimBroker:
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        #: What the replica manager follows (tp → leader, epoch), kept up to date by its
+        #: update_followed.
+        self.followed: dict[TopicPartition, tuple[int, int]] = {}
         self.in_flight: dict[int, int] = {}  # leader → request id awaiting an answer
         self.parked: list[ParkedProduce] = []
         self._request_ids = 0
@@ -128,6 +131,7 @@ class SimBroker:
         replicas.isr_writer = self
         self.replicas = replicas
         self.fetchers = {}
+        self.followed = {}
         self.in_flight = {}
         self.parked = []
         self._schedule_tick(self.incarnation)
@@ -139,6 +143,7 @@ class SimBroker:
         self.replicas = None
         self.logs = None
         self.fetchers = {}
+        self.followed = {}
         self.parked = []
 
     def stop(self) -> None:
@@ -183,7 +188,16 @@ class SimBroker:
         self._answer_parked()
 
     # FollowerFetching
-    def set_followed(self, followed: Mapping[TopicPartition, tuple[int, int]]) -> None:
+    def update_followed(self, changes: Mapping[TopicPartition, tuple[int, int] | None]
+                        ) -> None:
+        for tp, target in changes.items():
+            if target is None:
+                self.followed.pop(tp, None)
+            else:
+                self.followed[tp] = target
+        self._set_followed(self.followed)
+
+    def _set_followed(self, followed: Mapping[TopicPartition, tuple[int, int]]) -> None:
         by_leader: dict[int, dict[TopicPartition, int]] = {}
         for tp, (leader, epoch) in followed.items():
             by_leader.setdefault(leader, {})[tp] = epoch

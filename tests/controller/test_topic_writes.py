@@ -10,11 +10,13 @@ import pytest
 
 from strom.common.config import BrokerConfig
 from strom.common.errors import (
+    ErrorCode,
     InvalidPartitionsError,
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
     PolicyViolationError,
+    StromError,
     TopicAlreadyExistsError,
 )
 from strom.controller.topic_writes import (
@@ -263,3 +265,32 @@ def test_a_lost_race_waits_for_the_newer_image_before_planning_again() -> None:
     assert isinstance(outcome[0], TopicInfo), outcome
     assert "wanted" in store.image.topics
     assert remote["races"] == 0
+
+
+def test_a_write_the_store_refuses_fails_its_batch_without_a_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A store's refusal (ZooKeeper's request bound) is no bug: the requests get
+    UNKNOWN_SERVER_ERROR with the store's reason, logged as a warning, and the queue goes on."""
+    store, _admin, _logs, queue = setup()
+    write = store.write
+
+    def refusing(expected_epoch: int, changes: Sequence[MetadataChange]) -> MetadataImage:
+        if any(isinstance(c, PutTopic) and c.topic.name == "huge" for c in changes):
+            raise StromError("the metadata write is over ZooKeeper's request bound")
+        return write(expected_epoch, changes)
+
+    store.write = refusing  # type: ignore[method-assign]
+
+    async def requests() -> tuple[list[object], list[object]]:
+        try:
+            refused = await queue.create_topics([NewTopic("huge", 1)])
+            after = await queue.create_topics([NewTopic("fine", 1)])
+            return refused, after
+        finally:
+            await queue.close()
+
+    refused, after = asyncio.run(requests())
+    assert isinstance(refused[0], KafkaError) and "request bound" in str(refused[0])
+    assert refused[0].code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert isinstance(after[0], TopicInfo) and "huge" not in store.image.topics
+    assert not any(r.exc_info for r in caplog.records)

@@ -54,6 +54,7 @@ from strom.common.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
+    StromError,
     TopicAlreadyExistsError,
     error_class,
 )
@@ -301,6 +302,9 @@ class TopicWriteQueue:
                 except asyncio.CancelledError:
                     self._fail(batch, None)
                     raise
+                except StromError as exc:  # refused by the store (a ZooKeeper bound): no bug
+                    log.warning("topic write refused: %s", exc)
+                    self._fail(batch, error_class("UNKNOWN_SERVER_ERROR")(str(exc)))
                 except Exception as exc:
                     log.exception("topic write failed")
                     self._fail(batch, error_class("UNKNOWN_SERVER_ERROR")(str(exc)))

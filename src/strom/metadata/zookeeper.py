@@ -563,7 +563,7 @@ def _read_changed_znodes(session: ZkSession, version: int, hints: list[zk.Change
                           strict=True):
             delta = zk.decode_delta(got[0], v) if got is not None else None
             if delta is None:
-                unread.update(named[v] or ())
+                unread.update(named[v])
                 continue
             for name, topic in delta.items():
                 if topic is None:

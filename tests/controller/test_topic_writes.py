@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +34,7 @@ from strom.controller.topic_writes import (
 from strom.controller.topics import TopicAdmin
 from strom.metadata.changes import MetadataChange, PutTopic
 from strom.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
+from strom.metadata.local import LocalMetadataStore
 from strom.metadata.store import StaleMetadataError
 from strom.testing.metadata import MemoryMetadataStore
 
@@ -294,3 +298,41 @@ def test_a_write_the_store_refuses_fails_its_batch_without_a_traceback(
     assert refused[0].code == ErrorCode.UNKNOWN_SERVER_ERROR
     assert isinstance(after[0], TopicInfo) and "huge" not in store.image.topics
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_on_a_file_store_the_write_is_persisted_off_the_loop_and_a_close_keeps_its_logs(
+        tmp_path: Path) -> None:
+    """The file-backed store's write_async: the requests' answers, the file holding the
+    topics, and a close arriving while the bytes are being written (the write is made:
+    its partitions keep their logs)."""
+    store = LocalMetadataStore(tmp_path, BrokerInfo(0, "h", 9092), "c1")
+    admin = TopicAdmin(store, BrokerConfig({}), rng=random.Random(1))
+    logs = Logs()
+    queue = TopicWriteQueue(admin, store, logs, write=store.write_async)
+    started, release = threading.Event(), threading.Event()
+    original = store._write_out
+
+    def held(persist: Any) -> None:
+        if "held" in persist.image.topics:
+            started.set()
+            assert release.wait(10)
+        original(persist)
+
+    store._write_out = held  # type: ignore[method-assign]
+
+    async def run() -> None:
+        answers = await asyncio.gather(*(queue.create_topics([NewTopic(f"t{i}", 2)])
+                                         for i in range(50)))
+        assert [a[0].name for a in answers] == [f"t{i}" for i in range(50)]  # type: ignore[union-attr]
+        waiting = asyncio.ensure_future(queue.create_topics([NewTopic("held", 3)]))
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        threading.Timer(0.05, release.set).start()
+        await queue.close()
+        with pytest.raises((asyncio.CancelledError, KafkaError)):
+            await waiting
+
+    asyncio.run(run())
+    reopened = LocalMetadataStore(tmp_path, BrokerInfo(0, "h", 9092))
+    assert set(reopened.image.topics) == {f"t{i}" for i in range(50)} | {"held"}
+    assert {("held", p) for p in range(3)} <= logs.held

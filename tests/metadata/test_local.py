@@ -4,10 +4,13 @@ The behaviour shared with the other stores is in test_store_contract.py."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +39,7 @@ from strom.metadata.local import (
     LocalMetadataStore,
 )
 from strom.metadata.local_journal import JOURNAL_NAME
-from strom.metadata.store import ProducerIdBlock
+from strom.metadata.store import ProducerIdBlock, StaleMetadataError
 
 BROKER = BrokerInfo(3, "127.0.0.1", 9092)
 PREVIOUS = FILE_NAME + PREVIOUS_SUFFIX
@@ -414,8 +417,9 @@ def test_a_torn_last_line_is_dropped_and_cut(
     assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"a", "b"}
 
 
+@pytest.mark.parametrize("off_loop", [False, True], ids=["write", "write_async"])
 def test_a_failed_journal_append_changes_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, off_loop: bool) -> None:
     store = _large_store(tmp_path, monkeypatch)
     _put(store, "a")
     before = store.image
@@ -425,7 +429,10 @@ def test_a_failed_journal_append_changes_nothing(
 
     monkeypatch.setattr("strom.metadata.local_journal.os.fsync", fail)
     with pytest.raises(KafkaStorageError, match="No space left on device"):
-        _put(store, "b")
+        if off_loop:
+            asyncio.run(store.write_async(before.epoch, [_topic("b")]))
+        else:
+            _put(store, "b")
     monkeypatch.undo()
     monkeypatch.setattr("strom.metadata.local.SMALL_SNAPSHOT_BYTES", 0)
     assert store.image is before
@@ -450,3 +457,148 @@ def test_recovery_from_the_previous_copy_applies_the_journal_to_it(
     assert recovered.allocate_producer_id_block(1).first > block.last
     _put(recovered, "d")
     assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"a", "c", "d"}
+
+
+# -- writes persisted off the event loop (write_async) ---------------------------------------
+
+def _topic(name: str) -> PutTopic:
+    return PutTopic(TopicInfo(name, uuid.uuid4(), (PartitionInfo(0, 3, 0, (3,), (3,)),), {}))
+
+
+class _HeldWrites:
+    """Holds every ``_write_out`` of ``store`` on its worker thread until released."""
+
+    def __init__(self, store: LocalMetadataStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        original = store._write_out
+
+        def held(persist: Any) -> None:
+            self.started.set()
+            assert self.release.wait(10)
+            original(persist)
+
+        monkeypatch.setattr(store, "_write_out", held)
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["file", "journal"])
+def test_an_async_write_is_installed_once_durable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, large: bool) -> None:
+    if large:
+        monkeypatch.setattr("strom.metadata.local.SMALL_SNAPSHOT_BYTES", 0)
+    store = LocalMetadataStore(tmp_path, BROKER, "c1")
+    seen: list[int] = []
+    store.subscribe(lambda image: seen.append(image.epoch))
+    held = _HeldWrites(store, monkeypatch)
+    before = store.image
+
+    async def main() -> None:
+        write = asyncio.ensure_future(store.write_async(before.epoch, [_topic("a"), _topic("b")]))
+        while not held.started.is_set():
+            await asyncio.sleep(0.001)
+        assert store.image is before and seen == []  # not durable yet: not visible
+        held.release.set()
+        image = await write
+        assert store.image is image and seen == [image.epoch]
+
+    asyncio.run(main())
+    assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"a", "b"}
+
+
+def test_a_write_made_while_an_async_one_is_written_comes_after_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _large_store(tmp_path, monkeypatch)
+    held = _HeldWrites(store, monkeypatch)
+    epoch = store.image.epoch
+
+    async def main() -> None:
+        write = asyncio.ensure_future(store.write_async(epoch, [_topic("a")]))
+        while not held.started.is_set():
+            await asyncio.sleep(0.001)
+        held.release.set()
+        # planned against the image before the async write: stale once that is installed
+        with pytest.raises(StaleMetadataError):
+            store.write(epoch, [_topic("b")])
+        assert set(store.image.topics) == {"a"}
+        store.write(store.image.epoch, [_topic("b")])
+        block = store.allocate_producer_id_block(10)
+        await write
+        assert set(store.image.topics) == {"a", "b"}
+        assert LocalMetadataStore(tmp_path, BROKER).allocate_producer_id_block(1).first == \
+            block.last + 1
+
+    asyncio.run(main())
+    assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"a", "b"}
+
+
+def test_an_async_write_overtaken_while_encoding_is_stale(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("strom.common.slices.SLICE_S", 0.0)
+    store = LocalMetadataStore(tmp_path, BROKER, "c1")
+    epoch = store.image.epoch
+
+    async def main() -> None:
+        write = asyncio.ensure_future(store.write_async(epoch, [_topic("a"), _topic("b")]))
+        await asyncio.sleep(0)  # it has begun, and yields between its steps
+        store.write(epoch, [_topic("c")])
+        with pytest.raises(StaleMetadataError):
+            await write
+
+    asyncio.run(main())
+    assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"c"}
+
+
+def test_an_async_write_interrupted_by_a_producer_id_block_is_encoded_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("strom.common.slices.SLICE_S", 0.0)
+    store = _large_store(tmp_path, monkeypatch)
+
+    async def main() -> None:
+        write = asyncio.ensure_future(store.write_async(store.image.epoch, [_topic("a")]))
+        await asyncio.sleep(0)
+        block = store.allocate_producer_id_block(100)
+        await write
+        reopened = LocalMetadataStore(tmp_path, BROKER)
+        assert set(reopened.image.topics) == {"a"}
+        assert reopened.allocate_producer_id_block(1).first == block.last + 1
+
+    asyncio.run(main())
+
+
+def test_an_async_write_cancelled_while_written_is_still_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = LocalMetadataStore(tmp_path, BROKER, "c1")
+    held = _HeldWrites(store, monkeypatch)
+
+    async def main() -> None:
+        write = asyncio.ensure_future(store.write_async(store.image.epoch, [_topic("a")]))
+        while not held.started.is_set():
+            await asyncio.sleep(0.001)
+        write.cancel()
+        threading.Timer(0.05, held.release.set).start()
+        with pytest.raises(asyncio.CancelledError):
+            await write
+        assert set(store.image.topics) == {"a"}  # installed before the cancellation ended
+
+    asyncio.run(main())
+    assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"a"}
+
+
+def test_the_file_and_journal_encodings_read_back_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoding a topic at a time is compact JSON, keys sorted as json.dumps sorts them
+    (the file's topics in the image's order)."""
+    store = _large_store(tmp_path, monkeypatch)
+    for name in ("b", "a"):
+        asyncio.run(store.write_async(store.image.epoch, [_topic(name)]))
+    store.write(store.image.epoch, [SetBrokerConfigs("", {"log.retention.ms": "1000"})])
+    for line in (tmp_path / JOURNAL_NAME).read_text().splitlines():
+        state = json.loads(line)
+        assert line == json.dumps(state, sort_keys=True, separators=(",", ":"))
+    store._rewrite(store.image, 0)
+    state = json.loads((tmp_path / FILE_NAME).read_text())
+    assert list(state) == sorted(state) and list(state["topics"]) == ["b", "a"]
+    assert (tmp_path / FILE_NAME).read_text() == json.dumps(
+        {**state, "topics": {}}, sort_keys=True, separators=(",", ":")).replace(
+        '"topics":{}', '"topics":' + json.dumps(state["topics"], separators=(",", ":")))
+    assert LocalMetadataStore(tmp_path, BROKER).image.topics == store.image.topics

@@ -68,6 +68,7 @@ class BrokerState:
         self.topic_admin = TopicAdmin(self.store, self.config, storage=self.replicas)
         self.topic_writes = TopicWriteQueue(
             self.topic_admin, self.store, self.replicas, commit=getattr(self.store, "commit", None),
+            write=getattr(self.store, "write_async", None),
             default_partitions=lambda: int(self.config.get("num.partitions")))
         self.broker_configs = BrokerConfigAdmin(self.store, self.node_id)
         self.replication_quotas = ReplicationQuotas.for_broker(self.config, self.node_id,

@@ -26,10 +26,13 @@ to a topic an earlier request of the batch touched waits for the next batch; a r
 refused whole by Kafka's record bound (:func:`~strom.controller.limits.check_records`)
 counts nothing.
 
-The event loop is never held for long: logs are created on the replica manager's worker
-threads (``prepare_new``, every topic of a batch at once), and on ZooKeeper metadata the
-write itself runs on a writer thread (``commit``: the store's write for a thread other than
-its owner's). A write that lost a race (another writer moved the image) is planned again
+The event loop is never held for long: a batch is planned in slices
+(:func:`plan_batch_steps`, :mod:`strom.common.slices`), logs are created through the replica
+manager (``prepare_new``: files on a worker thread, ``Log`` objects on the loop in slices),
+on ZooKeeper metadata the write itself runs on a writer thread (``commit``: the store's
+write for a thread other than its owner's), and on the file-backed store the changes are
+applied and encoded in slices and written on a worker thread (``write``: its
+``write_async``). A write that lost a race (another writer moved the image) is planned again
 against the image that won, once it is installed here (ZooKeeper reports the loss before its
 watch delivers the newer image; planning at once would lose again against the same image);
 the batch's requests get REQUEST_TIMED_OUT only after losing for :data:`WRITE_TIMEOUT_S`
@@ -38,7 +41,8 @@ next creations while a burst lasts, so a count of losses would fail a busy clust
 
 Lifecycle: created with the broker state; the task starts with the first request and ends
 at :meth:`close` (the broker's stop), which cancels a batch in progress (its created logs are
-removed) and the requests still queued. Event-loop thread only.
+removed, unless its write was being made: then it completes, and the logs of the partitions
+it names stay) and the requests still queued. Event-loop thread only.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -58,6 +62,7 @@ from strom.common.errors import (
     TopicAlreadyExistsError,
     error_class,
 )
+from strom.common.slices import Steps, run_at_once, run_in_slices
 from strom.controller.limits import BrokerPartitionCounts, check_records, requested_partitions
 from strom.controller.topics import PartitionStorage, TopicAdmin, colliding_topic
 from strom.metadata.changes import MetadataChange, PutTopic, SetPartitions
@@ -135,6 +140,12 @@ class Planned:
 def plan_batch(admin: TopicAdmin, image: MetadataImage, requests: Sequence[Request]
                ) -> list[Planned]:
     """Plan ``requests`` in order against ``image`` as if each saw the ones before it."""
+    return run_at_once(plan_batch_steps(admin, image, requests))
+
+
+def plan_batch_steps(admin: TopicAdmin, image: MetadataImage, requests: Sequence[Request]
+                     ) -> Steps[list[Planned]]:
+    """:func:`plan_batch` as steps (:mod:`strom.common.slices`): one per topic."""
     counts = admin.partition_counts(image)
     created: dict[str, None] = {}   # names created in this batch (a Mapping for collisions)
     touched: set[str] = set()       # names created or grown in this batch
@@ -142,9 +153,9 @@ def plan_batch(admin: TopicAdmin, image: MetadataImage, requests: Sequence[Reque
     for request in requests:
         trial = BrokerPartitionCounts(dict(counts.hosted()), counts.limit)
         if isinstance(request, Additions):
-            result = _plan_additions(admin, image, trial, request.topics, touched)
+            result = yield from _plan_additions(admin, image, trial, request.topics, touched)
         else:
-            result = _plan_creations(admin, image, trial, request.topics, created)
+            result = yield from _plan_creations(admin, image, trial, request.topics, created)
         if not result.deferred:
             counts = trial
             for change in result.changes:
@@ -163,9 +174,11 @@ def _topic_name(change: MetadataChange) -> str:
 
 
 def _plan_creations(admin: TopicAdmin, image: MetadataImage, counts: BrokerPartitionCounts,
-                    topics: Sequence[NewTopic], created: Mapping[str, None]) -> Planned:
+                    topics: Sequence[NewTopic], created: Mapping[str, None]
+                    ) -> Steps[Planned]:
     outcomes: list[Outcome] = []
     for t in topics:
+        yield
         try:
             if t.name in created:
                 raise TopicAlreadyExistsError(f"Topic '{t.name}' already exists.")
@@ -186,12 +199,13 @@ def _plan_creations(admin: TopicAdmin, image: MetadataImage, counts: BrokerParti
 
 
 def _plan_additions(admin: TopicAdmin, image: MetadataImage, counts: BrokerPartitionCounts,
-                    topics: Sequence[NewPartitions], touched: set[str]) -> Planned:
+                    topics: Sequence[NewPartitions], touched: set[str]) -> Steps[Planned]:
     if any(t.name in touched for t in topics):
         return Planned([], [], deferred=True)
     outcomes: list[Outcome] = []
     changes: list[MetadataChange] = []
     for t in topics:
+        yield
         try:
             change, grown = admin.plan_added_partitions(image, counts, t.name, t.total,
                                                         t.assignments)
@@ -220,16 +234,20 @@ class _Queued:
 
 class TopicWriteQueue:
     """See the module doc. ``commit``: a conditional write callable from another thread
-    (ZooKeeper); None writes with ``store.write`` on the event loop."""
+    (ZooKeeper); else ``write``, a conditional write that persists off the event loop
+    (the file-backed store's ``write_async``), or ``store.write`` on the loop."""
 
     def __init__(self, admin: TopicAdmin, store: MetadataStore,
                  storage: PartitionStorage | None = None, *,
                  commit: Callable[[int, Sequence[MetadataChange]], object] | None = None,
+                 write: Callable[[int, Sequence[MetadataChange]], Awaitable[object]]
+                 | None = None,
                  default_partitions: Callable[[], int] = lambda: 1) -> None:
         self._admin = admin
         self._store = store
         self._storage = storage
         self._commit = commit
+        self._write_async = write
         self._default_partitions = default_partitions
         self._queue: list[_Queued] = []
         self._wakeup: asyncio.Event | None = None
@@ -339,7 +357,8 @@ class TopicWriteQueue:
             deadline = loop.time() + WRITE_TIMEOUT_S
             while loop.time() < deadline:
                 image = self._store.image
-                planned = plan_batch(self._admin, image, [q.request for q in batch])
+                planned = await run_in_slices(
+                    plan_batch_steps(self._admin, image, [q.request for q in batch]))
                 deferred = [q for q, p in zip(batch, planned, strict=True) if p.deferred]
                 if deferred:  # they go first in the next batch
                     self._queue[:0] = deferred
@@ -365,7 +384,11 @@ class TopicWriteQueue:
                 return
             raise RequestTimedOutError("the metadata kept changing under the topic write")
         finally:
-            self._discard(sorted(prepared))
+            # (a write cancelled while its bytes were being written is still made: the
+            # partitions it names keep their logs)
+            topics = self._store.image.topics
+            self._discard(sorted(tp for tp in prepared if tp[0] not in topics
+                                 or tp[1] >= len(topics[tp[0]].partitions)))
 
     async def _prepare(self, image: MetadataImage, planned: list[Planned],
                        prepared: set[tuple[str, int]]) -> None:
@@ -412,7 +435,10 @@ class TopicWriteQueue:
     async def _commit_changes(self, image: MetadataImage,
                               changes: Sequence[MetadataChange]) -> None:
         if self._commit is None:
-            self._store.write(image.epoch, changes)
+            if self._write_async is not None:
+                await self._write_async(image.epoch, changes)
+            else:
+                self._store.write(image.epoch, changes)
             return
         if self._writer is None:
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="strom-topic-writes")

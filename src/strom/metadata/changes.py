@@ -45,6 +45,7 @@ from typing import TypeAlias
 
 from strom.common.acl import AccessControlEntry, AclBinding, ResourcePattern, binding_problem
 from strom.common.errors import StromError
+from strom.common.slices import Steps, run_at_once
 from strom.metadata.image import (
     MetadataImage,
     PartitionInfo,
@@ -140,6 +141,12 @@ def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> Me
 
     Raises :class:`InvalidMetadataChangeError` and leaves ``image`` as it was if any change
     does not apply."""
+    return run_at_once(apply_changes_steps(image, changes))
+
+
+def apply_changes_steps(image: MetadataImage, changes: Sequence[MetadataChange]
+                        ) -> Steps[MetadataImage]:
+    """:func:`apply_changes` as steps (:mod:`strom.common.slices`): one per change."""
     topics = dict(image.topics)
     broker_configs = dict(image.broker_configs)
     scram = dict(image.scram_credentials)
@@ -193,6 +200,7 @@ def apply_changes(image: MetadataImage, changes: Sequence[MetadataChange]) -> Me
             topics[old.name] = _checked_topic(dataclasses.replace(old, partitions=parts), old)
         else:  # pragma: no cover - the union is closed
             raise InvalidMetadataChangeError(f"unknown metadata change {change!r}")
+        yield
     return dataclasses.replace(image, epoch=image.epoch + 1, topics=topics,
                                broker_configs=broker_configs, scram_credentials=scram,
                                acls=acls, client_quotas=quotas)

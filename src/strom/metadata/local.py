@@ -55,6 +55,11 @@ old file is deleted once the new one is durable, so no id is handed out twice ac
 upgrade. A version 6 file cannot be read by older strom versions (they would not see the
 journal).
 
+Writes that must not hold the event loop (the topic writes) use :meth:`write_async`: the
+changes are applied and the bytes encoded on the loop in slices (:mod:`strom.common.slices`),
+then written and fsynced on a worker thread (one for the process, system calls only); a
+write of any other kind made meanwhile first waits for those bytes.
+
 Every change is persisted first and then becomes the current image, so a crash leaves either
 the old or the new state; a write that fails (a full disk) changes nothing, is reported through
 the data directory's :class:`~strom.storage.health.LogDirHealth` and raises
@@ -75,13 +80,18 @@ the store refuses to open, naming both.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import errno
 import json
 import logging
 import os
+import threading
 import uuid
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +104,8 @@ from strom.common.acl import (
     ResourceType,
 )
 from strom.common.scram import format_credential, parse_credential
+from strom.common.slices import Steps, run_at_once, run_in_slices
+from strom.metadata.changes import MetadataChange, apply_changes_steps
 from strom.metadata.image import (
     BrokerInfo,
     MetadataImage,
@@ -103,7 +115,7 @@ from strom.metadata.image import (
     TopicInfo,
 )
 from strom.metadata.local_journal import JOURNAL_NAME, append_journal, cut_journal, read_journal
-from strom.metadata.store import ImageStore
+from strom.metadata.store import ImageStore, StaleMetadataError
 from strom.storage.files import TMP_SUFFIX, atomic_write, fsync_dir, unlink_quietly
 from strom.storage.health import LogDirHealth
 
@@ -124,6 +136,56 @@ LEGACY_PRODUCER_ID_FILE = "producer-id-block"
 # More than the writes lost with a damaged file can have reserved: those between two
 # rewrites of the file (its journal interval: at most a few million lines of 1,000-id blocks).
 RECOVERY_PRODUCER_ID_SKIP = 1 << 32
+
+
+@dataclass(slots=True)
+class _Persist:
+    """One write's bytes: a journal line (``seq``) or the whole file (``rewrite``)."""
+
+    image: MetadataImage
+    next_producer_id: int
+    data: bytes
+    rewrite: bool = False
+    seq: int = 0
+    cut_journal: bool = False     # (rewrite) the journal has lines to empty
+    keep_previous: bool = True    # (rewrite) the replaced file becomes the previous copy
+    error: Exception | None = None  # (write_async) why it failed
+
+    @property
+    def file(self) -> str:
+        return FILE_NAME if self.rewrite else JOURNAL_NAME
+
+
+_io_lock = threading.Lock()
+_io: ThreadPoolExecutor | None = None
+
+
+def _metadata_io() -> ThreadPoolExecutor:
+    """The worker thread that writes and fsyncs metadata (one for the process: writes are
+    a few per second, and one thread keeps them in order)."""
+    global _io
+    with _io_lock:
+        if _io is None:
+            _io = ThreadPoolExecutor(1, thread_name_prefix="strom-metadata-io")
+        return _io
+
+
+def _dumps_steps(head: dict[str, Any], topics: Iterable[tuple[str, TopicInfo | None]]
+                 ) -> Steps[str]:
+    """``head`` with ``"topics"`` (each topic's entry, or null: removed) as compact JSON,
+    keys sorted except the topics' names (in the given order); a step per topic."""
+    pieces = []
+    for name, topic in topics:
+        pieces.append(json.dumps(name) + ":" + (
+            "null" if topic is None else _dumps(_encode_topic(topic))))
+        yield
+    fields = {key: _dumps(value) for key, value in head.items()}
+    fields["topics"] = "{" + ",".join(pieces) + "}"
+    return "{" + ",".join(json.dumps(key) + ":" + fields[key] for key in sorted(fields)) + "}"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def new_cluster_id() -> str:
@@ -151,6 +213,9 @@ class LocalMetadataStore(ImageStore):
         self._journal_seq = 0     # the last line written (or folded into the file)
         self._journal_bytes = 0
         self._snapshot_bytes = 0  # the size of the file as last written or read
+        self._writes = 0          # writes made durable (a write_async encoding checks it)
+        #: The write_async whose bytes a worker thread is writing, and what it writes.
+        self._pending: tuple[Future[None], _Persist] | None = None
         loaded = self._read_or_recover()
         legacy_next = self._read_legacy_producer_ids()
         if loaded is None:
@@ -176,6 +241,7 @@ class LocalMetadataStore(ImageStore):
         if broker.node_id != self._broker.node_id:
             raise ValueError(f"single-node metadata store of broker {self._broker.node_id} "
                              f"cannot register broker {broker.node_id}")
+        self._finish_pending()
         image = dataclasses.replace(self._image, epoch=self._image.epoch + 1,
                                     controller_id=broker.node_id,
                                     brokers={broker.node_id: broker})
@@ -265,37 +331,18 @@ class LocalMetadataStore(ImageStore):
                               {node: self._broker}, topics, **_decode_sections(state))
         return image, int(state.get("next_producer_id", 0))
 
-    def _encode(self, image: MetadataImage, next_producer_id: int) -> dict[str, Any]:
-        return {
-            "version": FORMAT_VERSION,
-            "cluster_id": image.cluster_id,
-            "epoch": image.epoch,
-            "next_producer_id": next_producer_id,
-            "journal_seq": self._journal_seq,
-            "topics": {t.name: _encode_topic(t) for t in image.topics.values()},
-            "broker_configs": _encode_section(image, "broker_configs"),
-            **{key: _encode_section(image, key) for key in _OPTIONAL_SECTIONS
-               if getattr(image, key)},
-        }
-
     def _store(self, image: MetadataImage, next_producer_id: int) -> None:
         """Persist the state durably — one journal line, or the whole file while it is small
         or once the journal has grown as large as it; the current state is untouched if this
         raises (a failure is reported through the data directory's health and raised as
         KafkaStorageError)."""
-        if (self._snapshot_bytes <= SMALL_SNAPSHOT_BYTES
-                or self._journal_bytes >= max(self._snapshot_bytes, JOURNAL_MIN_BYTES)):
-            self._rewrite(image, next_producer_id)
-            return
-        entry = _journal_entry(self._persisted, image, next_producer_id,
-                               self._journal_seq + 1)
+        self._finish_pending()
+        persist = run_at_once(self._encode_steps(image, next_producer_id))
         try:
-            self._journal_bytes += append_journal(self._journal, entry)
+            self._write_out(persist)
         except OSError as exc:
-            raise self._health.failure(exc, f"writing {JOURNAL_NAME}") from exc
-        self._journal_seq += 1
-        self._persisted = image
-        self._health.succeeded()
+            raise self._health.failure(exc, f"writing {persist.file}") from exc
+        self._persisted_as(persist)
 
     def _rewrite(self, image: MetadataImage, next_producer_id: int, *,
                  keep_previous: bool = True) -> None:
@@ -303,20 +350,139 @@ class LocalMetadataStore(ImageStore):
 
         With ``keep_previous`` the file being replaced becomes the previous copy first (not
         when it is the unreadable file being recovered)."""
-        data = json.dumps(self._encode(image, next_producer_id), sort_keys=True,
-                          separators=(",", ":")).encode("utf-8")
+        persist = run_at_once(self._encode_steps(image, next_producer_id, rewrite=True))
+        persist.keep_previous = keep_previous
         try:
-            self._dir.mkdir(parents=True, exist_ok=True)
-            if keep_previous:
-                self._keep_previous()
-            atomic_write(self._path, data)
-            if self._journal_bytes:
-                cut_journal(self._journal, 0)
+            self._write_out(persist)
         except OSError as exc:
             raise self._health.failure(exc, f"writing {FILE_NAME}") from exc
-        self._snapshot_bytes = len(data)
-        self._journal_bytes = 0
-        self._persisted = image
+        self._persisted_as(persist)
+
+    # -- writes off the event loop ---------------------------------------------------------
+    async def write_async(self, expected_epoch: int, changes: Sequence[MetadataChange]
+                          ) -> MetadataImage:
+        """:meth:`write` without holding the event loop: the changes are applied and the
+        journal line (or the file) encoded on the loop in slices (:mod:`strom.common.slices`),
+        and written and fsynced on a worker thread (system calls only). The image stays the
+        old one until the bytes are durable, then the new one is installed and the
+        listeners called, as with :meth:`write`.
+
+        One write at a time: a synchronous write (or producer-id reservation, broker
+        registration) made while this one's bytes are being written first waits for them
+        and installs this image; one made while this one is encoding makes this one stale
+        (StaleMetadataError, when the image moved; else it is encoded again). Cancelled
+        while its bytes are being written, the write still completes (and is installed)
+        before the cancellation propagates."""
+        self._finish_pending()
+        base = self._image
+        if expected_epoch != base.epoch:
+            raise StaleMetadataError(expected_epoch, base.epoch)
+        if not changes:
+            return base
+        image = await run_in_slices(apply_changes_steps(base, changes))
+        while True:
+            written = self._writes
+            persist = await run_in_slices(self._encode_steps(image, self._next_producer_id))
+            if self._image is not base or self._pending is not None:
+                raise StaleMetadataError(expected_epoch, self._image.epoch)
+            if self._writes == written:
+                break  # else a producer-id reservation got in between: encode again
+        job = _metadata_io().submit(self._write_out, persist)
+        self._pending = (job, persist)
+        try:
+            await asyncio.shield(asyncio.wrap_future(job))
+        except asyncio.CancelledError:
+            if self._pending is not None and self._pending[1] is persist:
+                self._finish_pending()
+            raise
+        except OSError:
+            pass  # reported by _finish_pending
+        if self._pending is not None and self._pending[1] is persist:
+            self._finish_pending()
+        if persist.error is not None:
+            raise persist.error
+        return image
+
+    def _finish_pending(self) -> None:
+        """Complete the write in progress on the worker thread, if any (waiting for it):
+        install its image, or report its failure (kept for its writer)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        job, persist = pending
+        try:
+            job.result()
+        except OSError as exc:
+            persist.error = self._health.failure(exc, f"writing {persist.file}")
+            return
+        self._persisted_as(persist)
+        self._set_image(persist.image)
+
+    def _encode_steps(self, image: MetadataImage, next_producer_id: int, *,
+                      rewrite: bool = False) -> Steps[_Persist]:
+        """What persisting ``image`` writes (a step per topic encoded): one journal line,
+        or the whole file while it is small or once the journal has grown as large."""
+        rewrite = rewrite or (self._snapshot_bytes <= SMALL_SNAPSHOT_BYTES
+                              or self._journal_bytes >= max(self._snapshot_bytes,
+                                                            JOURNAL_MIN_BYTES))
+        if rewrite:
+            state = self._encode_head(image, next_producer_id)
+            text = yield from _dumps_steps(state, image.topics.items())
+            return _Persist(image, next_producer_id, text.encode("utf-8"), rewrite=True,
+                            cut_journal=self._journal_bytes > 0)
+        old = self._persisted
+        changed: list[tuple[str, TopicInfo | None]] = []
+        for i, (name, topic) in enumerate(image.topics.items()):
+            if old.topics.get(name) is not topic:
+                changed.append((name, topic))
+            if i % 1000 == 999:
+                yield
+        changed += [(name, None) for name in old.topics if name not in image.topics]
+        seq = self._journal_seq + 1
+        head: dict[str, Any] = {"seq": seq, "epoch": image.epoch,
+                                "next_producer_id": next_producer_id}
+        for key in _SECTIONS:
+            if getattr(old, key) != getattr(image, key):
+                head[key] = _encode_section(image, key)
+        text = yield from _dumps_steps(head, changed)
+        return _Persist(image, next_producer_id, (text + "\n").encode("utf-8"), seq=seq)
+
+    def _encode_head(self, image: MetadataImage, next_producer_id: int) -> dict[str, Any]:
+        """The file's state without its topics."""
+        return {
+            "version": FORMAT_VERSION,
+            "cluster_id": image.cluster_id,
+            "epoch": image.epoch,
+            "next_producer_id": next_producer_id,
+            "journal_seq": self._journal_seq,
+            "broker_configs": _encode_section(image, "broker_configs"),
+            **{key: _encode_section(image, key) for key in _OPTIONAL_SECTIONS
+               if getattr(image, key)},
+        }
+
+    def _write_out(self, persist: _Persist) -> None:
+        """Write ``persist``'s bytes durably: system calls only (also on a worker thread).
+        Raises OSError, leaving the file and journal as they were."""
+        if not persist.rewrite:
+            append_journal(self._journal, persist.data)
+            return
+        self._dir.mkdir(parents=True, exist_ok=True)
+        if persist.keep_previous:
+            self._keep_previous()
+        atomic_write(self._path, persist.data)
+        if persist.cut_journal:
+            cut_journal(self._journal, 0)
+
+    def _persisted_as(self, persist: _Persist) -> None:
+        """``persist`` is durable: the file and the journal hold its image now."""
+        if persist.rewrite:
+            self._snapshot_bytes = len(persist.data)
+            self._journal_bytes = 0
+        else:
+            self._journal_bytes += len(persist.data)
+            self._journal_seq = persist.seq
+        self._writes += 1
+        self._persisted = persist.image
         self._health.succeeded()
 
     def _keep_previous(self) -> None:
@@ -470,21 +636,6 @@ def _decode_sections(state: dict[str, Any]) -> dict[str, Any]:
 
 
 _SECTIONS = ("broker_configs", *_OPTIONAL_SECTIONS)
-
-
-def _journal_entry(old: MetadataImage, new: MetadataImage, next_producer_id: int,
-                   seq: int) -> dict[str, Any]:
-    """The journal line of a write from ``old`` to ``new``: the topics that are not the same
-    objects in both (unchanged topics are shared between images), the sections that differ."""
-    topics: dict[str, Any] = {n: _encode_topic(t) for n, t in new.topics.items()
-                              if old.topics.get(n) is not t}
-    topics.update((n, None) for n in old.topics if n not in new.topics)
-    entry: dict[str, Any] = {"seq": seq, "epoch": new.epoch,
-                             "next_producer_id": next_producer_id, "topics": topics}
-    for key in _SECTIONS:
-        if getattr(old, key) != getattr(new, key):
-            entry[key] = _encode_section(new, key)
-    return entry
 
 
 def _apply_entry(image: MetadataImage, state: dict[str, Any], node: int

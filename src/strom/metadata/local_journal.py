@@ -84,10 +84,10 @@ def cut_journal(path: Path, length: int) -> None:
         os.close(fd)
 
 
-def append_journal(path: Path, state: dict[str, Any]) -> int:
-    """Append one line durably; returns the bytes written. Raises ``OSError`` (a line that
+def append_journal(path: Path, line: bytes) -> int:
+    """Append one encoded line (ending with its newline) durably; returns the bytes
+    written. System calls only (runs on a worker thread). Raises ``OSError`` (a line that
     was partly written is cut away again when possible)."""
-    line = (json.dumps(state, sort_keys=True, separators=(",", ":")) + "\n").encode()
     new = not path.exists()
     fd = default_pool().open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:

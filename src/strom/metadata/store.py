@@ -166,6 +166,7 @@ class ImageStore:
         return self._image.cluster_id
 
     def write(self, expected_epoch: int, changes: Sequence[MetadataChange]) -> MetadataImage:
+        self._finish_pending()
         if expected_epoch != self._image.epoch:
             raise StaleMetadataError(expected_epoch, self._image.epoch)
         if not changes:
@@ -179,6 +180,7 @@ class ImageStore:
         return self._listeners.subscribe(listener)
 
     def allocate_producer_id_block(self, size: int) -> ProducerIdBlock:
+        self._finish_pending()
         block = next_producer_id_block(self._next_producer_id, size)
         self._store(self._image, block.last + 1)
         self._next_producer_id = block.last + 1
@@ -186,6 +188,10 @@ class ImageStore:
 
     def _store(self, image: MetadataImage, next_producer_id: int) -> None:
         raise NotImplementedError
+
+    def _finish_pending(self) -> None:
+        """Complete a write still in progress off the event loop (a subclass that has them),
+        before anything reads the image to change it."""
 
     def _set_image(self, image: MetadataImage) -> None:
         self._image = image

@@ -18,6 +18,7 @@ import logging
 import uuid
 from collections import defaultdict
 
+from strom.common.slices import Steps, run_at_once
 from strom.common.types import TopicPartition, kafka_uuid
 
 
@@ -41,7 +42,13 @@ class LogChanges:
         return bool(self._events)
 
     def report(self, log: logging.Logger) -> None:
-        for (what, topic, topic_id, why), partitions in self._events.items():
+        run_at_once(self.report_steps(log))
+
+    def report_steps(self, log: logging.Logger) -> Steps[None]:
+        """:meth:`report` as steps (:mod:`strom.common.slices`): a line each (a thousand
+        new topics log a thousand lines)."""
+        events, self._events = self._events, defaultdict(list)
+        for (what, topic, topic_id, why), partitions in events.items():
             log.info("topic %s (id %s): %s the logs of partitions %s%s", topic,
                      id_text(topic_id), what, sorted(partitions), f" ({why})" if why else "")
-        self._events.clear()
+            yield

@@ -77,6 +77,7 @@ from strom.common.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from strom.common.slices import SLICE_S, run_in_slices
 from strom.common.timer import Scheduler
 from strom.common.types import TopicPartition
 from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
@@ -110,10 +111,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 #: Partitions new to this broker opened within apply_image (with ``log_threads``: those
-#: whose logs a topic write prepared); more are opened by a task, a slice at a time.
+#: whose logs a topic write prepared, for half an :data:`ADOPT_SLICE_S`: the image's other
+#: listeners run in the same turn of the loop); more are opened by a task, a slice at a time.
 ADOPT_AT_ONCE = 64
 #: The longest stretch the task opens partitions for between two turns of the event loop.
-ADOPT_SLICE_S = 0.002
+ADOPT_SLICE_S = SLICE_S
 #: Logs handed to the worker threads at once (``log_threads``).
 OPEN_CHUNK = 32
 #: The longest stretch a topic write builds new logs for between two turns of the event
@@ -121,7 +123,7 @@ OPEN_CHUNK = 32
 #: no loop); built there too, the Log objects' Python work held the GIL the loop waited for
 #: after each of its own system calls, and a healthy producer was answered tens of
 #: milliseconds late (docs/benchmarks.md).
-CREATE_SLICE_S = 0.002
+CREATE_SLICE_S = SLICE_S
 #: While it makes new logs, the adoption task is busy (its loop slices and the worker
 #: threads' jobs it waits for) at most this share of the time: after a chunk it rests three
 #: times as long as the chunk took. In a cluster every replica makes the logs of a new
@@ -303,7 +305,8 @@ class ReplicaManager:
         Only the topics that changed since the last image are looked at (a changed topic
         is a new ``TopicInfo`` object), unless the registered brokers changed (then all).
         Partitions new to this broker are *pending*: up to :data:`ADOPT_AT_ONCE` of them
-        are opened here, more by a task a slice at a time (:data:`ADOPT_SLICE_S`), internal
+        (with ``log_threads``: those a topic write prepared, for one slice) are opened here,
+        more by a task a slice at a time (:data:`ADOPT_SLICE_S`), internal
         topics first, so a large image never holds the event loop for long; a pending
         partition that a request needs is opened on the spot."""
         previous = self._image
@@ -346,9 +349,11 @@ class ReplicaManager:
             for tp in list(self._pending):
                 self._adopt(tp, events)
         elif self._log_threads:
-            prepared = [tp for tp in self._pending if self.logs.get(*tp) is not None]
-            for tp in prepared[:ADOPT_AT_ONCE]:
+            deadline = time.perf_counter() + ADOPT_SLICE_S / 2
+            for tp in [tp for tp in self._pending if self.logs.get(*tp) is not None]:
                 self._adopt(tp, events)  # prepared already: nothing to open
+                if time.perf_counter() > deadline:
+                    break  # the rest by the task (or on the spot, when a request needs it)
             if self._pending:
                 self._schedule_adoption()
         elif len(self._pending) <= ADOPT_AT_ONCE:
@@ -712,11 +717,20 @@ class ReplicaManager:
                     outcomes.append(exc)
             return outcomes
         work: list[tuple[int, LogToOpen]] = []
+        configs: dict[frozenset[tuple[str, str]], TopicConfig] = {}  # topics alike share one
+        deadline = time.perf_counter() + CREATE_SLICE_S
         for index, (topic, partitions) in enumerate(topics):
-            config = TopicConfig(self.logs.broker_config, validate_topic_configs(topic.configs))
+            key = frozenset(topic.configs.items())
+            config = configs.get(key)
+            if config is None:
+                config = configs[key] = TopicConfig(self.logs.broker_config,
+                                                    validate_topic_configs(topic.configs))
             work += [(index, self.logs.to_open(tp, config, topic.topic_id)) for tp in (
                 TopicPartition(topic.name, p.partition) for p in partitions
                 if self.node_id in p.replicas) if self.logs.get(*tp) is None]
+            if time.perf_counter() > deadline:
+                await asyncio.sleep(0)
+                deadline = time.perf_counter() + CREATE_SLICE_S
         # A new log's directory and files are made on the worker threads (system calls
         # only) and its Log built here, in slices; a directory already there (found at
         # start, to open and maybe recover) is opened on the threads.
@@ -725,11 +739,16 @@ class ReplicaManager:
         done: list[list[tuple[int, LogToOpen, Log | BaseException]]] = []
         made: list[tuple[int, LogToOpen, io.FileIO | BaseException | None]] = []
         jobs: list[asyncio.Future[list[tuple[int, LogToOpen, Log | BaseException]]]] = []
-        makers = [self._run_log_io(partial(_each, here[i:i + OPEN_CHUNK], LogToOpen.make_files))
-                  for i in range(0, len(here), OPEN_CHUNK)]
+        makers: list[asyncio.Future[list[tuple[int, LogToOpen, io.FileIO | BaseException
+                                              | None]]]] = []
         try:
-            for share in await asyncio.gather(*makers):
-                made += share
+            # One job at a time: a thread making files takes a core for their system calls'
+            # kernel time and the GIL between them; with four at once a healthy producer's
+            # p99 during a burst was 7-14 ms against 5-7 ms (docs/benchmarks.md).
+            for i in range(0, len(here), OPEN_CHUNK):
+                makers = [self._run_log_io(partial(_each, here[i:i + OPEN_CHUNK],
+                                                   LogToOpen.make_files))]
+                made += await makers[0]
             makers = []  # their files are in ``made`` now, taken from it as logs are built
             there += [(index, spec) for index, spec, files in made if files is None]
             size = max(1, min(OPEN_CHUNK, -(-len(there) // self._log_threads)))
@@ -761,6 +780,7 @@ class ReplicaManager:
             self.logs.register(spec, result)
             created[index].append(spec.tp)
             self._prepared.add(spec.tp)
+        await asyncio.sleep(0)
         unexpected = [exc for _, exc in failures.values()
                       if not isinstance(exc, (OSError, KafkaError))]
         if unexpected:
@@ -771,7 +791,7 @@ class ReplicaManager:
         for index, names in enumerate(created):
             for name, number in names:
                 changes.add("created", TopicPartition(name, number), topics[index][0].topic_id)
-        changes.report(log)
+        await run_in_slices(changes.report_steps(log))
         for index, (tp, failure) in sorted(failures.items()):
             self.discard_partitions(created[index])
             if isinstance(failure, OSError):

@@ -280,3 +280,17 @@ def test_no_null_where_kafka_sends_a_value(broker: EmbeddedBroker) -> None:
                                                    "coordinator_keys": ["nn-group"]})
     assert [(c.error_code, c.error_message) for c in new.coordinators] == [(0, "")]
     client.close()
+
+
+def test_each_created_topic_lists_its_own_configs(broker: EmbeddedBroker) -> None:
+    """Topics of one request with the same configs share a listing; others get their own."""
+    client = RawClient(broker.bootstrap)
+    wanted = [{}, {"retention.ms": "1000"}, {}, {"retention.ms": "2000"}, {"retention.ms": "1000"}]
+    resp = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [
+        {"name": f"own-{i}", "num_partitions": 1, "replication_factor": -1, "assignments": [],
+         "configs": [{"name": k, "value": v} for k, v in configs.items()]}
+        for i, configs in enumerate(wanted)], "timeout_ms": 1000, "validate_only": False})
+    listed = [{c.name: c.value for c in t.configs} for t in resp.topics]  # type: ignore[attr-defined]
+    assert [t.name for t in resp.topics] == [f"own-{i}" for i in range(5)]  # type: ignore[attr-defined]
+    assert [c["retention.ms"] for c in listed] == ["7200000", "1000", "7200000", "2000", "1000"]
+    client.close()

@@ -298,3 +298,28 @@ def test_a_zookeeper_that_stops_answering_mid_refresh_does_not_stall_produce_or_
     finally:
         observer.close()
         proxy.close()
+
+
+def test_a_broker_restarted_at_once_after_a_kill_waits_out_its_old_session(
+        zookeeper_connect: str, strom_broker_factory: BrokerFactory,
+        observer: ZooKeeperMetadataStore) -> None:
+    """kill -9 and start again at once: the id is still registered by the dead process's
+    session until ZooKeeper expires it; the new process retries its registration meanwhile
+    (as Kafka 4's brokers retry DUPLICATE_BROKER_REGISTRATION) instead of exiting."""
+    config = {"zookeeper.connect": zookeeper_connect, "node.id": NODE + 1,
+              "zookeeper.session.timeout.ms": 3000}
+    broker = strom_broker_factory(config)
+    wait_until(lambda: NODE + 1 in observer.image.brokers, what="the first registration")
+    first_epoch = observer.image.brokers[NODE + 1].epoch
+    broker.kill()
+    assert NODE + 1 in observer.image.brokers  # the dead session still holds the id
+    began = time.monotonic()
+    broker.start()
+    waited = time.monotonic() - began
+    wait_until(lambda: NODE + 1 in observer.image.brokers
+               and observer.image.brokers[NODE + 1].epoch != first_epoch,
+               what="the new registration")
+    assert "retrying until that session has expired" in "".join(broker.output)
+    assert waited < 3.0 + 3.0 + 5.0  # the session timeout and the slack, with room
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("after-kill", 1, 1)])["after-kill"].result(15)

@@ -76,6 +76,10 @@ CHECKPOINT_INTERVAL_S = 60.0
 #: several wait at once: 8 rather than 2 (docs/benchmarks.md, topic creation: 451 / 252
 #: against 286 / 216 partitions/s, alternated runs on a loaded machine, so an indication).
 LOG_THREADS = 8
+#: Registration refused because the id is still registered: retried this often, until the
+#: ZooKeeper session timeout and this slack have passed.
+REGISTRATION_RETRY_S = 0.25
+REGISTRATION_RETRY_SLACK_S = 3.0
 SHUTDOWN_GRACE_S = 2.0
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 LISTEN_BACKLOG = 1024
@@ -260,7 +264,7 @@ class BrokerServer:
             self.bound[runtime.name] = await self._listen(dispatcher, max_request, runtime)
         self.host, self.port = self.bound[listeners.inter_broker]
         try:
-            store.register_broker(self._broker_info(node_id, listeners))
+            await self._register(store, self._broker_info(node_id, listeners))
             if isinstance(store, ZooKeeperMetadataStore):
                 election, state.controller = zookeeper_metadata.stand_for_controller(
                     store, node_id, lambda: state.config, state.topic_config)
@@ -319,6 +323,36 @@ class BrokerServer:
         acceptor.start()
         bound = sockets[0].getsockname()
         return host or bound[0], bound[1]
+
+    async def _register(self, store: LocalMetadataStore | ZooKeeperMetadataStore,
+                        broker: BrokerInfo) -> None:
+        """Register this broker; on ZooKeeper, while its id is still registered by another
+        session, retry until that session would have expired (``zookeeper.session.timeout.ms``
+        and :data:`REGISTRATION_RETRY_SLACK_S`), then fail. A broker killed and restarted at
+        once finds its own last registration there until ZooKeeper expires that session, or
+        the controller removes it (two seconds after finding the old process dead — unless
+        the new one is listening on the port by then): Kafka 4's brokers retry a registration
+        refused as a duplicate (DUPLICATE_BROKER_REGISTRATION) the same way, where strom
+        exited at once."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (int(self.config.get("zookeeper.session.timeout.ms")) / 1000
+                                  + REGISTRATION_RETRY_SLACK_S)
+        waited = False
+        while True:
+            try:
+                store.register_broker(broker)
+            except BrokerIdAlreadyRegisteredError as exc:
+                if not isinstance(store, ZooKeeperMetadataStore) or loop.time() >= deadline:
+                    raise
+                if not waited:
+                    log.warning("%s; retrying until that session has expired (a restart "
+                                "right after this broker stopped?)", exc)
+                    waited = True
+                await asyncio.sleep(REGISTRATION_RETRY_S)
+                continue
+            if waited:
+                log.info("broker %d registered", broker.node_id)
+            return
 
     def _broker_info(self, node_id: int, listeners: ListenerSet) -> BrokerInfo:
         """This broker as clients see it: every listener's advertised address."""

@@ -12,7 +12,8 @@ the chroot ``/strom`` of the ZooKeeper server (:mod:`strom.cli.zookeeper_server`
 ``tickTime=200``), with a 2 s ZooKeeper session unless ``configs`` says otherwise, so a
 killed broker's registration (and controllership) lapses in about 2 s. A broker started
 while its previous session still holds ``/brokers/ids/<id>`` first waits for it to expire
-(a broker refuses to start on a live registration, as Kafka's does). A clean stop retries an
+(the broker would retry its registration meanwhile itself, for the session timeout and 3 s:
+waiting here keeps a restart's timing out of the broker's start-up timeout). A clean stop retries an
 unfinished controlled shutdown after 100 ms (``controlled.shutdown.retry.backoff.ms``, as in
 Kafka's own test harness), not the default 5 s: when the whole cluster stops at once, the
 last brokers' leadership has nowhere to go, and each would wait out 2 backoffs.

@@ -588,16 +588,19 @@ def test_the_file_and_journal_encodings_read_back_the_same(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The encoding a topic at a time is compact JSON, keys sorted as json.dumps sorts them
     (the file's topics in the image's order)."""
+    monkeypatch.setattr("strom.metadata.local.CHUNK_TOPICS", 2)  # encoded in chunks of 2
     store = _large_store(tmp_path, monkeypatch)
     for name in ("b", "a"):
         asyncio.run(store.write_async(store.image.epoch, [_topic(name)]))
+    asyncio.run(store.write_async(store.image.epoch, [_topic(f"c{i}") for i in range(5)]))
     store.write(store.image.epoch, [SetBrokerConfigs("", {"log.retention.ms": "1000"})])
     for line in (tmp_path / JOURNAL_NAME).read_text().splitlines():
         state = json.loads(line)
         assert line == json.dumps(state, sort_keys=True, separators=(",", ":"))
     store._rewrite(store.image, 0)
     state = json.loads((tmp_path / FILE_NAME).read_text())
-    assert list(state) == sorted(state) and list(state["topics"]) == ["b", "a"]
+    assert list(state) == sorted(state)
+    assert list(state["topics"]) == ["b", "a", *(f"c{i}" for i in range(5))]
     assert (tmp_path / FILE_NAME).read_text() == json.dumps(
         {**state, "topics": {}}, sort_keys=True, separators=(",", ":")).replace(
         '"topics":{}', '"topics":' + json.dumps(state["topics"], separators=(",", ":")))

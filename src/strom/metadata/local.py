@@ -144,7 +144,7 @@ class _Persist:
 
     image: MetadataImage
     next_producer_id: int
-    data: bytes
+    data: list[bytes]  # chunks, written one after another
     rewrite: bool = False
     seq: int = 0
     cut_journal: bool = False     # (rewrite) the journal has lines to empty
@@ -170,18 +170,31 @@ def _metadata_io() -> ThreadPoolExecutor:
         return _io
 
 
+#: Topics encoded into one chunk of a write's bytes (~40 KB): joining all of them on the
+#: loop at once was one 11 ms step at 15,000 topics.
+CHUNK_TOPICS = 256
+
+
 def _dumps_steps(head: dict[str, Any], topics: Iterable[tuple[str, TopicInfo | None]]
-                 ) -> Steps[str]:
-    """``head`` with ``"topics"`` (each topic's entry, or null: removed) as compact JSON,
-    keys sorted except the topics' names (in the given order); a step per topic."""
-    pieces = []
+                 ) -> Steps[list[bytes]]:
+    """``head`` with ``"topics"`` (each topic's entry, or null: removed) as compact UTF-8
+    JSON in chunks, keys sorted except the topics' names (in the given order); a step per
+    topic. ``head`` has no ``"topics"``."""
+    fields = [json.dumps(key) + ":" + _dumps(value) for key, value in sorted(head.items())]
+    at = sum(1 for key in head if key < "topics")
+    chunks = [("{" + "".join(f + "," for f in fields[:at]) + '"topics":{').encode()]
+    group: list[str] = []
     for name, topic in topics:
-        pieces.append(json.dumps(name) + ":" + (
+        group.append(json.dumps(name) + ":" + (
             "null" if topic is None else _dumps(_encode_topic(topic))))
+        if len(group) == CHUNK_TOPICS:
+            chunks.append((("," if len(chunks) > 1 else "") + ",".join(group)).encode())
+            group = []
         yield
-    fields = {key: _dumps(value) for key, value in head.items()}
-    fields["topics"] = "{" + ",".join(pieces) + "}"
-    return "{" + ",".join(json.dumps(key) + ":" + fields[key] for key in sorted(fields)) + "}"
+    if group:
+        chunks.append((("," if len(chunks) > 1 else "") + ",".join(group)).encode())
+    chunks.append(("}" + "".join("," + f for f in fields[at:]) + "}").encode())
+    return chunks
 
 
 def _dumps(value: Any) -> str:
@@ -427,8 +440,8 @@ class LocalMetadataStore(ImageStore):
                                                             JOURNAL_MIN_BYTES))
         if rewrite:
             state = self._encode_head(image, next_producer_id)
-            text = yield from _dumps_steps(state, image.topics.items())
-            return _Persist(image, next_producer_id, text.encode("utf-8"), rewrite=True,
+            data = yield from _dumps_steps(state, image.topics.items())
+            return _Persist(image, next_producer_id, data, rewrite=True,
                             cut_journal=self._journal_bytes > 0)
         old = self._persisted
         changed: list[tuple[str, TopicInfo | None]] = []
@@ -444,8 +457,8 @@ class LocalMetadataStore(ImageStore):
         for key in _SECTIONS:
             if getattr(old, key) != getattr(image, key):
                 head[key] = _encode_section(image, key)
-        text = yield from _dumps_steps(head, changed)
-        return _Persist(image, next_producer_id, (text + "\n").encode("utf-8"), seq=seq)
+        data = yield from _dumps_steps(head, changed)
+        return _Persist(image, next_producer_id, [*data, b"\n"], seq=seq)
 
     def _encode_head(self, image: MetadataImage, next_producer_id: int) -> dict[str, Any]:
         """The file's state without its topics."""
@@ -475,11 +488,12 @@ class LocalMetadataStore(ImageStore):
 
     def _persisted_as(self, persist: _Persist) -> None:
         """``persist`` is durable: the file and the journal hold its image now."""
+        size = sum(len(chunk) for chunk in persist.data)
         if persist.rewrite:
-            self._snapshot_bytes = len(persist.data)
+            self._snapshot_bytes = size
             self._journal_bytes = 0
         else:
-            self._journal_bytes += len(persist.data)
+            self._journal_bytes += size
             self._journal_seq = persist.seq
         self._writes += 1
         self._persisted = persist.image

@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,18 +85,19 @@ def cut_journal(path: Path, length: int) -> None:
         os.close(fd)
 
 
-def append_journal(path: Path, line: bytes) -> int:
-    """Append one encoded line (ending with its newline) durably; returns the bytes
-    written. System calls only (runs on a worker thread). Raises ``OSError`` (a line that
-    was partly written is cut away again when possible)."""
+def append_journal(path: Path, line: Sequence[bytes]) -> int:
+    """Append one encoded line (its chunks, the last ending with its newline) durably;
+    returns the bytes written. System calls only (runs on a worker thread). Raises
+    ``OSError`` (a line that was partly written is cut away again when possible)."""
     new = not path.exists()
     fd = default_pool().open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         start = os.fstat(fd).st_size
         try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
+            for chunk in line:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
             os.fsync(fd)
         except BaseException:
             with contextlib.suppress(OSError):  # else a torn last line, dropped at open
@@ -105,4 +107,4 @@ def append_journal(path: Path, line: bytes) -> int:
         os.close(fd)
     if new:
         fsync_dir(path.parent)
-    return len(line)
+    return sum(len(chunk) for chunk in line)

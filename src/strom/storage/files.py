@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from strom.common.errors import StromError
@@ -90,15 +91,19 @@ def read_fully(fd: int, size: int, position: int) -> bytes:
     return b"".join(parts)
 
 
-def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` via tmp + fsync + rename (+ directory fsync).
+def atomic_write(path: Path, data: bytes | Sequence[bytes], *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` (bytes, or chunks written one after another) via tmp +
+    fsync + rename (+ directory fsync).
 
     If writing the tmp file fails (a full disk), it is removed and ``path`` is untouched."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = default_pool().open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
-            write_fully(fd, data, 0)
+            position = 0
+            for chunk in ((data,) if isinstance(data, bytes) else data):
+                write_fully(fd, chunk, position)
+                position += len(chunk)
             if sync:
                 os.fsync(fd)
         finally:

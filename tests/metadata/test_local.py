@@ -605,3 +605,21 @@ def test_the_file_and_journal_encodings_read_back_the_same(
         {**state, "topics": {}}, sort_keys=True, separators=(",", ":")).replace(
         '"topics":{}', '"topics":' + json.dumps(state["topics"], separators=(",", ":")))
     assert LocalMetadataStore(tmp_path, BROKER).image.topics == store.image.topics
+
+
+def test_an_unexpected_failure_of_an_async_write_reaches_its_writer_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not an OSError (a bug): raised to the async writer, not to the next write."""
+    store = LocalMetadataStore(tmp_path, BROKER, "c1")
+    before = store.image
+
+    def broken(persist: Any) -> None:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(store, "_write_out", broken)
+    with pytest.raises(RuntimeError, match="bug"):
+        asyncio.run(store.write_async(before.epoch, [_topic("a")]))
+    monkeypatch.undo()
+    assert store.image is before
+    _put(store, "b")
+    assert set(LocalMetadataStore(tmp_path, BROKER).image.topics) == {"b"}

@@ -349,13 +349,7 @@ class LocalMetadataStore(ImageStore):
         or once the journal has grown as large as it; the current state is untouched if this
         raises (a failure is reported through the data directory's health and raised as
         KafkaStorageError)."""
-        self._finish_pending()
-        persist = run_at_once(self._encode_steps(image, next_producer_id))
-        try:
-            self._write_out(persist)
-        except OSError as exc:
-            raise self._health.failure(exc, f"writing {persist.file}") from exc
-        self._persisted_as(persist)
+        self._persist_now(run_at_once(self._encode_steps(image, next_producer_id)))
 
     def _rewrite(self, image: MetadataImage, next_producer_id: int, *,
                  keep_previous: bool = True) -> None:
@@ -365,10 +359,15 @@ class LocalMetadataStore(ImageStore):
         when it is the unreadable file being recovered)."""
         persist = run_at_once(self._encode_steps(image, next_producer_id, rewrite=True))
         persist.keep_previous = keep_previous
+        self._persist_now(persist)
+
+    def _persist_now(self, persist: _Persist) -> None:
+        """Write ``persist`` on this thread; a failure is reported through the data
+        directory's health and raised as KafkaStorageError, changing nothing."""
         try:
             self._write_out(persist)
         except OSError as exc:
-            raise self._health.failure(exc, f"writing {FILE_NAME}") from exc
+            raise self._health.failure(exc, f"writing {persist.file}") from exc
         self._persisted_as(persist)
 
     # -- writes off the event loop ---------------------------------------------------------
@@ -408,8 +407,8 @@ class LocalMetadataStore(ImageStore):
             if self._pending is not None and self._pending[1] is persist:
                 self._finish_pending()
             raise
-        except OSError:
-            pass  # reported by _finish_pending
+        except Exception:  # _finish_pending reports it (an OSError) or raises it here
+            pass
         if self._pending is not None and self._pending[1] is persist:
             self._finish_pending()
         if persist.error is not None:

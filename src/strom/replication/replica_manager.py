@@ -305,7 +305,7 @@ class ReplicaManager:
         Only the topics that changed since the last image are looked at (a changed topic
         is a new ``TopicInfo`` object), unless the registered brokers changed (then all).
         Partitions new to this broker are *pending*: up to :data:`ADOPT_AT_ONCE` of them
-        (with ``log_threads``: those a topic write prepared, for one slice) are opened here,
+        (with ``log_threads``: those a topic write prepared, for half a slice) are opened here,
         more by a task a slice at a time (:data:`ADOPT_SLICE_S`), internal
         topics first, so a large image never holds the event loop for long; a pending
         partition that a request needs is opened on the spot."""

@@ -1,7 +1,7 @@
 """Topic creation under load: partitions created per second, and what a healthy producer on
 an existing topic sees meanwhile.
 
-    python bench/admin_bench.py [--targets strom,cluster,kafka] [--topics 1000]
+    python bench/admin_bench.py [--targets strom,cluster,kafka,kafka-cluster] [--topics 1000]
                                 [--modes serial,concurrent,batched] [--clients 16]
                                 [--repeats 3] [--rate 200] [--probe-idempotent]
                                 [--idle 8] [--after 8] [--rf 1] [--cluster-rf 3]
@@ -10,13 +10,14 @@ an existing topic sees meanwhile.
 
 Targets: ``strom`` one broker (file-backed metadata), ``cluster`` a 3-broker
 ``EmbeddedCluster`` (real ZooKeeper), ``kafka`` one Apache Kafka 4.x KRaft node from
-``$KAFKA_LIB`` (default /work/kafka-ref/lib; skipped when missing). Each run starts a fresh
+``$KAFKA_LIB`` (default /work/kafka-ref/lib; skipped when missing), ``kafka-cluster`` three
+such nodes (a static quorum, every node broker and controller). Each run starts a fresh
 target, creates the healthy topic (1 partition; on the cluster RF=3 with
 ``min.insync.replicas=2``) and starts the probe producer in a process of its own
 (confluent-kafka, acks=all, ``linger.ms=0``, ``--rate`` records/s at fixed times, every
 acknowledgement's latency recorded; ``--probe-idempotent``: an idempotent producer, up to 5
 requests in flight instead of one). After ``--idle`` seconds of idle sampling it creates
-``--topics`` one-partition topics (RF ``--rf``; ``--cluster-rf`` on the cluster):
+``--topics`` one-partition topics (RF ``--rf``; ``--cluster-rf`` on the clusters):
 
 * ``serial`` — one ``create_topics`` call per topic, all submitted at once from one client:
   a CreateTopics request per topic on one connection, which a broker (Kafka's and strom's)
@@ -61,7 +62,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import start_strom  # type: ignore[import-not-found]
 from cluster_bench import source_tree  # type: ignore[import-not-found]
-from kafka_ref import kafka_available, start_kafka  # type: ignore[import-not-found]
+from kafka_ref import kafka_available, start_kafka, start_kafka_cluster  # type: ignore[import-not-found]
 
 HEALTHY = "healthy"
 BATCH = 100
@@ -171,6 +172,15 @@ def target(kind: str, source: str | None) -> Iterator[tuple[str, int]]:
             yield node.bootstrap, 1
         finally:
             node.stop()
+    elif kind == "kafka-cluster":
+        with start_kafka_cluster(3) as kafka_cluster:
+            admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
+            deadline = time.monotonic() + 60
+            while len(admin.list_topics(timeout=10).brokers) < 3:  # all registered
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the Kafka brokers did not all register")
+                time.sleep(0.2)
+            yield kafka_cluster.bootstrap, 3
     elif kind == "cluster":
         from strom.testing.cluster import EmbeddedCluster
         with source_tree(source), EmbeddedCluster(3) as cluster:
@@ -254,7 +264,7 @@ def one_run(kind: str, source: str | None, label: str, mode: str, args: argparse
         admin.create_topics([NewTopic(HEALTHY, 1, healthy_rf, config=config)]
                             )[HEALTHY].result(60)
         wait_visible(admin, {HEALTHY})
-        rf = args.cluster_rf if kind == "cluster" else args.rf
+        rf = args.cluster_rf if kind in ("cluster", "kafka-cluster") else args.rf
         names = [f"burst-{i:05d}" for i in range(args.topics)]
         admins = [admin] + [AdminClient({"bootstrap.servers": bootstrap})
                             for _ in range(args.clients - 1)]
@@ -307,13 +317,13 @@ def main() -> None:
     parser.add_argument("--out")
     args = parser.parse_args()
     targets = args.targets.split(",")
-    if "kafka" in targets and not kafka_available():
-        print("kafka: no jars, skipped", file=sys.stderr)
-        targets.remove("kafka")
+    for kind in [k for k in targets if k.startswith("kafka") and not kafka_available()]:
+        print(f"{kind}: no jars, skipped", file=sys.stderr)
+        targets.remove(kind)
     variants: list[tuple[str, str, str | None]] = []
     for kind in targets:
         variants.append((kind, kind, None))
-        if kind != "kafka":
+        if not kind.startswith("kafka"):
             variants += [(kind, f"{kind}@{s}", s) for s in args.also_source]
     runs: dict[tuple[str, str], list[Run]] = {}
     probes: list[Path] = []

@@ -12,11 +12,16 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Callable
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from strom.protocol import api
 from strom.protocol.versions import ApiKey
 from strom.testing import EmbeddedBroker
+from strom.testing.cluster import EmbeddedCluster
 from tests.broker.raw import RawClient
 from tests.broker.test_data_path import batch, create, fetch, produce
 
@@ -171,3 +176,57 @@ def test_rejected_connections_are_logged_rate_limited() -> None:
         client.close()
         rejections = [line for line in broker.output if "closing 127.0.0.1" in line]
         assert 1 <= len(rejections) <= 10, rejections
+
+
+def test_a_produce_waiting_for_a_paused_follower_lets_the_next_one_append(
+        strom_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
+    """Two-phase Produce with real brokers: while the follower is stopped, an acks=all
+    Produce waits for it, and the next Produce on the same connection is appended meanwhile
+    (the leader's log holds both); once the follower is back both are answered, in order,
+    at consecutive offsets. Served one at a time, the second was not even read."""
+    cluster = strom_cluster_factory(2)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("two-phase", num_partitions=1, replica_assignment=[[0, 1]])])[
+        "two-phase"].result(30)
+    leader = RawClient(cluster.brokers[0].bootstrap)
+    deadline = time.monotonic() + 30
+    while produce(leader, "two-phase", batch([b"warm"]))[0] != 0:  # both in the ISR
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+    def log_size() -> int:
+        resp = leader.call(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": [
+            {"topic": "two-phase", "partitions": [0]}]})
+        return int(resp.results[0].topics[0].partitions[0].partition_size)
+
+    one, two = batch([b"first"]), batch([b"second"])
+    before = log_size()
+    waiting = RawClient(cluster.brokers[0].bootstrap)
+    cluster.pause(1)
+    try:
+        for records in (one, two):
+            body = api.request(ApiKey.PRODUCE, 9, {
+                "transactional_id": None, "acks": -1, "timeout_ms": 20000,
+                "topic_data": [{"name": "two-phase", "partition_data": [
+                    {"index": 0, "records": records}]}]})
+            waiting.send_frame(waiting.header(ApiKey.PRODUCE, 9) + body)
+        deadline = time.monotonic() + 5
+        while log_size() < before + len(one) + len(two):
+            assert time.monotonic() < deadline, "the second Produce was not appended"
+            time.sleep(0.05)
+        waiting.sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            waiting.read_frame()  # neither is answered while the follower is stopped
+    finally:
+        cluster.resume(1)
+    waiting.sock.settimeout(20)
+    answers = []
+    for _ in range(2):
+        frame = waiting.read_frame()
+        response = api.decode_response(ApiKey.PRODUCE, 9, frame[5:])  # a v1 header
+        part = response.responses[0].partition_responses[0]
+        answers.append((struct.unpack(">i", frame[:4])[0], part.error_code, part.base_offset))
+    first = answers[0][2]
+    assert answers == [(waiting.correlation - 1, 0, first), (waiting.correlation, 0, first + 1)]
+    waiting.close()
+    leader.close()

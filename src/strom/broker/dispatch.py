@@ -2,8 +2,10 @@
 
 A handler receives a :class:`Request` and returns the response *body* as a list of parts
 (``bytes``/``memoryview`` or file regions with a ``size``), ``None`` when no response is due
-(Produce with acks=0), or an awaitable of either (parked Fetch, durable Produce). The dispatcher
-adds the size prefix and the response header.
+(Produce with acks=0), or an awaitable of either (parked Fetch, durable Produce); a
+:class:`Dispatched` one when the request has taken effect and only its answer waits (a
+Produce waiting for acknowledgements). The dispatcher adds the size prefix and the response
+header.
 
 Failure rules (Kafka's): an ApiVersions request above our range is answered in the v0 format
 with UNSUPPORTED_VERSION and our ranges (KIP-511); any other unknown API or unsupported version,
@@ -34,7 +36,7 @@ import asyncio
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +61,23 @@ HandlerResult = ResponseParts | None | Awaitable[ResponseParts | None]
 
 class CloseConnection(Exception):
     """Raised to close the current connection without a response."""
+
+
+class Dispatched:
+    """The answer still to come to a request that has taken effect already, in the order
+    the requests came: a Produce whose records are appended and that waits only for its
+    acknowledgements (the followers' fetches, a flush). The connection may process its next
+    Produce meanwhile and still sends the answers in request order (two-phase processing:
+    :mod:`strom.broker.network`). Anything whose effect comes after an ``await`` (a Produce
+    waiting for a remote transaction verification before its append) is not one."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self, pending: Awaitable[ResponseParts | None]) -> None:
+        self.pending = pending
+
+    def __await__(self) -> Generator[Any, None, ResponseParts | None]:
+        return self.pending.__await__()
 
 
 @dataclass(slots=True)
@@ -226,6 +245,8 @@ class Dispatcher:
             return None
         if isinstance(result, list):
             return frame_response(header, result)
+        if isinstance(result, Dispatched):
+            return Dispatched(self._framed_later(header, result.pending))
         return self._framed_later(header, result)
 
     def _call(self, request: Request) -> HandlerResult:
@@ -260,6 +281,8 @@ class Dispatcher:
             return None
         if isinstance(result, list):
             return self._throttled(request, result, throttle_s)
+        if isinstance(result, Dispatched):
+            return Dispatched(self._throttled_later(request, result.pending, throttle_s))
         return self._throttled_later(request, result, throttle_s)
 
     async def _throttled_later(self, request: Request,

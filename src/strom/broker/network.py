@@ -1,12 +1,20 @@
 """The asyncio network layer: one :class:`KafkaConnection` protocol object per client socket,
 all of a listener's in one :class:`Connections`.
 
-Requests on a connection are processed one at a time and answered in order, as Kafka does
-(a parked Fetch or a durable Produce holds the connection's later requests back; clients
-pipeline across connections and partitions). Backpressure: reading pauses while too many
-frames wait, while the transport's write buffer is above its high-water mark, and while the
-request memory of all connections is exhausted (``queued.max.request.bytes``, see
-:mod:`strom.broker.request_memory`).
+Requests on a connection are answered in order and, as Kafka does, processed one at a time
+(a parked Fetch holds the connection's later requests back), with one exception taken from
+Redpanda's two-phase handlers: a Produce whose records are appended and that waits only for
+its acknowledgements (:class:`~strom.broker.dispatch.Dispatched`) lets the connection's next
+Produce be processed meanwhile, up to :data:`MAX_PIPELINED` of them. Appends still happen in
+request order and the answers go out in it; a request of any other kind waits until all of
+them are answered. Served one at a time, an acks=all producer's pipelined requests queued
+behind each other for as long as a replication round was slower than their spacing (a
+healthy producer's p99 rose to hundreds of milliseconds while a cluster busy creating topics
+made its rounds a few milliseconds slower: docs/benchmarks.md).
+
+Backpressure: reading pauses while too many frames wait, while the transport's write buffer
+is above its high-water mark, and while the request memory of all connections is exhausted
+(``queued.max.request.bytes``, see :mod:`strom.broker.request_memory`).
 
 Limits against hostile or broken clients: a frame above ``socket.request.max.bytes`` closes
 the connection before anything is buffered (Kafka does the same); a frame's buffer grows with
@@ -46,6 +54,7 @@ from strom.broker.connection_limits import ConnectionLimits
 from strom.broker.dispatch import (
     CloseConnection,
     ConnectionContext,
+    Dispatched,
     Dispatcher,
     ResponseParts,
 )
@@ -54,10 +63,15 @@ from strom.broker.security.principal import NoMatchingRule
 from strom.broker.security.runtime import ListenerRuntime
 from strom.common.rate_limited_log import RateLimitedLog
 from strom.protocol.frame import FrameDecoder, FrameTooLargeError
+from strom.protocol.versions import ApiKey
 
 log = logging.getLogger("strom.broker.network")
 
 MAX_QUEUED_FRAMES = 64
+#: Produce requests of one connection waiting for their acknowledgements at once (two-phase
+#: processing); the next one waits until one is answered.
+MAX_PIPELINED = 16
+_PRODUCE = int(ApiKey.PRODUCE)
 SENDFILE_THRESHOLD = 256 * 1024
 TLS_CHUNK = 256 * 1024
 LAST_RESPONSE_GRACE_S = 0.5
@@ -133,9 +147,12 @@ class KafkaConnection(asyncio.Protocol):
         self._decoder = FrameDecoder(max_request_size)
         self._queue: deque[memoryview] = deque()
         self._queued_bytes = 0
-        self._processing_bytes = 0
+        #: Requests being processed or answered, in request order: (task, frame bytes,
+        #: dispatched). Several only while each has taken effect (two-phase Produce).
+        self._inflight: deque[tuple[asyncio.Task[None], int, bool]] = deque()
+        self._inflight_bytes = 0
+        self._inflight_dispatched = 0
         self._frames_read = 0
-        self._busy = False
         self._write_paused = False
         self._read_paused = False
         self._closed = False
@@ -143,7 +160,6 @@ class KafkaConnection(asyncio.Protocol):
         self._connections = connections
         self._pool = connections.pool
         self._transport: asyncio.Transport | None = None
-        self._task: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._last_active = self._loop.time()
         self._last_byte = self._last_active
@@ -156,7 +172,7 @@ class KafkaConnection(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         """A request is being processed (or its response is being sent)."""
-        return self._busy
+        return bool(self._inflight)
 
     @property
     def mid_frame(self) -> bool:
@@ -180,7 +196,7 @@ class KafkaConnection(asyncio.Protocol):
         idling. A frame left incomplete is charged from its last byte even while reading is
         paused for memory: the frames holding the memory are then all released within one
         timeout, instead of one after the other as each in turn is the only one read."""
-        if (self._busy and not self._write_paused) or self._muted:
+        if (self._inflight and not self._write_paused) or self._muted:
             return now
         if self._read_paused and not self._decoder.in_frame and not self._pool.may_read(self):
             return now
@@ -221,8 +237,8 @@ class KafkaConnection(asyncio.Protocol):
             self._writable.cancel()
         self._queue.clear()
         self._connections.discard(self)
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        for task, _, _ in list(self._inflight):
+            task.cancel()
 
     def data_received(self, data: bytes) -> None:
         self._last_active = self._last_byte = self._loop.time()
@@ -251,33 +267,48 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- processing -------------------------------------------------------------------------
     def _process(self) -> None:
-        while (self._queue and not self._busy and not self._write_paused and not self._closed
-               and not self._muted):
+        while (self._queue and not self._write_paused and not self._closed
+               and not self._muted and self._may_start(self._queue[0])):
             frame = self._queue.popleft()
             self._queued_bytes -= len(frame)
-            self._processing_bytes = len(frame)
             try:
                 result = self._dispatcher.dispatch(self.context, frame)
+                before = self._inflight[-1][0] if self._inflight else None
                 if result is None:
                     pass
                 elif isinstance(result, list):
-                    if not self._send(result):
-                        self._start(self._send_async(result))
+                    if before is not None:  # sent after the answers still to come
+                        self._start(self._await_result(_ready(result), before), len(frame),
+                                    True)
+                    elif not self._send(result):
+                        self._start(self._send_async(result), len(frame), False)
                     elif self.context.close_after_response:
                         self._close_soon()
                         return
                 else:
-                    self._start(self._await_result(result))
+                    self._start(self._await_result(result, before), len(frame),
+                                isinstance(result, Dispatched))
             except CloseConnection as exc:
                 self._reject(str(exc))
                 return
             except Exception as exc:
                 self._fail(exc)
                 return
-            if not self._busy:
-                self._processing_bytes = 0  # the request is done with its frame
+            if not self._inflight:
                 self._mute_if_throttled()
         self._account()
+
+    def _may_start(self, frame: memoryview) -> bool:
+        """Whether ``frame`` may be processed now: when nothing is in flight, or when it is
+        a Produce and every request in flight has taken effect (:class:`Dispatched`), up to
+        :data:`MAX_PIPELINED` of them."""
+        inflight = len(self._inflight)
+        if not inflight:
+            return True
+        sasl = self.context.sasl
+        return (inflight == self._inflight_dispatched and inflight < MAX_PIPELINED
+                and len(frame) >= 2 and frame[0] == 0 and frame[1] == _PRODUCE
+                and (sasl is None or not sasl.raw_tokens))
 
     def _mute_if_throttled(self) -> None:
         """After a throttled response: read and serve nothing for the throttle time."""
@@ -300,7 +331,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._closed:
             return
         decoder = self._decoder
-        usage = decoder.pending + self._queued_bytes + self._processing_bytes
+        usage = decoder.pending + self._queued_bytes + self._inflight_bytes
         self._pool.update(self, usage, frame=self._frames_read if decoder.in_frame else None)
         self._update_reading()
 
@@ -319,14 +350,20 @@ class KafkaConnection(asyncio.Protocol):
             if not self._decoder.in_frame:
                 self._last_active = self._loop.time()  # waiting on the broker is not idling
 
-    def _start(self, coro: Awaitable[None]) -> None:
-        self._busy = True
-        self._task = asyncio.ensure_future(coro)
-        self._task.add_done_callback(self._finished)
+    def _start(self, coro: Awaitable[None], size: int, dispatched: bool) -> None:
+        task = asyncio.ensure_future(coro)
+        self._inflight.append((task, size, dispatched))
+        self._inflight_bytes += size
+        self._inflight_dispatched += dispatched
+        task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        self._busy = False
-        self._processing_bytes = 0
+        for i, (t, size, dispatched) in enumerate(self._inflight):
+            if t is task:
+                del self._inflight[i]
+                self._inflight_bytes -= size
+                self._inflight_dispatched -= dispatched
+                break
         self._last_active = self._loop.time()
         if task.cancelled():
             return
@@ -353,8 +390,13 @@ class KafkaConnection(asyncio.Protocol):
                                      self.context.peer, exc_info=exc)
         self.close()
 
-    async def _await_result(self, pending: Awaitable[ResponseParts | None]) -> None:
+    async def _await_result(self, pending: Awaitable[ResponseParts | None],
+                            before: asyncio.Task[None] | None) -> None:
+        """Await the answer, then send it once the answer of the request ``before`` (and
+        so every earlier one) has gone."""
         parts = await pending
+        if before is not None and not before.done():
+            await asyncio.wait((before,))  # its failure closes the connection first
         if parts is not None and not self._closed and not self._send(parts):
             await self._send_async(parts)
         if self.context.close_after_response:
@@ -443,6 +485,10 @@ class KafkaConnection(asyncio.Protocol):
             self._connections.discard(self)  # the memory goes back now, not at connection_lost
         if self._transport is not None:
             self._transport.close()
+
+
+async def _ready(parts: ResponseParts) -> ResponseParts:
+    return parts
 
 
 def _pread_region(region: Any) -> bytes:

@@ -41,7 +41,13 @@ from __future__ import annotations
 import inspect
 
 from strom.broker.access import TopicDenied
-from strom.broker.dispatch import CloseConnection, HandlerResult, Request, ResponseParts
+from strom.broker.dispatch import (
+    CloseConnection,
+    Dispatched,
+    HandlerResult,
+    Request,
+    ResponseParts,
+)
 from strom.broker.handlers import leader_hints, produce_checks, txn_verification
 from strom.broker.handlers.common import topic_name_for
 from strom.broker.state import BrokerState
@@ -131,9 +137,9 @@ class ProduceHandler:
             if any(result.error_code for result, _ in slots):
                 raise CloseConnection("acks=0 produce failed; closing so the client notices")
             return None
-        if outcome.done is not None:
-            return self._when_acknowledged(outcome, slots, version, results, throttle_ms,
-                                           listener)
+        if outcome.done is not None:  # appended: only the acknowledgements are awaited
+            return Dispatched(self._when_acknowledged(outcome, slots, version, results,
+                                                      throttle_ms, listener))
         _fill(slots, outcome)
         return self._encode(slots, version, results, throttle_ms, listener)
 

@@ -108,6 +108,19 @@ def _build(cls: Any, values: dict[str, Any], version: int) -> Any:
     return cls(version=version, **kwargs)
 
 
+def response_structs(api_key: int, version: int, path: tuple[str, ...],
+                     values: list[dict[str, Any]]) -> list[Any]:
+    """The elements of the struct array at ``path`` (field names from the response's top
+    level, e.g. ``("topics", "configs")``) built ahead: a list that many entries of one
+    response share is then built once, not once per entry (:func:`response` takes built
+    elements as they are). A CreateTopics v5+ answer of 100 topics lists about 40 configs
+    for each; building them per topic was two thirds of its 26 ms."""
+    cls = response_class(api_key)
+    for name in path:
+        cls = cls.fields[name].data_class
+    return [_build(cls, value, version) for value in values]
+
+
 def response(api_key: int, version: int, fields: dict[str, Any]) -> bytes:
     """Encode a response body from plain dicts and lists (nested structs as dicts).
 

@@ -77,7 +77,7 @@ from strom.common.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from strom.common.slices import SLICE_S, run_in_slices
+from strom.common.slices import SLICE_S, run_in_slices, take_turn
 from strom.common.timer import Scheduler
 from strom.common.types import TopicPartition
 from strom.metadata.image import MetadataImage, PartitionInfo, TopicInfo
@@ -503,6 +503,9 @@ class ReplicaManager:
         made the task rests between chunks (:data:`ADOPT_NEW_DUTY`)."""
         began, opened = time.monotonic(), len(self._partitions)
         while self._pending:
+            await take_turn()  # (also after a worker thread's job or a rest: the lane first)
+            if not self._pending:
+                break
             events = _Events()
             start, made_new = time.monotonic(), False
             if self._log_threads:
@@ -512,8 +515,8 @@ class ReplicaManager:
                 while self._pending and time.monotonic() < deadline:
                     self._adopt(next(iter(self._pending)), events)
             self._finish(events)
-            rest = (time.monotonic() - start) * (1 / ADOPT_NEW_DUTY - 1) if made_new else 0.0
-            await asyncio.sleep(rest)
+            if made_new:
+                await asyncio.sleep((time.monotonic() - start) * (1 / ADOPT_NEW_DUTY - 1))
         log.info("opened %d partitions in %.1f s (%d hosted)",
                  len(self._partitions) - opened, time.monotonic() - began,
                  len(self._partitions))
@@ -729,7 +732,7 @@ class ReplicaManager:
                 TopicPartition(topic.name, p.partition) for p in partitions
                 if self.node_id in p.replicas) if self.logs.get(*tp) is None]
             if time.perf_counter() > deadline:
-                await asyncio.sleep(0)
+                await take_turn()
                 deadline = time.perf_counter() + CREATE_SLICE_S
         # A new log's directory and files are made on the worker threads (system calls
         # only) and its Log built here, in slices; a directory already there (found at
@@ -780,7 +783,7 @@ class ReplicaManager:
             self.logs.register(spec, result)
             created[index].append(spec.tp)
             self._prepared.add(spec.tp)
-        await asyncio.sleep(0)
+        await take_turn()
         unexpected = [exc for _, exc in failures.values()
                       if not isinstance(exc, (OSError, KafkaError))]
         if unexpected:
@@ -1115,6 +1118,7 @@ async def _build_in_slices(made: list[tuple[int, LogToOpen, io.FileIO | BaseExce
     not built); a failure to make the files is its outcome. A slice runs for at most
     :data:`CREATE_SLICE_S` (at least one log), then the loop takes a turn."""
     while made:
+        await take_turn()  # after the worker threads' job too: the lane first
         deadline = time.perf_counter() + CREATE_SLICE_S
         share: list[tuple[int, LogToOpen, Log | BaseException]] = []
         taken = 0
@@ -1132,8 +1136,6 @@ async def _build_in_slices(made: list[tuple[int, LogToOpen, io.FileIO | BaseExce
                 share.append((index, spec, exc))
         del made[:taken]
         done.append(share)
-        if made:
-            await asyncio.sleep(0)
 
 
 def _unmake(made: Sequence[tuple[int, LogToOpen, io.FileIO | BaseException | None]]) -> None:

@@ -24,6 +24,7 @@ from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.config import TopicConfig, validate_topic_configs
 from strom.common.errors import InvalidReplicaAssignmentError, InvalidRequestError, KafkaError
+from strom.common.slices import Steps, run_in_slices
 from strom.controller.limits import check_new_topics, requested_partitions
 from strom.controller.topic_writes import Creations, NewTopic, Outcome, plan_batch
 from strom.protocol import api
@@ -96,11 +97,12 @@ class CreateTopicsHandler:
         async def written() -> ResponseParts:
             outcomes = await self._state.topic_writes.create_topics(topics)
             self._fill(accepted, outcomes, version, validate_only=False)
-            return self._respond(request, entries)
+            built = await run_in_slices(_built_steps(version, entries))
+            return self._respond(request, built)
 
         return written()
 
-    def _respond(self, request: Request, entries: list[dict[str, Any]]) -> ResponseParts:
+    def _respond(self, request: Request, entries: list[Any]) -> ResponseParts:
         return [api.response(API_KEY, request.version, {
             "throttle_time_ms": request.throttle_ms, "topics": entries})]
 
@@ -131,6 +133,21 @@ class CreateTopicsHandler:
         return [{k: v for k, v in e.items()
                  if k in ("name", "value", "read_only", "config_source", "is_sensitive")}
                 for e in topic_entries(config, None, False, False)]
+
+
+#: Topic entries built for the encoder at once (~10 us each; the encoder then takes ~3 us).
+BUILD_CHUNK = 10
+
+
+def _built_steps(version: int, entries: list[dict[str, Any]]) -> Steps[list[Any]]:
+    """The answer's topic entries built for the encoder a few at a time (background work,
+    :func:`~strom.common.slices.run_in_slices`): the answer of a request of 100 topics took
+    1.3-1.5 ms in one turn of the loop, most of it building the entries."""
+    built: list[Any] = []
+    for i in range(0, len(entries), BUILD_CHUNK):
+        built += api.response_structs(API_KEY, version, ("topics",), entries[i:i + BUILD_CHUNK])
+        yield
+    return built
 
 
 def _new_topic(topic: Any) -> NewTopic:

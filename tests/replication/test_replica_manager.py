@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from strom.common import slices
 from strom.common.errors import ErrorCode, KafkaStorageError
 from strom.common.types import TopicPartition, kafka_uuid
 from strom.metadata.image import PartitionInfo, TopicInfo
@@ -483,6 +484,9 @@ def test_new_logs_made_off_the_loop_are_reported_at_info(
 def test_a_stop_while_new_logs_are_built_leaves_none_of_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replica_manager, "CREATE_SLICE_S", 0.0)
+    # The scenario polls with sleep(0), a callback always ready: background work must not
+    # wait for it to go quiet (up to 4 ms a slice), or too few logs are built meanwhile.
+    monkeypatch.setattr(slices, "FOREGROUND_FIRST_S", 0.0)
     built = 0
     original = LogToOpen.build
 

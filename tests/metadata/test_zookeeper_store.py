@@ -332,6 +332,10 @@ def test_registration_is_recreated_after_a_session_expiry(
     wait_until(lambda: bool(brokers_seen) and 4 in brokers_seen[-1])
     # registered again: a new, greater broker epoch
     wait_until(lambda: observer.image.brokers[4].epoch > first_epoch, what="a new epoch")
+    # the broker's own image too: its watch may deliver the registration after the
+    # observer's, and a write against the image before it is (rightly) stale
+    wait_until(lambda: 4 in broker.image.brokers
+               and broker.image.brokers[4].epoch > first_epoch, what="the broker's own image")
     broker.write(broker.image.epoch, [PutTopic(topic("after-expiry"))])  # still usable
     wait_until(lambda: "after-expiry" in observer.image.topics)
 

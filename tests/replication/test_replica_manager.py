@@ -6,6 +6,7 @@ import asyncio
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -423,6 +424,7 @@ def test_a_topic_writes_new_logs_are_made_on_threads_and_built_on_the_loop_in_sl
     no loop) and its Log built on the loop between its turns (built on a thread, the Python
     work would hold the GIL the loop waits for); every one labelled with its topic id."""
     monkeypatch.setattr(replica_manager, "CREATE_SLICE_S", 0.0)  # one log a slice
+    monkeypatch.setattr(replica_manager, "MAKER_MIN", 10**6)  # the threads make the files
     threads: dict[str, set[str]] = {"make_files": set(), "build": set()}
     for name in threads:
         original = getattr(LogToOpen, name)
@@ -454,6 +456,73 @@ def test_a_topic_writes_new_logs_are_made_on_threads_and_built_on_the_loop_in_sl
         assert threads["make_files"] and threading.current_thread().name not in threads[
             "make_files"]
         assert all(read_topic_id(tmp_path / f"new-{p}") == TOPIC_ID for p in range(120))
+        await h.replicas.shutdown()
+        h.close()
+    run(scenario)
+
+
+def test_a_burst_of_new_logs_has_its_files_made_by_the_log_maker_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs of MAKER_MIN new logs or more: directory and files made by the helper process
+    (no make_files on the broker's threads), each log opened, built and labelled as one made
+    here; a smaller job stays on the thread; the helper stops with the replica manager."""
+    on_threads: list[TopicPartition] = []
+    original = LogToOpen.make_files
+
+    def spy(spec: LogToOpen) -> Any:
+        on_threads.append(spec.tp)
+        return original(spec)
+
+    monkeypatch.setattr(LogToOpen, "make_files", spy)
+
+    async def scenario() -> None:
+        h = Harness(tmp_path, log_threads=2)
+        outcomes = await h.replicas.prepare_new([_new_topic(120)])
+        assert outcomes == [[TopicPartition("new", p) for p in range(120)]]
+        assert on_threads == []
+        maker = h.replicas._maker
+        assert maker is not None and maker._process is not None
+        helper = maker._process
+        assert all(read_topic_id(tmp_path / f"new-{p}") == TOPIC_ID for p in range(120))
+        few = TopicInfo("few", uuid.uuid4(), tuple(partition_info(p) for p in range(3)), {},
+                        False)
+        assert await h.replicas.prepare_new([(few, list(few.partitions))]) == [
+            [TopicPartition("few", p) for p in range(3)]]
+        assert on_threads == [TopicPartition("few", p) for p in range(3)]
+        h.apply(make_image(*(partition_info(p) for p in range(120)), topic="new"))
+        for _ in range(500):
+            if h.replicas.pending == 0 and len(h.replicas.partitions()) == 120:
+                break
+            await asyncio.sleep(0.01)
+        h.produce(3, acks=1, topic="new", partition=119)
+        log = h.logs.get("new", 119)
+        assert log is not None and log.log_end_offset == 3
+        await h.replicas.shutdown()
+        assert helper.wait(10) == 0
+        h.close()
+    run(scenario)
+
+
+def test_a_log_maker_that_died_is_replaced_by_the_threads(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The helper killed between two bursts: the next burst's logs are all made by the
+    broker's own threads (a warning says so), none lost or half made."""
+    async def scenario() -> None:
+        h = Harness(tmp_path, log_threads=2)
+        assert await h.replicas.prepare_new([_new_topic(20)]) == [
+            [TopicPartition("new", p) for p in range(20)]]
+        maker = h.replicas._maker
+        assert maker is not None and maker._process is not None
+        maker._process.kill()
+        maker._process.wait()
+        other = TopicInfo("other", uuid.uuid4(), tuple(partition_info(p) for p in range(40)),
+                          {}, False)
+        with caplog.at_level(logging.WARNING, logger="strom.replication"):
+            outcomes = await h.replicas.prepare_new([(other, list(other.partitions))])
+        assert outcomes == [[TopicPartition("other", p) for p in range(40)]]
+        assert h.replicas._maker is None
+        assert any("made by the broker's own threads" in r.getMessage() for r in caplog.records)
+        assert all(read_topic_id(tmp_path / f"other-{p}") == other.topic_id for p in range(40))
         await h.replicas.shutdown()
         h.close()
     run(scenario)

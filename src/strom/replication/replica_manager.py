@@ -97,6 +97,8 @@ from strom.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
 from strom.storage.files import CorruptFileError
 from strom.storage.health import LogDirHealth
 from strom.storage.log import AppendResult, Log
+from strom.storage.log_maker import LogMaker, LogMakerGone
+from strom.storage.log_maker import available as log_maker_available
 from strom.storage.log_manager import DeletedLog, LogManager, LogToOpen, remove_new_log_dir
 from strom.storage.log_validator import AppendOrigin
 from strom.storage.txn_verification import VerificationGuard
@@ -118,6 +120,10 @@ ADOPT_AT_ONCE = 64
 ADOPT_SLICE_S = SLICE_S
 #: Logs handed to the worker threads at once (``log_threads``).
 OPEN_CHUNK = 32
+#: A job of at least this many new logs has their files made by the log maker process
+#: (:mod:`strom.storage.log_maker`); a smaller one on the worker thread itself, so a broker
+#: that creates a topic now and then runs no helper.
+MAKER_MIN = 8
 #: The longest stretch a topic write builds new logs for between two turns of the event
 #: loop. Their files are made on the worker threads (system calls only, so a busy disk holds
 #: no loop); built there too, the Log objects' Python work held the GIL the loop waited for
@@ -223,6 +229,11 @@ class ReplicaManager:
         #: the event loop; without, inline (tests and simulations: deterministic).
         self._log_threads = log_threads
         self._log_io: ThreadPoolExecutor | None = None
+        #: With ``log_threads``, jobs of :data:`MAKER_MIN` new logs or more make their
+        #: directories and files in a helper process (started on first use); None once it
+        #: failed (the worker threads make them then).
+        self._maker: LogMaker | None = (LogMaker() if log_threads and log_maker_available()
+                                        else None)
         #: Partitions whose log a worker thread is opening (not pending, not hosted yet).
         self._opening: set[TopicPartition] = set()
         self.health = health or LogDirHealth(logs.data_dir)
@@ -551,7 +562,7 @@ class ReplicaManager:
             return False
         opening = asyncio.gather(*(self._run_log_io(spec.open) for spec, _ in chunk),
                                  return_exceptions=True)
-        made = await self._run_log_io(partial(_each, fresh, LogToOpen.make_files)) if fresh else []
+        made = await self._run_log_io(partial(self._make_logs, fresh)) if fresh else []
         for _, spec, files in made:
             result: Log | BaseException
             if files is None:  # its directory appeared meanwhile: opened as found
@@ -749,8 +760,7 @@ class ReplicaManager:
             # kernel time and the GIL between them; with four at once a healthy producer's
             # p99 during a burst was 7-14 ms against 5-7 ms (docs/benchmarks.md).
             for i in range(0, len(here), OPEN_CHUNK):
-                makers = [self._run_log_io(partial(_each, here[i:i + OPEN_CHUNK],
-                                                   LogToOpen.make_files))]
+                makers = [self._run_log_io(partial(self._make_logs, here[i:i + OPEN_CHUNK]))]
                 made += await makers[0]
             makers = []  # their files are in ``made`` now, taken from it as logs are built
             there += [(index, spec) for index, spec, files in made if files is None]
@@ -813,6 +823,33 @@ class ReplicaManager:
             self.sync_prepared()
             return
         await self._run_log_io(self.logs.sync_dir)
+
+    def _make_logs(self, share: Sequence[tuple[int, LogToOpen]]
+                   ) -> list[tuple[int, LogToOpen, io.FileIO | BaseException | None]]:
+        """:meth:`LogToOpen.make_files` for each of ``share`` (a worker thread's job): by the
+        log maker process for :data:`MAKER_MIN` logs or more, else here; one outcome per
+        log, as :func:`_each` gives them. A log maker that fails is not used again (a
+        directory it made before is found and opened as an existing one)."""
+        maker = self._maker
+        if maker is None or len(share) < MAKER_MIN:
+            return _each(share, LogToOpen.make_files)
+        try:
+            outcomes = maker.make([spec.files_to_make() for _, spec in share])
+        except LogMakerGone as exc:
+            log.warning("new logs are made by the broker's own threads from now on: %s", exc)
+            self._maker = None
+            maker.close()
+            return _each(share, LogToOpen.make_files)
+        out: list[tuple[int, LogToOpen, io.FileIO | BaseException | None]] = []
+        for (index, spec), outcome in zip(share, outcomes, strict=True):
+            if outcome is None:
+                try:
+                    out.append((index, spec, spec.open_made()))
+                except Exception as exc:
+                    out.append((index, spec, exc))
+            else:  # False: the directory was there (opened as found); or its OSError
+                out.append((index, spec, None if outcome is False else outcome))
+        return out
 
     def _run_log_io(self, job: Callable[[], T]) -> asyncio.Future[T]:
         if self._log_io is None:
@@ -1087,6 +1124,8 @@ class ReplicaManager:
             # the logs still being opened finish; the log manager closes what it holds
             self._log_io.shutdown(wait=True, cancel_futures=True)
             self._log_io = None
+        if self._maker is not None:
+            self._maker.close()
         self.fetch_purgatory.shutdown()
         await self.flusher.close()
         self.produce_purgatory.shutdown()

@@ -19,6 +19,7 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from strom.common.clock import Clock
@@ -39,7 +40,7 @@ from strom.protocol.records.batch import (
     set_max_timestamp,
 )
 from strom.protocol.records.control import EndTxnMarker, read_end_txn_marker
-from strom.storage import log_timestamps, partition_metadata
+from strom.storage import log_maker, log_timestamps, partition_metadata
 from strom.storage.file_pool import default_pool
 from strom.storage.files import (
     DELETED_DIR_SUFFIX,
@@ -1082,6 +1083,23 @@ def make_new_log_files(directory: Path, topic_id: uuid.UUID | None, base_offset:
         partition_metadata.write_new(directory, topic_id)
     path = directory / file_name(base_offset, LOG_SUFFIX)
     return default_pool().new_file(path)
+
+
+def new_log_files_item(directory: Path, topic_id: uuid.UUID | None, base_offset: int
+                       ) -> log_maker.Item:
+    """:func:`make_new_log_files` as an item for :class:`~strom.storage.log_maker.LogMaker`
+    (the directory is made there too)."""
+    meta = partition_metadata.encode(topic_id) if topic_id is not None else b""
+    return (str(directory),
+            partition_metadata.PARTITION_METADATA_FILE if topic_id is not None else None,
+            meta, file_name(base_offset, LOG_SUFFIX))
+
+
+def open_made_log_file(directory: Path, base_offset: int) -> io.FileIO:
+    """The first segment's ``.log`` that the log maker made in ``directory``, open as
+    :func:`make_new_log_files` returns it."""
+    path = directory / file_name(base_offset, LOG_SUFFIX)
+    return default_pool().with_descriptors(partial(io.FileIO, path, "r+b"), path)
 
 
 def _stored_topic_id(directory: Path) -> uuid.UUID | None:

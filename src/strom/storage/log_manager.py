@@ -18,6 +18,7 @@ from strom.common.clock import Clock
 from strom.common.config import BrokerConfig, TopicConfig
 from strom.common.errors import KafkaStorageError
 from strom.common.types import TopicPartition
+from strom.storage import log_maker
 from strom.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -42,7 +43,13 @@ from strom.storage.files import (
     fsync_dir,
     unlink_quietly,
 )
-from strom.storage.log import Log, make_new_log_files, parse_partition_dir
+from strom.storage.log import (
+    Log,
+    make_new_log_files,
+    new_log_files_item,
+    open_made_log_file,
+    parse_partition_dir,
+)
 from strom.storage.partition_metadata import read_topic_id
 
 log = logging.getLogger("strom.storage.log_manager")
@@ -153,6 +160,19 @@ class LogToOpen:
         ``.log`` returned open for :meth:`build`; None if the directory exists (then
         :meth:`open` it)."""
         return self._make_files(self.log_start_offset)
+
+    def files_to_make(self) -> log_maker.Item:
+        """What :class:`~strom.storage.log_maker.LogMaker` makes for :meth:`make_files`."""
+        return new_log_files_item(self.directory, self.topic_id, self.log_start_offset)
+
+    def open_made(self) -> io.FileIO:
+        """The ``.log`` the log maker made, open for :meth:`build` (its directory is removed
+        again if that fails)."""
+        try:
+            return open_made_log_file(self.directory, self.log_start_offset)
+        except BaseException:
+            remove_new_log_dir(self.directory)
+            raise
 
     def build(self, log_file: io.FileIO) -> Log:
         """The second half: the :class:`Log` over what :meth:`make_files` made (the

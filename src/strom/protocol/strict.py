@@ -156,7 +156,7 @@ def check_response(api_key: int, version: int, body: memoryview | bytes) -> None
 def _check_body(struct: _Struct, flexible: bool, body: memoryview | bytes, what: str) -> None:
     reader = Reader(body)
     try:
-        _check_struct(reader, struct, flexible, "")
+        _check_struct(reader, struct, flexible)
     except _Malformed as exc:
         raise InvalidRequestError(
             f"malformed {what}: {exc.path or 'body'} {exc.problem} at byte {exc.position} "
@@ -174,9 +174,9 @@ class _Malformed(Exception):
         self.position = position
 
 
-def _need(r: Reader, count: int, path: str, what: str) -> None:
+def _need(r: Reader, count: int, what: str) -> None:
     if count > r.size - r.pos:
-        raise _Malformed(path, f"{what} runs past the end", r.pos)
+        raise _Malformed("", f"{what} runs past the end", r.pos)
     r.pos += count
 
 
@@ -187,19 +187,33 @@ def _length(r: Reader, flexible: bool, wide: bool) -> int:
     return r.int32() if wide else r.int16()
 
 
-def _check_struct(r: Reader, struct: _Struct, flexible: bool, path: str) -> None:
+# The walk builds no path while the body is well formed: a _Malformed starts with the path
+# relative to the field that raised it, and each enclosing field, element and struct puts
+# its part in front as the exception passes through (``topics[3].name``).
+
+
+def _check_struct(r: Reader, struct: _Struct, flexible: bool) -> None:
     for field in struct.fields:
-        _check_field(r, field, flexible, path)
+        _check_field(r, field, flexible)
     if flexible:
-        _check_tags(r, struct, path)
+        _check_tags(r, struct)
 
 
-def _check_field(r: Reader, field: _Field, flexible: bool, path: str) -> None:
+def _check_field(r: Reader, field: _Field, flexible: bool) -> None:
     kind = field.kind
-    here = f"{path}{field.name}"
     if kind == _SKIP:
-        _need(r, field.size, here, f"{field.size}-byte field")
+        if field.size > r.size - r.pos:
+            raise _Malformed(field.name, f"{field.size}-byte field runs past the end", r.pos)
+        r.pos += field.size
         return
+    try:
+        _check_value(r, field, kind, flexible)
+    except _Malformed as exc:
+        exc.path = field.name + exc.path
+        raise
+
+
+def _check_value(r: Reader, field: _Field, kind: int, flexible: bool) -> None:
     at = r.pos
     if kind == _STRUCT:
         if field.nullable:  # int8 marker: -1 null, else present (KIP-893)
@@ -207,37 +221,45 @@ def _check_field(r: Reader, field: _Field, flexible: bool, path: str) -> None:
             if marker == -1:
                 return
             if marker < 0:
-                raise _Malformed(here, f"has null marker {marker}", at)
+                raise _Malformed("", f"has null marker {marker}", at)
         assert field.struct is not None
-        _check_struct(r, field.struct, flexible, here + ".")
+        try:
+            _check_struct(r, field.struct, flexible)
+        except _Malformed as exc:
+            exc.path = "." + exc.path
+            raise
         return
     length = _length(r, flexible, wide=kind != _STRING)
     if length < 0:
         if not field.nullable:
-            raise _Malformed(here, "is null where the schema forbids it", at)
+            raise _Malformed("", "is null where the schema forbids it", at)
         return
     if kind == _STRING:
         if length > _MAX_STRING:
-            raise _Malformed(here, f"string length {length} exceeds {_MAX_STRING}", at)
-        _need(r, length, here, f"string of {length} bytes")
+            raise _Malformed("", f"string length {length} exceeds {_MAX_STRING}", at)
+        _need(r, length, f"string of {length} bytes")
     elif kind == _BYTES:
-        _need(r, length, here, f"{length} bytes")
-    elif field.struct is not None:
-        if length > r.size - r.pos:
-            raise _Malformed(here, f"array of {length} elements runs past the end", at)
-        for index in range(length):
-            _check_struct(r, field.struct, flexible, f"{here}[{index}].")
-    elif field.size:
-        _need(r, length * field.size, here, f"array of {length} elements")
+        _need(r, length, f"{length} bytes")
+    elif field.size:  # an array of fixed-size items
+        _need(r, length * field.size, f"array of {length} elements")
     else:
-        assert field.item is not None
         if length > r.size - r.pos:
-            raise _Malformed(here, f"array of {length} elements runs past the end", at)
-        for index in range(length):
-            _check_field(r, field.item, flexible, f"{here}[{index}]")
+            raise _Malformed("", f"array of {length} elements runs past the end", at)
+        struct, item = field.struct, field.item
+        index = 0
+        try:
+            for index in range(length):  # noqa: B007 (read below)
+                if struct is not None:
+                    _check_struct(r, struct, flexible)
+                else:
+                    assert item is not None
+                    _check_field(r, item, flexible)
+        except _Malformed as exc:
+            exc.path = f"[{index}]{'.' if struct is not None else ''}{exc.path}"
+            raise
 
 
-def _check_tags(r: Reader, struct: _Struct, path: str) -> None:
+def _check_tags(r: Reader, struct: _Struct) -> None:
     buf = r.buf
     if r.pos < r.size and buf[r.pos] == 0:  # the usual, empty section
         r.pos += 1
@@ -246,13 +268,15 @@ def _check_tags(r: Reader, struct: _Struct, path: str) -> None:
         tag = r.uvarint()
         size = r.uvarint()
         start = r.pos
-        _need(r, size, f"{path}<tag {tag}>", f"tagged field of {size} bytes")
+        try:
+            _need(r, size, f"tagged field of {size} bytes")
+        except _Malformed as exc:
+            exc.path = f"<tag {tag}>"
+            raise
         field = struct.tagged.get(tag)
         if field is None:
             continue  # unknown tags are skipped, as Kafka does
         inner = Reader(buf[start : start + size])
-        _check_field(inner, field, True, path)
+        _check_field(inner, field, True)
         if inner.pos != size:
-            raise _Malformed(
-                f"{path}{field.name}", f"fills {inner.pos} of its {size} tagged bytes", start
-            )
+            raise _Malformed(field.name, f"fills {inner.pos} of its {size} tagged bytes", start)

@@ -50,7 +50,8 @@ Item = tuple[str, str | None, bytes, str]
 Outcome = None | Literal[False] | OSError
 
 _WORKER = r"""
-import marshal, os, sys
+import marshal, os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C stops the broker, which closes stdin
 os.nice(int(sys.argv[1]))
 read, write = sys.stdin.buffer.read, sys.stdout.buffer.write
 flush = sys.stdout.buffer.flush

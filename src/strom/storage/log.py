@@ -19,7 +19,6 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from strom.common.clock import Clock
@@ -1098,8 +1097,7 @@ def new_log_files_item(directory: Path, topic_id: uuid.UUID | None, base_offset:
 def open_made_log_file(directory: Path, base_offset: int) -> io.FileIO:
     """The first segment's ``.log`` that the log maker made in ``directory``, open as
     :func:`make_new_log_files` returns it."""
-    path = directory / file_name(base_offset, LOG_SUFFIX)
-    return default_pool().with_descriptors(partial(io.FileIO, path, "r+b"), path)
+    return default_pool().new_file(directory / file_name(base_offset, LOG_SUFFIX))
 
 
 def _stored_topic_id(directory: Path) -> uuid.UUID | None:

@@ -6,6 +6,7 @@ import socket
 import struct
 import time
 import uuid
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ from strom.common.errors import ErrorCode
 from strom.protocol import api, strict
 from strom.protocol.records.builder import build_control_batch
 from strom.protocol.records.control import ControlType
-from strom.protocol.versions import ApiKey
+from strom.protocol.versions import SUPPORTED, ApiKey
 from strom.testing import EmbeddedBroker
 from tests.broker.raw import RawClient
 
@@ -92,12 +93,49 @@ def test_api_versions_above_max_gets_v0_error_with_ranges(broker: EmbeddedBroker
     correlation, error, count = struct.unpack(">ihi", frame[:10])
     assert correlation == client.correlation
     assert error == ErrorCode.UNSUPPORTED_VERSION  # type: ignore[attr-defined]
-    keys = {struct.unpack(">hhh", frame[10 + 6 * i: 16 + 6 * i])[0] for i in range(count)}
-    assert ApiKey.PRODUCE in keys and ApiKey.FETCH in keys
+    ranges = {key: (low, high) for key, low, high in (
+        struct.unpack(">hhh", frame[10 + 6 * i: 16 + 6 * i]) for i in range(count))}
+    assert ranges[ApiKey.PRODUCE] == (0, SUPPORTED[ApiKey.PRODUCE][1])  # listed as Kafka does
+    assert ApiKey.FETCH in ranges
     # The connection stays usable.
     resp = client.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "raw",
                                                 "client_software_version": "1"})
     assert resp.error_code == 0
+    client.close()
+
+
+def legacy_message_set(value: bytes) -> bytes:
+    """One message of format v1 (magic 1, what Produce v2 carries): offset, size, crc32,
+    magic, attributes, timestamp, null key, value."""
+    body = struct.pack(">bbq", 1, 0, int(time.time() * 1000)) + struct.pack(">i", -1)
+    body += struct.pack(">i", len(value)) + value
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", 0, len(message)) + message
+
+
+def test_produce_is_listed_from_v0_but_v0_to_v2_close_the_connection(
+        broker: EmbeddedBroker) -> None:
+    # Kafka 4.1+ lists Produce from v0 (KAFKA-18659: librdkafka before 2.11.1 otherwise stores
+    # gzip / snappy / lz4 batches uncompressed) and refuses v0-2 when used: the connection is
+    # closed, nothing appended, every other client served.
+    client = RawClient(broker.bootstrap)
+    listed = client.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "raw",
+                                                  "client_software_version": "1"})
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in listed.api_keys}
+    assert ranges[ApiKey.PRODUCE] == (0, SUPPORTED[ApiKey.PRODUCE][1])
+    assert ranges[ApiKey.JOIN_GROUP] == (0, 9)
+    before = end_offset(client)
+    for version in (0, 1, 2):
+        old = RawClient(broker.bootstrap)
+        topic = b"errs"
+        body = struct.pack(">hii", 1, 1000, 1) + struct.pack(">h", len(topic)) + topic
+        records = legacy_message_set(b"old client")
+        body += struct.pack(">iii", 1, 0, len(records)) + records
+        old.send_frame(old.header(ApiKey.PRODUCE, version) + body)
+        with pytest.raises((ConnectionError, socket.timeout)):
+            old.read_frame()
+        old.close()
+    assert end_offset(client) == before
     client.close()
 
 

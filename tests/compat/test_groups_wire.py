@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import struct
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from kafka.protocol.consumer import ConsumerProtocolSubscription
 
 from strom.common.errors import ErrorCode
+from strom.protocol import api
 from strom.protocol.records.builder import BatchBuilder
 from strom.protocol.versions import SUPPORTED, ApiKey
 from strom.testing import EmbeddedBroker
@@ -35,7 +38,8 @@ def subscription(*topics: str) -> bytes:
 
 
 def test_group_api_ranges_follow_kafka_4_minimums() -> None:
-    assert SUPPORTED[ApiKey.JOIN_GROUP] == (2, 9)
+    # JoinGroup v0 / v1 came back in Kafka 4.0.1 / 4.1 (KAFKA-19444).
+    assert SUPPORTED[ApiKey.JOIN_GROUP] == (0, 9)
     assert SUPPORTED[ApiKey.OFFSET_COMMIT] == (2, 9)
     assert SUPPORTED[ApiKey.OFFSET_FETCH] == (1, 9)
 
@@ -67,6 +71,68 @@ def join(client: RawClient, group: str, member_id: str = "", topics: tuple[str, 
         "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
         "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": subscription(*topics)}]})
+
+
+def test_join_group_v0_and_v1_join_sync_and_heartbeat(client: RawClient,
+                                                       new_topic: Callable[..., str]) -> None:
+    # v0-3 hand out a member id at once (no MEMBER_ID_REQUIRED, which is v4+), and v0 / v1
+    # answers carry no throttle time.
+    topic = new_topic()
+    for version in (0, 1):
+        group = f"old-join-v{version}-{topic}"
+        raw = client.call_raw(ApiKey.JOIN_GROUP, version, api.request(ApiKey.JOIN_GROUP, version, {
+            "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+            "member_id": "", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": subscription(topic)}]}))
+        assert raw[:6] == struct.pack(">hi", 0, 1)  # error_code, generation_id: no throttle
+        joined = api.decode_response(ApiKey.JOIN_GROUP, version, raw)
+        assert joined.error_code == 0 and joined.generation_id == 1  # type: ignore[attr-defined]
+        member = joined.member_id  # type: ignore[attr-defined]
+        assert member and joined.leader == member  # type: ignore[attr-defined]
+        assert [m.member_id for m in joined.members] == [member]  # type: ignore[attr-defined]
+        synced = client.call(ApiKey.SYNC_GROUP, 0, {
+            "group_id": group, "generation_id": 1, "member_id": member,
+            "assignments": [{"member_id": member, "assignment": b"\x00\x02"}]})
+        assert synced.error_code == 0 and synced.assignment == b"\x00\x02"
+        hb = client.call(ApiKey.HEARTBEAT, 0, {"group_id": group, "generation_id": 1,
+                                               "member_id": member})
+        assert hb.error_code == 0
+
+
+def test_join_group_v0_waits_a_session_timeout_for_members_to_rejoin(
+        broker: EmbeddedBroker, new_topic: Callable[..., str]) -> None:
+    # JoinGroup v0 has no rebalance timeout: the session timeout stands for it (as on Kafka),
+    # so a second member's join waits for the first to rejoin instead of dropping it.
+    topic = new_topic()
+    group = f"old-join-rebalance-{topic}"
+    first, second = RawClient(broker.bootstrap), RawClient(broker.bootstrap)
+    try:
+        a = join(first, group, topics=(topic,), version=0)
+        assert a.error_code == 0 and a.generation_id == 1  # type: ignore[attr-defined]
+        synced = first.call(ApiKey.SYNC_GROUP, 0, {
+            "group_id": group, "generation_id": 1, "member_id": a.member_id,  # type: ignore[attr-defined]
+            "assignments": []})
+        assert synced.error_code == 0
+        # The second member's JoinGroup is parked until the first rejoins.
+        second.send_frame(second.header(ApiKey.JOIN_GROUP, 0) + api.request(
+            ApiKey.JOIN_GROUP, 0, {
+                "group_id": group, "session_timeout_ms": 10000, "member_id": "",
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": subscription(topic)}]}))
+        time.sleep(0.5)
+        hb = first.call(ApiKey.HEARTBEAT, 0, {"group_id": group, "generation_id": 1,
+                                              "member_id": a.member_id})  # type: ignore[attr-defined]
+        assert hb.error_code == E.REBALANCE_IN_PROGRESS  # type: ignore[attr-defined]
+        again = join(first, group, a.member_id, topics=(topic,), version=0)  # type: ignore[attr-defined]
+        frame = second.read_frame()
+        b = api.decode_response(ApiKey.JOIN_GROUP, 0, frame[4:])
+        assert again.error_code == 0 and b.error_code == 0  # type: ignore[attr-defined]
+        assert again.generation_id == b.generation_id == 2  # type: ignore[attr-defined]
+        assert {m.member_id for m in again.members} == {  # type: ignore[attr-defined]
+            a.member_id, b.member_id}  # type: ignore[attr-defined]
+    finally:
+        first.close()
+        second.close()
 
 
 def test_join_sync_commit_fetch_describe_list_delete(client: RawClient,

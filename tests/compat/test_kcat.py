@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+import struct
 import subprocess
 import sys
 import uuid
@@ -34,6 +36,33 @@ def test_metadata_produce_consume(broker: EmbeddedBroker, new_topic: Callable[..
     rows = out.splitlines()
     assert len(rows) == 300
     assert {r.split("@")[0] for r in rows} == {f"k{i}=value {i}" for i in range(300)}
+
+
+def kcat_librdkafka() -> tuple[int, ...]:
+    """The librdkafka version kcat is built on (``kcat -V``: "... librdkafka 2.0.2 ...")."""
+    found = re.search(r"librdkafka (\d+)\.(\d+)\.(\d+)", kcat("-V"))
+    assert found, "kcat -V names no librdkafka version"
+    return tuple(int(part) for part in found.groups())
+
+
+@pytest.mark.parametrize(("codec", "attribute"), [
+    ("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)])
+def test_each_codec_is_stored_compressed(broker: EmbeddedBroker, new_topic: Callable[..., str],
+                                         codec: str, attribute: int) -> None:
+    # librdkafka before 2.11.1 (Debian's kcat is built on 2.0.2) enables gzip / snappy / lz4
+    # only when the broker lists Produce v0, and otherwise stores every batch uncompressed
+    # without a word; Kafka 4.1+ lists it for that reason (KAFKA-18659), and so does strom.
+    topic = new_topic()
+    lines = "".join(f"value {i} " + "x" * 100 + "\n" for i in range(50))
+    kcat("-b", broker.bootstrap, "-P", "-t", topic, "-p", "0", "-z", codec, stdin=lines)
+    segment = broker.data_dir / f"{topic}-0" / f"{0:020d}.log"
+    stored = segment.read_bytes()
+    # A batch: base offset (8), length (4), leader epoch (4), magic (1), crc (4), attributes.
+    assert stored[16] == 2 and struct.unpack(">h", stored[21:23])[0] & 0x7 == attribute, (
+        f"kcat (librdkafka {kcat_librdkafka()}) stored its {codec} batch as attributes "
+        f"{struct.unpack('>h', stored[21:23])[0]}")
+    out = kcat("-b", broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q")
+    assert out == lines
 
 
 def test_auto_create_on_produce(broker: EmbeddedBroker) -> None:

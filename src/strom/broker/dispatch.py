@@ -49,7 +49,7 @@ from strom.broker.security.sasl import SaslSession
 from strom.common.errors import KafkaError, UnsupportedVersionError
 from strom.protocol.fast import ResponsePart
 from strom.protocol.frame import RequestHeader, encode_response_header, parse_request_header
-from strom.protocol.versions import SUPPORTED, ApiKey, response_header_version
+from strom.protocol.versions import ADVERTISED, SUPPORTED, ApiKey, response_header_version
 
 log = logging.getLogger("strom.broker.dispatch")
 
@@ -145,9 +145,9 @@ def frame_response(header: RequestHeader, body: ResponseParts) -> ResponseParts:
 
 
 def unsupported_api_versions_response() -> bytes:
-    """ApiVersions v0 body: UNSUPPORTED_VERSION and every range we support."""
-    out = [_INT16.pack(UnsupportedVersionError.code), _SIZE.pack(len(SUPPORTED))]
-    for key, (low, high) in sorted(SUPPORTED.items()):
+    """ApiVersions v0 body: UNSUPPORTED_VERSION and every range we advertise."""
+    out = [_INT16.pack(UnsupportedVersionError.code), _SIZE.pack(len(ADVERTISED))]
+    for key, (low, high) in sorted(ADVERTISED.items()):
         out.append(struct.pack(">hhh", key, low, high))
     return b"".join(out)
 

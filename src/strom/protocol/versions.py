@@ -2,7 +2,16 @@
 
 Advertise a coherent set (librdkafka picks the record format from the whole set: Fetch ≥ 4 with
 Produce ≥ 3 means record batch v2), and never advertise an API that is only stubbed — clients
-will use it. Minimums follow Kafka 4 (KIP-896 dropped pre-2.1 versions).
+will use it. Minimums follow Kafka 4 (KIP-896 dropped pre-2.1 versions), with Kafka 4.1's two
+exceptions for librdkafka older than 2.11.1:
+
+* **Produce is advertised from v0 but served from v3** (KAFKA-18659): those librdkafka
+  releases enable gzip / snappy / lz4 only when the broker lists Produce v0 (and v2), and
+  otherwise store every batch uncompressed without a word. A Produce v0-2 request closes the
+  connection, as an unsupported version does on Kafka (:data:`ADVERTISED` against
+  :data:`SUPPORTED`).
+* **JoinGroup is served from v0 again** (KAFKA-19444): they enable the balanced consumer
+  from JoinGroup v0 with SASL/GSSAPI, and some clients (kafka-go) join with v1.
 
 ``flexible_from`` says from which version an API uses flexible encoding (compact types and
 tagged fields), which also selects request header v2 / response header v1. It is read from
@@ -76,7 +85,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_COMMIT: (2, 9),
     ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.FIND_COORDINATOR: (0, 5),
-    ApiKey.JOIN_GROUP: (2, 9),
+    ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 5),
@@ -117,6 +126,16 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
+
+#: Where the ApiVersions response lists a lower minimum than :data:`SUPPORTED` serves:
+#: api key -> the minimum listed. Only Produce, as Kafka (``ApiKeys.
+#: PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION``); see the module doc.
+_ADVERTISED_MIN: dict[int, int] = {ApiKey.PRODUCE: 0}
+
+#: api key -> (min, max) listed in ApiVersions responses (and in the v0 answer to an
+#: ApiVersions request above our range): :data:`SUPPORTED` with :data:`_ADVERTISED_MIN`.
+ADVERTISED: dict[int, tuple[int, int]] = {
+    key: (_ADVERTISED_MIN.get(key, low), high) for key, (low, high) in SUPPORTED.items()}
 
 
 @cache

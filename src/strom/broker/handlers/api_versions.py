@@ -1,11 +1,12 @@
-"""ApiVersions (18), v0-4: the supported ranges, from :mod:`strom.protocol.versions`."""
+"""ApiVersions (18), v0-4: the advertised ranges, from :mod:`strom.protocol.versions`
+(``ADVERTISED``: what is served, with Produce listed from v0 as Kafka lists it)."""
 
 from __future__ import annotations
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
 from strom.protocol import api
-from strom.protocol.versions import SUPPORTED, ApiKey
+from strom.protocol.versions import ADVERTISED, ApiKey
 
 API_KEY = ApiKey.API_VERSIONS
 
@@ -14,7 +15,7 @@ class ApiVersionsHandler:
     def __init__(self, state: BrokerState) -> None:
         self._keys = [
             {"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high) in sorted(SUPPORTED.items())
+            for key, (low, high) in sorted(ADVERTISED.items())
         ]
         self._cache: dict[int, bytes] = {}
 

@@ -1,5 +1,8 @@
-"""JoinGroup (11), v2-9: join or rejoin a classic group; parked until the join phase ends.
+"""JoinGroup (11), v0-9: join or rejoin a classic group; parked until the join phase ends.
 
+v0 carries no rebalance timeout: the session timeout stands for it, as on Kafka (v0 and v1
+are served again since Kafka 4.0.1 / 4.1, KAFKA-19444: librdkafka before 2.11 needs v0
+listed, kafka-go joins with v1); v0 / v1 answers carry no throttle time.
 v4+ first joins without a member id get MEMBER_ID_REQUIRED with an id (KIP-394); v5+ carry
 ``group_instance_id`` (static membership, KIP-345); v7+ return the protocol type; v9+ tell a
 rejoining static leader to skip the assignment (KIP-814).
@@ -59,7 +62,8 @@ class JoinGroupHandler:
                 client_id=request.conn.client_id or "",
                 client_host=f"/{host}",
                 session_timeout_ms=int(body.session_timeout_ms),
-                rebalance_timeout_ms=int(body.rebalance_timeout_ms),
+                rebalance_timeout_ms=int(body.rebalance_timeout_ms if version >= 1
+                                         else body.session_timeout_ms),
                 protocol_type=body.protocol_type,
                 protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
                 require_known_member_id=version >= 4,

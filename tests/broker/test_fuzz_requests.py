@@ -260,8 +260,11 @@ def test_real_client_requests_are_answered(broker: EmbeddedBroker) -> None:
     response; none is refused as malformed. The seeds cover what ApiVersions advertises."""
     advertised = api.decode_response(ApiKey.API_VERSIONS, 3, check(
         broker, ApiKey.API_VERSIONS, 3, SEEDS[(ApiKey.API_VERSIONS, 3)][0]).body).api_keys
-    assert {(k.api_key, v) for k in advertised for v in range(k.min_version,
-                                                                k.max_version + 1)} == set(PAIRS)
+    listed = {(k.api_key, v) for k in advertised for v in range(k.min_version,
+                                                                 k.max_version + 1)}
+    # Produce v0-2 are listed for old librdkafka but refused when used (KAFKA-18659).
+    assert listed - set(PAIRS) == {(ApiKey.PRODUCE, v) for v in range(3)}
+    assert set(PAIRS) <= listed
     counts = {"answered": 0, "parked": 0}
     cases: dict[int, str] = {}
     for key, version in PAIRS:

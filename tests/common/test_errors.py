@@ -15,3 +15,13 @@ def test_codes_unique_and_named_consistently() -> None:
     assert len(codes) == len(set(codes))
     assert errors.error_class("MESSAGE_TOO_LARGE").code == 10
     assert errors.error_name(35) == "UNSUPPORTED_VERSION"
+
+
+def test_every_kafka_4_4_code_is_named() -> None:
+    # Kafka 4.4's Errors run from -1 to 136 without a gap; the last ones, as it names them
+    # and with its retriable exceptions (read from kafka-clients 4.4.0).
+    codes = {code for code, _, _ in errors._TABLE}
+    assert set(range(0, 137)) <= codes | {0}
+    assert errors.error_name(128) == "INVALID_REGULAR_EXPRESSION"
+    assert errors.error_name(136) == "CONTROLLER_ID_NOT_REGISTERED"
+    assert [c for c in range(121, 137) if errors.error_for(c).retriable] == [122, 123, 133]

@@ -134,6 +134,23 @@ _TABLE: tuple[tuple[int, str, bool], ...] = (
     (118, "TELEMETRY_TOO_LARGE", False),
     (119, "INVALID_REGISTRATION", False),
     (120, "TRANSACTION_ABORTABLE", False),
+    # 121-136 as Kafka 4.4's Errors (retriable where its exception is a RetriableException).
+    (121, "INVALID_RECORD_STATE", False),
+    (122, "SHARE_SESSION_NOT_FOUND", True),
+    (123, "INVALID_SHARE_SESSION_EPOCH", True),
+    (124, "FENCED_STATE_EPOCH", False),
+    (125, "INVALID_VOTER_KEY", False),
+    (126, "DUPLICATE_VOTER", False),
+    (127, "VOTER_NOT_FOUND", False),
+    (128, "INVALID_REGULAR_EXPRESSION", False),
+    (129, "REBOOTSTRAP_REQUIRED", False),
+    (130, "STREAMS_INVALID_TOPOLOGY", False),
+    (131, "STREAMS_INVALID_TOPOLOGY_EPOCH", False),
+    (132, "STREAMS_TOPOLOGY_FENCED", False),
+    (133, "SHARE_SESSION_LIMIT_REACHED", True),
+    (134, "GROUP_DELETION_FAILED", False),
+    (135, "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED", False),
+    (136, "CONTROLLER_ID_NOT_REGISTERED", False),
 )
 
 

@@ -69,6 +69,7 @@ from strom.common.errors import (
 )
 from strom.common.types import (
     EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -553,9 +554,11 @@ class Partition:
     def list_offset(self, timestamp: int, isolation: FetchIsolation
                     ) -> tuple[int, int, int] | None:
         """ListOffsets: (offset, timestamp, leader epoch) for a timestamp or one of the special
-        values (earliest, latest, max timestamp, earliest local, latest tiered); None when there
-        is no such record. Latest is the high watermark (last stable offset for
-        read_committed); a timestamp lookup never returns an offset at or past that bound."""
+        values (earliest, latest, max timestamp, earliest local, latest tiered, earliest
+        pending upload); None when there is no such record — always for the two
+        tiered-storage values, as Kafka without remote storage answers them. Latest is the
+        high watermark (last stable offset for read_committed); a timestamp lookup never
+        returns an offset at or past that bound."""
         if self.role is not Role.LEADER:
             raise NotLeaderOrFollowerError(f"this broker is not the leader of {self.tp}")
         plog = self.log
@@ -563,7 +566,7 @@ class Partition:
             return plog.log_start_offset, -1, self.leader_epoch
         if timestamp == LATEST_TIMESTAMP:
             return self.upper_bound(isolation), -1, self.leader_epoch
-        if timestamp == LATEST_TIERED_TIMESTAMP:
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
             return None
         found = plog.max_timestamp() if timestamp == MAX_TIMESTAMP else (
             plog.offset_for_timestamp(timestamp))

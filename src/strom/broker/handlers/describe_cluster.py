@@ -1,5 +1,7 @@
-"""DescribeCluster (60), v0-1: cluster id, controller and brokers (endpoint type 1 only), and
-the cluster's authorized operations when asked (:mod:`.authorized_ops`)."""
+"""DescribeCluster (60), v0-2: cluster id, controller and brokers (endpoint type 1 only), and
+the cluster's authorized operations when asked (:mod:`.authorized_ops`). v2 (KIP-1073) asks
+for fenced brokers too: a registered strom broker is never fenced (``is_fenced`` false), and
+one that is not registered is not known to anyone."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""DescribeGroups (15), v0-5: state, protocol and members (metadata and assignment only
-while Stable, as Kafka). An unknown group is described as Dead with no error. v3+
+"""DescribeGroups (15), v0-6: state, protocol and members (metadata and assignment only
+while Stable, as Kafka). An unknown group is described as Dead with no error, and from v6
+with GROUP_ID_NOT_FOUND and "Group <id> not found." (KIP-1043). v3+
 authorized operations are a group's (READ, DESCRIBE, DELETE; :mod:`.authorized_ops`) when
 asked, for groups described without error. A group whose partition is loading or not led here
 gets that error with an empty state. A group the caller may not DESCRIBE is answered
@@ -12,10 +13,12 @@ from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.authorized_ops import authorized
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
+from strom.common.errors import error_class
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
+GroupIdNotFoundError = error_class("GROUP_ID_NOT_FOUND")
 
 
 class DescribeGroupsHandler:
@@ -35,8 +38,12 @@ class DescribeGroupsHandler:
                                "members": []})
                 continue
             error, summary = self._state.groups.describe_group(group_id)
+            message = None
+            if version >= 6 and not error and summary.state == "Dead":
+                error, message = GroupIdNotFoundError.code, f"Group {group_id} not found."
             groups.append({
                 "error_code": error,
+                "error_message": message,
                 "group_id": group_id,
                 "group_state": summary.state,
                 "protocol_type": summary.protocol_type,

@@ -1,4 +1,5 @@
-"""DescribeLogDirs (35), v1-4: the data directory, its partitions' sizes and free space."""
+"""DescribeLogDirs (35), v1-5: the data directory, its partitions' sizes and free space (v5: never
+cordoned — KIP-1066 cordons one of several directories, and strom has one)."""
 
 from __future__ import annotations
 

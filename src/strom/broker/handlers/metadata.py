@@ -1,10 +1,12 @@
-"""Metadata (3), v0-12: brokers, cluster id, controller, topics with ids and partitions.
+"""Metadata (3), v0-13 (v13: a top-level error code, always NONE here; Kafka answers
+REBOOTSTRAP_REQUIRED there to send a client back to its bootstrap servers, KIP-1102): brokers,
+cluster id, controller, topics with ids and partitions.
 
-Auto-creates requested topics when ``auto.create.topics.enable`` is on and the client allows
-it (v4+). With an authorizer (:mod:`strom.broker.access`): listing every topic shows only those
-the caller may DESCRIBE; a requested topic without DESCRIBE is TOPIC_AUTHORIZATION_FAILED
-whether or not it exists; auto-creation needs CREATE on the cluster or the topic; authorized
-operations (v8+, when asked) are the caller's.
+Auto-creates requested topics when ``auto.create.topics.enable`` is on and the client allows it
+(v4+). With an authorizer (:mod:`strom.broker.access`): listing every topic shows only those the
+caller may DESCRIBE; a requested topic without DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether or not
+it exists; auto-creation needs CREATE on the cluster or the topic; authorized operations (v8+, when
+asked) are the caller's.
 """
 
 from __future__ import annotations
@@ -90,6 +92,28 @@ def _partition_entry(p: PartitionInfo, live: Collection[int] | None) -> dict[str
     }
 
 
+def by_id(wanted: Any) -> bool:
+    """Whether a requested topic is named by its id: any non-zero id, whatever the name says —
+    Java 4.x clients send an id with an empty name, not null, and Kafka looks up the id
+    whenever the request carries one (v12+; v10-11 refuse ids before this is asked)."""
+    topic_id = getattr(wanted, "topic_id", None)
+    return topic_id is not None and topic_id != ZERO_UUID
+
+
+def distinct(requested: list[Any]) -> list[Any]:
+    """The topics a request names, each once, in the order first named; when any is named by
+    id, only those (:func:`by_id`) — the names are then ignored, and nothing is auto-created.
+    As Kafka answers (it keeps the requested ids, or names, as a set)."""
+    ids = any(by_id(t) for t in requested)
+    first: dict[Any, Any] = {}
+    for t in requested:
+        if not ids:
+            first.setdefault(t.name, t)
+        elif by_id(t):
+            first.setdefault(t.topic_id, t)
+    return list(first.values())
+
+
 def error_entry(
     name: str | None, error: KafkaError | int, topic_id: uuid.UUID = ZERO_UUID,
     ops: set[int] | None = None,
@@ -134,13 +158,15 @@ class MetadataHandler:
             t.name is None or t.topic_id not in (None, ZERO_UUID) for t in requested
         ):
             return [self._invalid(version, requested)]
+        if not everything:
+            requested = distinct(requested)
         refused: dict[str, dict[str, Any]] = {}
         access = self._state.access
         caller = _Caller(access, request, include_ops)
         if not everything and allow_auto:
             topics = self._state.store.image.topics
             for wanted in requested:
-                if wanted.name is not None and wanted.name not in topics:
+                if wanted.name is not None and wanted.name not in topics and not by_id(wanted):
                     entry = self._lookup(wanted, allow_auto, caller)  # auto-creates
                     if entry["error_code"] not in (0, UnknownTopicOrPartitionError.code):
                         refused[wanted.name] = entry  # e.g. a name colliding with a topic
@@ -200,14 +226,15 @@ class MetadataHandler:
         return api.response(API_KEY, version, fields)
 
     def _lookup(self, wanted: Any, allow_auto: bool, caller: _Caller) -> dict[str, Any]:
-        """One requested topic. Without DESCRIBE on it the caller learns nothing, not even
-        whether it exists: TOPIC_AUTHORIZATION_FAILED (a topic id: without its name).
+        """One requested topic, by id where it has one (:func:`by_id`), else by name. Without
+        DESCRIBE on it the caller learns nothing, not even whether it exists:
+        TOPIC_AUTHORIZATION_FAILED (a topic id: without its name).
         Auto-creation also needs CREATE on the cluster or on the topic."""
         state = self._state
         image = state.store.image
         name = wanted.name
-        topic_id = getattr(wanted, "topic_id", None)
-        if name is None and topic_id is not None and topic_id != ZERO_UUID:
+        if by_id(wanted):
+            topic_id = wanted.topic_id
             found = image.topic_by_id(topic_id)
             if found is None:
                 return error_entry(None, UnknownTopicIdError(), topic_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import time
+import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -40,8 +41,8 @@ def subscription(*topics: str) -> bytes:
 def test_group_api_ranges_follow_kafka_4_minimums() -> None:
     # JoinGroup v0 / v1 came back in Kafka 4.0.1 / 4.1 (KAFKA-19444).
     assert SUPPORTED[ApiKey.JOIN_GROUP] == (0, 9)
-    assert SUPPORTED[ApiKey.OFFSET_COMMIT] == (2, 9)
-    assert SUPPORTED[ApiKey.OFFSET_FETCH] == (1, 9)
+    assert SUPPORTED[ApiKey.OFFSET_COMMIT] == (2, 10)
+    assert SUPPORTED[ApiKey.OFFSET_FETCH] == (1, 10)
 
 
 def test_find_coordinator_batched_and_transaction_keys(client: RawClient,
@@ -133,6 +134,53 @@ def test_join_group_v0_waits_a_session_timeout_for_members_to_rejoin(
     finally:
         first.close()
         second.close()
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(client: RawClient,
+                                                       new_topic: Callable[..., str]) -> None:
+    # v10 (KIP-848) names topics by id only; an id no topic has is UNKNOWN_TOPIC_ID, an
+    # unknown partition of a known one UNKNOWN_TOPIC_OR_PARTITION — as Kafka 4.4 answers the
+    # same requests. The offsets are the ones v9 reads by name.
+    ta, tb = new_topic(partitions=2), new_topic(partitions=2)
+    group = f"v10-{ta}"
+    md = client.call(ApiKey.METADATA, 12, {"topics": [{"name": ta}, {"name": tb}],
+                                           "allow_auto_topic_creation": False})
+    ids = {t.name: t.topic_id for t in md.topics}
+    unknown = uuid.UUID(int=77)
+    committed = client.call(ApiKey.OFFSET_COMMIT, 10, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [
+            {"topic_id": ids[ta], "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "committed_metadata": "m"},
+                {"partition_index": 7, "committed_offset": 1, "committed_metadata": None}]},
+            {"topic_id": unknown, "partitions": [
+                {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}]})
+    assert [(t.topic_id, sorted((p.partition_index, p.error_code) for p in t.partitions))
+            for t in committed.topics] == [
+        (ids[ta], [(0, 0), (7, E.UNKNOWN_TOPIC_OR_PARTITION)]),  # type: ignore[attr-defined]
+        (unknown, [(0, E.UNKNOWN_TOPIC_ID)])]  # type: ignore[attr-defined]
+    by_name = client.call(ApiKey.OFFSET_COMMIT, 9, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": tb, "partitions": [
+            {"partition_index": 1, "committed_offset": 9, "committed_metadata": "x"}]}]})
+    assert by_name.topics[0].partitions[0].error_code == 0
+
+    def fetch(version: int, topics: object) -> dict[object, list[tuple[int, int, str, int]]]:
+        answer = client.call(ApiKey.OFFSET_FETCH, version, {"groups": [
+            {"group_id": group, "member_id": None, "member_epoch": -1, "topics": topics}],
+            "require_stable": False})
+        [g] = answer.groups
+        assert g.error_code == 0
+        return {t.topic_id if version >= 10 else t.name: sorted(
+            (p.partition_index, p.committed_offset, p.metadata, p.error_code)
+            for p in t.partitions) for t in g.topics}
+
+    assert fetch(10, None) == {ids[ta]: [(0, 5, "m", 0)], ids[tb]: [(1, 9, "x", 0)]}
+    assert fetch(10, [{"topic_id": ids[ta], "partition_indexes": [0, 1]},
+                      {"topic_id": unknown, "partition_indexes": [0]}]) == {
+        ids[ta]: [(0, 5, "m", 0), (1, -1, "", 0)],
+        unknown: [(0, -1, "", E.UNKNOWN_TOPIC_ID)]}  # type: ignore[attr-defined]
+    assert fetch(9, None) == {ta: [(0, 5, "m", 0)], tb: [(1, 9, "x", 0)]}
 
 
 def test_join_sync_commit_fetch_describe_list_delete(client: RawClient,

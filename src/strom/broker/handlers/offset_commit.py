@@ -1,8 +1,9 @@
-"""OffsetCommit (8), v2-9: commit offsets for a group member or a standalone consumer.
+"""OffsetCommit (8), v2-10: commit offsets for a group member or a standalone consumer.
 
 Generation -1 with an empty member id is a simple commit, allowed while the group is empty or
 absent. v2-4 ``retention_time_ms`` (other than -1) becomes the record's expire timestamp.
-Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION, as in Kafka. The response waits
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION, as in Kafka; v10 names topics by
+id only (KIP-848), and an id no topic has gets UNKNOWN_TOPIC_ID. The response waits
 until the commit is durable; a failed write answers each partition with Kafka's mapped error
 (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, INVALID_COMMIT_OFFSET_SIZE …), and the offset is
 not committed. A group whose partition is loading or not led here answers every partition
@@ -18,6 +19,7 @@ from strom.broker.dispatch import HandlerResult, Request
 from strom.broker.handlers.group_common import (
     commit_response_topics,
     offsets_to_commit,
+    request_topics,
     respond_when_ready,
 )
 from strom.broker.state import BrokerState
@@ -47,7 +49,8 @@ class OffsetCommitHandler:
                 return GROUP_DENIED
             return 0 if access.allowed(request, ResourceType.TOPIC, topic) else TOPIC_DENIED
 
-        wanted, errors = offsets_to_commit(image, body, with_leader_epoch=version >= 6,
+        topics = request_topics(image, body.topics, by_id=version >= 10)
+        wanted, errors = offsets_to_commit(image, topics, with_leader_epoch=version >= 6,
                                            refused=refused)
         expire = -1
         if 2 <= version <= 4 and int(body.retention_time_ms) >= 0:
@@ -59,7 +62,7 @@ class OffsetCommitHandler:
             for o, error in zip(wanted, results, strict=True):
                 errors[(o.topic, o.partition)] = error
             return api.response(API_KEY, version, {
-                "throttle_time_ms": 0, "topics": commit_response_topics(body, errors)})
+                "throttle_time_ms": 0, "topics": commit_response_topics(topics, errors)})
 
         if not group_ok:
             return [encode([])]

@@ -1,4 +1,8 @@
-"""OffsetFetch (9), v1-9: committed offsets of one group (v1-7) or of several (v8+).
+"""OffsetFetch (9), v1-10: committed offsets of one group (v1-7) or of several (v8+).
+
+v10 (KIP-848) names topics by id, in the request and the answer: a requested id no topic has
+answers its partitions UNKNOWN_TOPIC_ID; asked for every committed partition, a v10 answer
+leaves out topics the metadata no longer holds (they have no id to be named by).
 
 Null topics (v2+) mean every committed partition. With ``require_stable`` (v7+) a partition
 whose commit is in flight or part of an open transaction answers UNSTABLE_OFFSET_COMMIT (the
@@ -13,17 +17,30 @@ every committed partition is asked for).
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from typing import Any, NamedTuple
 
 from strom.broker.access import GROUP_DENIED, TOPIC_DENIED
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.group_common import request_topics
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
+from strom.common.errors import UnknownTopicIdError
 from strom.coordinator.group.model import CommittedOffset
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
 API_KEY = ApiKey.OFFSET_FETCH
+
+
+class _ById(NamedTuple):
+    topic_id: uuid.UUID
+    partitions: Any
+
+
+class _ByName(NamedTuple):
+    name: str
+    partition_indexes: Any
 
 
 class OffsetFetchHandler:
@@ -35,6 +52,18 @@ class OffsetFetchHandler:
         """(group error, topics) — on a group error v0-1 (no top-level error) carry it in
         every requested partition, as Kafka does; later versions list no topics."""
         access = self._state.access
+        image = self._state.store.image
+        by_id = version >= 10
+        unknown: list[dict[str, Any]] = []
+        if topics is not None and by_id:
+            resolved = request_topics(image, [_ById(t.topic_id, t.partition_indexes)
+                                              for t in topics], by_id=True)
+            unknown = [{"topic_id": t.topic_id, "partitions": [
+                {"partition_index": int(p), "committed_offset": -1,
+                 "committed_leader_epoch": -1, "metadata": "",
+                 "error_code": UnknownTopicIdError.code} for p in t.partitions]}
+                for t in resolved if t.name is None]
+            topics = [_ByName(t.name, t.partitions) for t in resolved if t.name is not None]
         wanted = None if topics is None else [
             (t.name, int(p)) for t in topics for p in t.partition_indexes]
         committed: list[CommittedOffset] = []
@@ -53,6 +82,8 @@ class OffsetFetchHandler:
             if version >= 2 or wanted is None:
                 return error, []
             committed = [CommittedOffset(t, p, -1, -1, "") for t, p in wanted]
+        if by_id:  # named by id: a topic the metadata no longer holds has none
+            committed = [c for c in committed if c.topic in image.topics]
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for c in committed:
             by_topic.setdefault(c.topic, []).append({
@@ -62,7 +93,11 @@ class OffsetFetchHandler:
                 "metadata": c.metadata,
                 "error_code": error or c.error,
             })
-        return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+        if not by_id:
+            return error, [{"name": name, "partitions": parts}
+                           for name, parts in by_topic.items()]
+        return error, [{"topic_id": image.topics[name].topic_id, "partitions": parts}
+                       for name, parts in by_topic.items()] + unknown
 
     def __call__(self, request: Request) -> ResponseParts:
         version = request.version

@@ -32,6 +32,7 @@ from strom.broker.handlers import txn_verification
 from strom.broker.handlers.group_common import (
     commit_response_topics,
     offsets_to_commit,
+    request_topics,
     respond_when_ready,
 )
 from strom.broker.state import BrokerState
@@ -63,8 +64,9 @@ class TxnOffsetCommitHandler:
         # WRITE on the transactional id, READ on the group: else every partition refused.
         denied = (access.check(request, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
                   or access.check(request, ResourceType.GROUP, body.group_id))
+        topics = request_topics(image, body.topics, by_id=False)
         wanted, errors = offsets_to_commit(
-            image, body, with_leader_epoch=version >= 2,
+            image, topics, with_leader_epoch=version >= 2,
             refused=lambda topic: denied or access.check(request, ResourceType.TOPIC, topic))
 
         def encode(results: list[int]) -> bytes:
@@ -73,7 +75,7 @@ class TxnOffsetCommitHandler:
                     error = COORDINATOR_NOT_AVAILABLE
                 errors[(o.topic, o.partition)] = error
             return api.response(API_KEY, version, {
-                "throttle_time_ms": 0, "topics": commit_response_topics(body, errors)})
+                "throttle_time_ms": 0, "topics": commit_response_topics(topics, errors)})
 
         def every(code: int) -> list[int]:
             return [code] * len(wanted)

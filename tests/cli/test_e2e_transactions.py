@@ -219,3 +219,45 @@ def _any_broker(bootstrap: str) -> int:
             return (await admin.describe_cluster()).brokers[0].node_id
 
     return int(asyncio.run(first()))
+
+
+def test_every_replica_describes_its_producers(
+        cli: CLI, strom_cluster_factory: Callable[..., Any]) -> None:
+    # Kafka answers DescribeProducers from any replica holding the log (find-hanging
+    # --broker-id asks a broker about every replica it holds); strom's followers did answer
+    # NOT_LEADER_OR_FOLLOWER, so find-hanging --broker-id failed on a cluster.
+    cluster = strom_cluster_factory(3)
+    b = cluster.bootstrap
+    topic, tid = unique("rf3"), unique("cli-rf3")
+
+    async def open_transaction() -> Producer:
+        async with AdminClient(b) as admin:
+            await admin.create_topic(topic, 1, 3)
+        producer = await txn_producer(b, tid)
+        producer.begin_transaction()
+        await producer.send(topic, b"open", partition=0)
+        await producer.flush()
+        return producer
+
+    loop = asyncio.new_event_loop()
+    producer = loop.run_until_complete(open_transaction())
+    try:
+        for broker_id in sorted(cluster.brokers):
+            deadline = time.monotonic() + 20
+            while True:  # a follower holds the batch once it has fetched it
+                result = cli("transactions", "describe-producers", "--broker-id",
+                             str(broker_id), "--topic", topic, "--partition", "0",
+                             "--bootstrap-server", b)
+                rows = table(result.out) if result.code == 0 and result.out else []
+                if len(rows) == 2 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert result.code == 0, (broker_id, result.err)
+            assert rows[1][0] == str(producer.producer_id) and rows[1][5] == "0", broker_id
+            hanging = cli("transactions", "find-hanging", "--broker-id", str(broker_id),
+                          "--max-transaction-timeout", "0", "--bootstrap-server", b)
+            assert hanging.code == 0, (broker_id, hanging.err)
+            assert len(table(hanging.out)) == 1  # open, but its coordinator knows it
+    finally:
+        loop.run_until_complete(producer.close())
+        loop.close()

@@ -1,8 +1,10 @@
-"""DescribeProducers (61), v0 (KIP-664): the active producers of partitions this broker leads
-— producer id and epoch, last sequence and timestamp, the coordinator epoch of its last
-marker, and the first offset of its open transaction (-1 if none), which is what an operator
-needs to find and abort a hanging transaction. A partition not hosted here answers
-UNKNOWN_TOPIC_OR_PARTITION, one this broker does not lead NOT_LEADER_OR_FOLLOWER.
+"""DescribeProducers (61), v0 (KIP-664): the active producers of partitions this broker holds
+a replica of — producer id and epoch, last sequence and timestamp, the coordinator epoch of
+its last marker, and the first offset of its open transaction (-1 if none), which is what an
+operator needs to find and abort a hanging transaction. A follower answers from its own log,
+as Kafka does (``kafka-transactions find-hanging --broker-id`` asks every replica a broker
+holds). A partition the metadata has but this broker does not host answers
+NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from typing import Any
 
 from strom.broker.access import TOPIC_DENIED
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers import leader_hints
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
-from strom.replication.partition import Role
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
 
@@ -30,9 +32,9 @@ class DescribeProducersHandler:
                                "error_message": None, "active_producers": []}
         partition = self._state.replicas.get(topic, index)
         if partition is None:
-            out["error_code"] = UnknownTopicOrPartitionError.code
-        elif partition.role is not Role.LEADER:
-            out["error_code"] = NotLeaderOrFollowerError.code
+            out["error_code"] = (NotLeaderOrFollowerError.code
+                                 if leader_hints.in_image(self._state, topic, index)
+                                 else UnknownTopicOrPartitionError.code)
         else:
             out["active_producers"] = [
                 {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch,

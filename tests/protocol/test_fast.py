@@ -992,7 +992,7 @@ def test_unsupported_versions() -> None:
     with pytest.raises(UnsupportedVersionError):
         fast.decode_produce_request(memoryview(b""), 2)
     with pytest.raises(UnsupportedVersionError):
-        fast.decode_fetch_request(memoryview(b""), 18)
+        fast.decode_fetch_request(memoryview(b""), 19)
     with pytest.raises(UnsupportedVersionError):
         fast.encode_produce_response(14, [])
     with pytest.raises(UnsupportedVersionError):

@@ -47,7 +47,7 @@ from strom.protocol.primitives import (
 )
 
 PRODUCE_VERSIONS = (3, 13)
-FETCH_VERSIONS = (4, 17)
+FETCH_VERSIONS = (4, 18)
 
 _PRODUCE_FLEXIBLE = 9
 _PRODUCE_TOPIC_IDS = 13
@@ -478,7 +478,7 @@ def _flexible_request_partitions(r: Reader, count: int) -> list[FetchPartition]:
             pos += step
             if buf[pos] == 0:
                 pos += 1
-            else:  # tagged fields (v17: replica_directory_id) are skipped
+            else:  # tagged fields (v17 replica_directory_id, v18 high_watermark) are skipped
                 r.pos = pos
                 r.skip_tagged_fields()
                 pos = r.pos

@@ -77,8 +77,8 @@ class ApiKey(enum.IntEnum):
 
 # api key -> (min version, max version) that the broker serves.
 SUPPORTED: dict[int, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 11),
-    ApiKey.FETCH: (4, 16),
+    ApiKey.PRODUCE: (3, 13),
+    ApiKey.FETCH: (4, 18),
     ApiKey.LIST_OFFSETS: (1, 11),
     ApiKey.METADATA: (0, 13),
     ApiKey.CONTROLLED_SHUTDOWN: (1, 3),

@@ -186,3 +186,19 @@ def test_list_transactions_v2_filters_by_a_whole_id_pattern(client: RawClient,
     assert listed("[") == (E.INVALID_REGULAR_EXPRESSION, [])  # type: ignore[attr-defined]
     for producer in producers:
         producer.abort_transaction(30)
+
+
+def test_alter_partition_reassignments_v1_carries_the_replication_factor_flag(
+        client: RawClient) -> None:
+    # One broker: the same replicas with the flag off are accepted, a broker that is not
+    # there is refused before the size is compared (tests/controller: the size refusal).
+    def reassign(replicas: list[int]) -> tuple[int, str | None]:
+        resp = client.call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 1, {
+            "timeout_ms": 5000, "allow_replication_factor_change": False, "topics": [
+                {"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": replicas}]}]})
+        assert resp.error_code == 0
+        [p] = resp.responses[0].partitions
+        return p.error_code, p.error_message
+
+    assert reassign([0]) == (0, None)
+    assert reassign([0, 9])[0] == E.INVALID_REPLICA_ASSIGNMENT  # type: ignore[attr-defined]

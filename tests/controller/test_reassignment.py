@@ -161,6 +161,36 @@ def test_unknown_partitions_and_the_same_replicas() -> None:
     assert decided.results[(T, 0)] == ACCEPTED and decided.changes == []
 
 
+def test_a_replication_factor_change_can_be_refused() -> None:
+    # AlterPartitionReassignments v1 (KIP-860) with allow_replication_factor_change false,
+    # as three Kafka 4.4 nodes answer it: the replicas are checked first, then the size
+    # against the partition's replicas (its original ones while it moves).
+    store = store_with((1, 0, (1, 2), (1, 2)))
+    image = store.image
+
+    def refused(target: tuple[int, ...]) -> tuple[str, str | None]:
+        decided = reassign(store.image, store.image.brokers, {(T, 0): target},
+                           allow_replication_factor_change=False)
+        result = decided.results[(T, 0)]
+        if result.error != "NONE":
+            assert decided.changes == []
+        return result.error, result.message
+
+    assert refused((1, 2, 3)) == ("INVALID_REPLICATION_FACTOR",
+                                  "The replication factor is changed from 2 to 3")
+    assert refused((3,)) == ("INVALID_REPLICATION_FACTOR",
+                             "The replication factor is changed from 2 to 1")
+    assert refused((1, 9)) == ("INVALID_REPLICA_ASSIGNMENT",
+                               "Replica assignment has brokers that are not alive. Replica "
+                               "list: [9], live broker list: [1, 2, 3]")
+    assert image is store.image  # nothing written
+    assert start(store, (2, 3)) == "NONE"  # the default allows any size
+    assert part(store.image).reassigning and set(part(store.image).original_replicas) == {1, 2}
+    assert refused((3, 1)) == ("NONE", None)  # two, as the original replicas
+    assert refused((3,)) == ("INVALID_REPLICATION_FACTOR",
+                             "The replication factor is changed from 2 to 1")
+
+
 # -- on a real cluster: three brokers on ZooKeeper, kafka-python's admin client ------------
 
 

@@ -61,9 +61,13 @@ class Reassignment:
 
 
 def reassign(image: MetadataImage, live: Collection[int],
-             targets: Mapping[TopicPartition, tuple[int, ...] | None]) -> Reassignment:
+             targets: Mapping[TopicPartition, tuple[int, ...] | None],
+             allow_replication_factor_change: bool = True) -> Reassignment:
     """Start (or cancel, target None) the reassignment of each partition in ``targets``.
-    ``live``: the registered brokers (adding replicas must be among them)."""
+    ``live``: the registered brokers (adding replicas must be among them). Without
+    ``allow_replication_factor_change`` (AlterPartitionReassignments v1, KIP-860) a target
+    of another size than the partition's replicas (its original ones while it moves) is
+    INVALID_REPLICATION_FACTOR, checked after the replicas themselves, as Kafka 4.4."""
     alive = frozenset(live)
     results: dict[TopicPartition, ReassignResult] = {}
     updated: dict[str, dict[int, PartitionInfo]] = {}
@@ -73,6 +77,12 @@ def reassign(image: MetadataImage, live: Collection[int],
                    if topic is not None and 0 <= index < len(topic.partitions) else None)
         if target is not None and (problem := _invalid(current, target, alive)):
             results[(name, index)] = ReassignResult("INVALID_REPLICA_ASSIGNMENT", problem)
+            continue
+        if (target is not None and current is not None and not allow_replication_factor_change
+                and len(target) != len(current.original_replicas)):
+            results[(name, index)] = ReassignResult(
+                "INVALID_REPLICATION_FACTOR", f"The replication factor is changed from "
+                f"{len(current.original_replicas)} to {len(target)}")
             continue
         if target is None and (current is None or not current.reassigning):
             results[(name, index)] = ReassignResult("NO_REASSIGNMENT_IN_PROGRESS",

@@ -1,9 +1,11 @@
-"""AlterPartitionReassignments (45), v0: start, replace or cancel (null replicas) partition
+"""AlterPartitionReassignments (45), v0-1: start, replace or cancel (null replicas) partition
 reassignments (KIP-455), answered by the controller once the first step is written
 (:mod:`strom.controller.reassignment`; the controller finishes each one when its target
-replicas are in the ISR).
+replicas are in the ISR). v1 (KIP-860) may forbid a change of replication factor
+(``allow_replication_factor_change`` false).
 
-Per partition: NONE, INVALID_REPLICA_ASSIGNMENT (39), UNKNOWN_TOPIC_OR_PARTITION (3),
+Per partition: NONE, INVALID_REPLICA_ASSIGNMENT (39), INVALID_REPLICATION_FACTOR (38, v1),
+UNKNOWN_TOPIC_OR_PARTITION (3),
 NO_REASSIGNMENT_IN_PROGRESS (85), with Kafka's messages. Another broker answers NOT_CONTROLLER
 (41) at the top level with no partitions (Kafka's ZooKeeper mode); without ALTER on the
 cluster every partition and the top level carry CLUSTER_AUTHORIZATION_FAILED (31).
@@ -40,13 +42,14 @@ class AlterPartitionReassignmentsHandler:
             (t.name, int(p.partition_index)):
                 None if p.replicas is None else tuple(int(r) for r in p.replicas)
             for t in body.topics for p in t.partitions}
+        allow_rf_change = bool(body.allow_replication_factor_change) if version >= 1 else True
         if denied := self._state.access.check(request, ResourceType.CLUSTER):
             failed = ReassignResult(error_name(denied))
             return [_response(version, denied, None, dict.fromkeys(targets, failed))]
 
         def plan(image: MetadataImage, live: set[int]
                  ) -> tuple[list[MetadataChange], Reassignment]:
-            decided = reassign(image, live, targets)
+            decided = reassign(image, live, targets, allow_rf_change)
             return decided.changes, decided
 
         return on_controller(

@@ -7,7 +7,7 @@ confluent-kafka (librdkafka), kafka-python and aiokafka run producers, group con
 transactions and admin operations on fixed names (:data:`TOPIC`, :data:`ADMIN_TOPIC`,
 :data:`GROUP`, :data:`TXN_ID`); the broker's own WriteTxnMarkers to itself pass through the
 proxy too (recorded under the client running at the time); :func:`hand_built` adds the few
-versions only brokers send. Each
+versions only brokers (or only Java clients) send. Each
 request frame is stored once per (client, api key, version, body) — at most
 :data:`PER_VERSION` distinct bodies per client, API and version — as hex, header excluded.
 
@@ -422,6 +422,12 @@ def hand_built() -> list[dict[str, Any]]:
         if version >= 1:
             fields["election_type"] = 0
         requests.append((ApiKey.ELECT_LEADERS, version, fields))
+    # DescribeTopicPartitions: only Java 4.x admin clients send it (a page, then the rest).
+    requests.append((ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+        "topics": [], "response_partition_limit": 2000, "cursor": None}))
+    requests.append((ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+        "topics": [{"name": ADMIN_TOPIC}, {"name": TOPIC}], "response_partition_limit": 1,
+        "cursor": {"topic_name": TOPIC, "partition_index": 1}}))
     built = [{"client": "hand-built", "api_key": int(key), "api_version": version,
               "body": api.request(key, version, fields).hex()}
              for key, version, fields in requests]

@@ -1,5 +1,6 @@
 """The Kafka 4.x versions of ListOffsets (9-11), Metadata (13), DescribeGroups (6),
-DescribeCluster (2), DescribeLogDirs (5) and ListTransactions (2) over real sockets.
+DescribeCluster (2), DescribeLogDirs (5), ListTransactions (2), AlterPartitionReassignments (1)
+and DescribeTopicPartitions (0) over real sockets.
 
 Each expectation is what a Kafka 4.4 node answered to the same raw requests on this machine
 (one KRaft node from Maven Central, 2026-12-07), not what the specs suggest: ListOffsets gates
@@ -202,3 +203,50 @@ def test_alter_partition_reassignments_v1_carries_the_replication_factor_flag(
 
     assert reassign([0]) == (0, None)
     assert reassign([0, 9])[0] == E.INVALID_REPLICA_ASSIGNMENT  # type: ignore[attr-defined]
+
+
+def test_describe_topic_partitions_pages_as_kafka_does(client: RawClient,
+                                                        broker: EmbeddedBroker) -> None:
+    # The same requests a Kafka 4.4 node answered (tests' names aside): name order, each
+    # topic once, the page cut at the partition limit with a cursor to the rest.
+    sizes = {"dtp-a": 3, "dtp-m": 1, "dtp-z": 2}
+    created = client.call(ApiKey.CREATE_TOPICS, 5, {"topics": [
+        {"name": n, "num_partitions": k, "replication_factor": 1, "assignments": [],
+         "configs": []} for n, k in sizes.items()], "timeout_ms": 5000, "validate_only": False})
+    assert [t.error_code for t in created.topics] == [0, 0, 0]
+    all_ops = 3576  # every topic operation, as Kafka without an authorizer
+
+    def page(topics: list[str], limit: int = 2000, cursor: tuple[str, int] | None = None
+             ) -> tuple[object, list[tuple[object, ...]]]:
+        resp = client.call(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [{"name": n} for n in topics], "response_partition_limit": limit,
+            "cursor": None if cursor is None else {"topic_name": cursor[0],
+                                                   "partition_index": cursor[1]}})
+        nxt = resp.next_cursor
+        return (None if nxt is None else (nxt.topic_name, nxt.partition_index),
+                [(t.name, t.error_code, t.topic_authorized_operations,
+                  [p.partition_index for p in t.partitions]) for t in resp.topics])
+
+    def ok(name: str, *partitions: int) -> tuple[object, ...]:
+        return (name, 0, all_ops, list(partitions))
+
+    assert page(["dtp-z", "dtp-a", "nope", "dtp-a"]) == (None, [
+        ok("dtp-a", 0, 1, 2), ok("dtp-z", 0, 1),
+        ("nope", E.UNKNOWN_TOPIC_OR_PARTITION, all_ops, [])])  # type: ignore[attr-defined]
+    three = ["dtp-z", "dtp-a", "dtp-m"]
+    assert page(three, 2) == (("dtp-a", 2), [ok("dtp-a", 0, 1)])
+    assert page(three, 2, ("dtp-a", 2)) == (("dtp-z", 0), [ok("dtp-a", 2), ok("dtp-m", 0)])
+    assert page(three, 2, ("dtp-z", 0)) == (None, [ok("dtp-z", 0, 1)])
+    assert page(["dtp-z"], 10, ("dtp-z", 5)) == (None, [ok("dtp-z")])
+    assert page(["dtp-z"], 0) == page(["dtp-z"], -1) == (("dtp-z", 1), [ok("dtp-z", 0)])
+    invalid = E.INVALID_REQUEST  # type: ignore[attr-defined]
+    assert page(["dtp-z", "dtp-a"], 10, ("dtp-m", 0)) == (None, [
+        ("dtp-z", invalid, -(1 << 31), []), ("dtp-a", invalid, -(1 << 31), [])])
+    assert page(["dtp-z"], 10, ("dtp-z", -1)) == (None, [("dtp-z", invalid, -(1 << 31), [])])
+    assert page(["bad/name"]) == (None, [
+        ("bad/name", E.INVALID_TOPIC_EXCEPTION, all_ops, [])])  # type: ignore[attr-defined]
+    # Every topic from a cursor's name on, whether or not that topic exists.
+    assert page([], 2, ("dtp-b", 0)) == (("dtp-z", 1), [ok("dtp-m", 0), ok("dtp-z", 0)])
+    everything = page([])[1]
+    assert [t[0] for t in everything] == sorted(t[0] for t in everything)
+    assert all(ok(n, *range(k)) in everything for n, k in sizes.items())

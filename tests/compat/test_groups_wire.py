@@ -181,6 +181,12 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(client: RawClient,
         ids[ta]: [(0, 5, "m", 0), (1, -1, "", 0)],
         unknown: [(0, -1, "", E.UNKNOWN_TOPIC_ID)]}  # type: ignore[attr-defined]
     assert fetch(9, None) == {ta: [(0, 5, "m", 0)], tb: [(1, 9, "x", 0)]}
+    zero = client.call(ApiKey.OFFSET_COMMIT, 10, {  # the zero id decodes as null
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"topic_id": uuid.UUID(int=0), "partitions": [
+            {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]})
+    assert [p.error_code for p in zero.topics[0].partitions] == [
+        E.UNKNOWN_TOPIC_ID]  # type: ignore[attr-defined]
 
 
 def test_join_sync_commit_fetch_describe_list_delete(client: RawClient,

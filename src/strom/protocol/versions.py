@@ -73,6 +73,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 # api key -> (min version, max version) that the broker serves.
@@ -125,6 +126,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 
 #: Where the ApiVersions response lists a lower minimum than :data:`SUPPORTED` serves:

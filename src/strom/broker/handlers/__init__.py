@@ -27,6 +27,7 @@ from strom.broker.handlers.describe_configs import DescribeConfigsHandler
 from strom.broker.handlers.describe_groups import DescribeGroupsHandler
 from strom.broker.handlers.describe_log_dirs import DescribeLogDirsHandler
 from strom.broker.handlers.describe_producers import DescribeProducersHandler
+from strom.broker.handlers.describe_topic_partitions import DescribeTopicPartitionsHandler
 from strom.broker.handlers.describe_transactions import DescribeTransactionsHandler
 from strom.broker.handlers.describe_user_scram_credentials import (
     DescribeUserScramCredentialsHandler,
@@ -102,6 +103,7 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.DESCRIBE_PRODUCERS: DescribeProducersHandler(state),
         ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsHandler(state),
         ApiKey.LIST_TRANSACTIONS: ListTransactionsHandler(state),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(state),
         ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(state),
         ApiKey.SASL_HANDSHAKE: SaslHandshakeHandler(state),
         ApiKey.SASL_AUTHENTICATE: SaslAuthenticateHandler(state),

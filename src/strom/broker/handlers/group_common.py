@@ -25,6 +25,7 @@ from strom.metadata.image import MetadataImage
 from strom.protocol import api
 
 T = TypeVar("T")
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def respond_when_ready(
@@ -95,8 +96,10 @@ def request_topics(image: MetadataImage, topics: Iterable[Any], by_id: bool
         return [RequestTopic(t.name, None, t.partitions) for t in topics]
     out = []
     for t in topics:
-        info = image.topic_by_id(t.topic_id)
-        out.append(RequestTopic(info.name if info is not None else None, t.topic_id,
+        # The zero id decodes as None: no topic has it.
+        topic_id = t.topic_id if t.topic_id is not None else ZERO_UUID
+        info = image.topic_by_id(topic_id)
+        out.append(RequestTopic(info.name if info is not None else None, topic_id,
                                 t.partitions))
     return out
 

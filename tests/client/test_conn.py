@@ -29,7 +29,7 @@ def test_negotiates_highest_common_versions() -> None:
     async def test(broker: FakeBroker) -> None:
         conn = await Connection("127.0.0.1", broker.port).open()
         assert conn.versions[ApiKey.METADATA] == 12
-        assert conn.versions[ApiKey.PRODUCE] == 11  # the broker stops at 11
+        assert conn.versions[ApiKey.PRODUCE] == 11  # we stop at 11 (v12: transactions V2)
         assert conn.versions[ApiKey.FETCH] == 12  # we stop at 12 (topic ids from 13)
         assert broker.requests[0][:2] == (ApiKey.API_VERSIONS, 4)
         await conn.close()

@@ -33,9 +33,11 @@ OFFSET_DELETE = 47
 _EXTRA_NAMES = {DELETE_GROUPS: "DeleteGroups", OFFSET_DELETE: "OffsetDelete"}
 
 # api key -> (min, max) versions this client can build and parse. Produce v13 / Fetch v13+
-# address topics by id (KIP-516), which this client does not do, so they stop at 12.
+# address topics by id (KIP-516), which this client does not do, so Fetch stops at 12; Produce
+# v12 means transactions V2 (KIP-890) to a broker with transaction.version 2, and this
+# client's transactions are V1, so Produce stops at 11, as Java's producer does without V2.
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 12),
+    ApiKey.PRODUCE: (3, 11),
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 10),
     ApiKey.METADATA: (1, 12),

@@ -34,11 +34,15 @@ API_KEY = ApiKey.OFFSET_FETCH
 
 
 class _ById(NamedTuple):
-    topic_id: uuid.UUID
+    """A v10 request topic in :func:`request_topics`' shape (``partitions``)."""
+
+    topic_id: uuid.UUID | None  # the zero id decodes as None
     partitions: Any
 
 
 class _ByName(NamedTuple):
+    """A v10 request topic resolved to its name, in a v1-9 request topic's shape."""
+
     name: str
     partition_indexes: Any
 

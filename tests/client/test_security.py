@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from strom.client import AdminClient, Fetcher, Producer
+from strom.client import AdminClient, Consumer, Fetcher, Producer
 from strom.client.admin_types import NewTopic
 from strom.client.properties import client_options
 from strom.client.security import ClientSecurity, client_context
@@ -71,6 +71,43 @@ def test_mutual_tls_from_kafka_properties(secure: SecureBroker) -> None:  # noqa
             return len((await admin.describe_cluster()).brokers)
 
     assert asyncio.run(run()) == 1
+
+
+def test_a_group_consumer_over_sasl_ssl_from_kafka_properties(
+        secure: SecureBroker) -> None:  # noqa: F811
+    # The consumer takes the same security settings as the producer and the admin client
+    # (it could not reach a TLS or SASL listener before): every connection — fetches, the
+    # group coordinator's, metadata — goes through them.
+    bootstrap, topic = secure.bootstrap("SASL_SSL"), f"client-{uuid.uuid4().hex[:8]}"
+    properties = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL",
+                  "ssl.ca.location": str(secure.certs.ca), "sasl.mechanism": "PLAIN",
+                  "sasl.username": "alice", "sasl.password": PLAIN_USERS["alice"]}
+    admin_options = client_options("admin", properties)
+    consumer_options = client_options("consumer", {
+        **properties, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
+        "fetch.max.wait.ms": "100"})
+
+    async def run() -> tuple[list[bytes], int]:
+        async with AdminClient(**admin_options) as admin:
+            await admin.create_topics([NewTopic(topic, 2, 1)])
+        async with Producer(**client_options("producer", properties)) as producer:
+            for i in range(10):
+                await producer.send(topic, f"g{i}".encode(), partition=i % 2)
+            await producer.flush()
+        got: list[bytes] = []
+        async with Consumer(**consumer_options) as consumer:
+            consumer.subscribe([topic])
+            deadline = asyncio.get_running_loop().time() + 30
+            while len(got) < 10 and asyncio.get_running_loop().time() < deadline:
+                got += [r.value for r in await consumer.poll(0.5) if r.value is not None]
+            await consumer.commit()
+        async with AdminClient(**admin_options) as admin:
+            committed = await admin.list_consumer_group_offsets(f"g-{topic}")
+        return sorted(got), sum(o.offset for o in committed.values())
+
+    values, committed = asyncio.run(run())
+    assert values == sorted(f"g{i}".encode() for i in range(10))
+    assert committed == 10
 
 
 @pytest.mark.parametrize(("mechanism", "user", "error", "message"), [

@@ -13,6 +13,7 @@ import pytest
 from strom.client import (
     AbortableTransactionError,
     AdminClient,
+    Consumer,
     ConsumerGroupMetadata,
     FatalTransactionError,
     FencedProducerError,
@@ -21,6 +22,7 @@ from strom.client import (
     TransactionAbortedError,
     TransactionStateError,
 )
+from strom.client.records import ClientConfigError
 from strom.common.errors import error_class
 from strom.common.types import TopicPartition
 from strom.protocol.records.builder import EncodedRecords
@@ -275,6 +277,62 @@ def test_offsets_of_a_fenced_group_member_make_the_transaction_abortable(
         finally:
             await producer.close()
         assert await read(bootstrap, source, 1) == [b"after the abort"]
+
+    asyncio.run(test())
+
+
+def test_a_consumers_group_metadata_fences_its_offsets_after_a_rebalance(
+        txn_broker: EmbeddedBroker) -> None:
+    # consumer.group_metadata() carries the generation and member id (KIP-447): the offsets
+    # of a member that a rebalance has since replaced are refused, not committed.
+    bootstrap = txn_broker.bootstrap
+
+    async def test() -> None:
+        source = await new_topic(bootstrap, 2)
+        group = unique("eos-group")
+        tp = TopicPartition(source, 0)
+        producer = await txn_producer(bootstrap, unique("member-meta"))
+        options = {"group_id": group, "enable_auto_commit": False, "session_timeout_ms": 6000,
+                   "heartbeat_interval_ms": 500, "max_poll_interval_ms": 10000}
+        first = await Consumer(bootstrap, **options).start()
+        second: Consumer | None = None
+        try:
+            first.subscribe([source])
+            deadline = time.monotonic() + 30
+            while not first.assignment():
+                assert time.monotonic() < deadline, "the first member got no partitions"
+                await first.poll(0.2)
+            meta = first.group_metadata()
+            assert (meta.group_id, meta.member_id) == (group, first.member.member_id)
+            assert meta.generation_id >= 1
+            producer.begin_transaction()
+            await producer.send(source, b"in the transaction", partition=1)
+            await producer.send_offsets_to_transaction({tp: 3}, meta, 30)
+            await producer.commit_transaction(30)
+            assert (await first.committed([tp]))[tp].offset == 3  # type: ignore[union-attr]
+            # A second member joins: the first one's generation is gone once it rejoins.
+            second = await Consumer(bootstrap, **options).start()
+            second.subscribe([source])
+            deadline = time.monotonic() + 30
+            while first.group_metadata().generation_id == meta.generation_id or \
+                    not second.assignment():
+                assert time.monotonic() < deadline, "no rebalance"
+                await asyncio.gather(first.poll(0.2), second.poll(0.2))
+            producer.begin_transaction()
+            with pytest.raises(AbortableTransactionError) as stale:
+                await producer.send_offsets_to_transaction({tp: 9}, meta, 30)
+            assert stale.value.code in {error_class("ILLEGAL_GENERATION").code,
+                                        error_class("FENCED_INSTANCE_ID").code,
+                                        error_class("UNKNOWN_MEMBER_ID").code}
+            await producer.abort_transaction(30)
+            assert (await first.committed([tp]))[tp].offset == 3  # type: ignore[union-attr]
+            with pytest.raises(ClientConfigError):
+                Consumer(bootstrap).group_metadata()
+        finally:
+            await producer.close()
+            await first.close()
+            if second is not None:
+                await second.close()
 
     asyncio.run(test())
 

@@ -682,6 +682,9 @@ class SyncConsumer(_Facade):
                   ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self._run(self.consumer.committed(list(partitions)))
 
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return self._on_loop(self.consumer.group_metadata)
+
     def position(self, tp: TopicPartition) -> int:
         return self._run(self.consumer.position(tp))
 

@@ -69,6 +69,8 @@ from strom.client.fetcher import Fetcher, NoOffsetError
 from strom.client.group_admin import GroupAdmin, group_error
 from strom.client.offsets import READ_UNCOMMITTED, list_offsets
 from strom.client.records import ClientConfigError, ConsumerRecord
+from strom.client.security import ClientSecurity
+from strom.client.transactions import ConsumerGroupMetadata
 from strom.common.errors import KafkaError, StromError
 from strom.common.types import TopicPartition
 
@@ -120,6 +122,7 @@ class Consumer:
         auto_offset_reset: str = "latest",
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         client_rack: str = "",
+        security: ClientSecurity | None = None,
     ) -> None:
         if max_poll_records < 1:
             raise ClientConfigError("max_poll_records must be ≥ 1")
@@ -130,7 +133,10 @@ class Consumer:
                                max_partition_bytes=max_partition_bytes,
                                isolation_level=isolation_level,
                                auto_offset_reset=auto_offset_reset,
-                               request_timeout_s=request_timeout_s, client_rack=client_rack)
+                               request_timeout_s=request_timeout_s, client_rack=client_rack,
+                               security=security)
+        # Every connection (fetches, the group's coordinator, metadata) is this cluster's, so
+        # ``security`` (TLS, SASL) applies to all of them.
         self.cluster = self.fetcher.cluster
         self.group_id = group_id
         self.group_instance_id = group_instance_id
@@ -578,6 +584,17 @@ class Consumer:
                 self.fetcher.seek(tp, o.offset)
 
     # -- commits -----------------------------------------------------------------------------
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """What :meth:`Producer.send_offsets_to_transaction` needs from this consumer (Java's
+        ``groupMetadata()``): the group id, and the current generation, member id and group
+        instance id, so that the coordinator refuses the offsets of a member a rebalance has
+        fenced (KIP-447). Take it after :meth:`poll` returned the records the transaction
+        consumed. ClientConfigError without a ``group_id``."""
+        if self.member is None or self.group_id is None:
+            raise ClientConfigError("group_metadata() needs a group_id")
+        return ConsumerGroupMetadata(self.group_id, self.member.generation_id,
+                                     self.member.member_id, self.group_instance_id)
+
     def _current_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         out: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp in self._assigned:

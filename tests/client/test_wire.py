@@ -50,11 +50,11 @@ def test_response_body_header_versions() -> None:
 
 def test_negotiate_picks_highest_common_and_skips_disjoint() -> None:
     chosen = wire.negotiate({
-        ApiKey.PRODUCE: (3, 13),      # ours stop at 12
+        ApiKey.PRODUCE: (3, 13),      # ours stop at 11 (v12: transactions V2)
         ApiKey.FETCH: (4, 8),         # theirs stop at 8
         ApiKey.METADATA: (13, 20),    # no overlap with ours
     })
-    assert chosen == {ApiKey.PRODUCE: 12, ApiKey.FETCH: 8}
+    assert chosen == {ApiKey.PRODUCE: 11, ApiKey.FETCH: 8}
 
 
 def test_pick_version_errors() -> None:

@@ -66,6 +66,16 @@ def test_admin(broker: EmbeddedBroker) -> None:
     admin.close()
 
 
+def test_kafka_python_infers_kafka_4_3(broker: EmbeddedBroker) -> None:
+    # kafka-python infers the broker's version from the ApiVersions it lists (3.8 before
+    # the 4.x maxima); strom answers as Kafka 4.3 would (docs/protocol.md).
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert admin._client.check_version() == (4, 3)
+    finally:
+        admin.close()
+
+
 @pytest.mark.parametrize("reset", ["earliest", "none"])
 def test_seek_past_the_end_applies_auto_offset_reset(
     broker: EmbeddedBroker, new_topic: Callable[..., str], reset: str

@@ -7,9 +7,8 @@ fields before it — and :func:`with_throttle` writes it into an encoded body.
 
 Since KIP-219 the broker answers at once and the *client* waits out the throttle time; the
 broker mutes the connection for the same time, so a client that does not wait gains
-nothing. Versions older than that, and APIs Kafka never lets the client throttle
-(:data:`CLIENT_THROTTLES_FROM`), expect the broker to hold the response back for the
-throttle time instead.
+nothing. Versions older than that expect the broker to hold the response back for the
+throttle time instead (:func:`client_throttles`, Kafka 4.4's ``shouldClientThrottle``).
 """
 
 from __future__ import annotations
@@ -25,11 +24,12 @@ _FIXED = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1, "float64": 8
           "uint16": 2, "uint32": 4}
 _INT32 = struct.Struct(">i")
 
-#: The first version of each API whose client waits out the throttle time itself (Kafka's
-#: ``AbstractResponse.shouldClientThrottle``); for APIs not listed (DescribeClientQuotas,
-#: AlterClientQuotas, DescribeCluster, DescribeProducers, DescribeTransactions,
-#: ListTransactions, OffsetForLeaderEpoch, SASL, WriteTxnMarkers) Kafka's answer is never, so
-#: the broker holds their response back.
+#: The first version of each API whose client waits out the throttle time itself, where
+#: Kafka 4.4's response class says so (its ``shouldClientThrottle`` overrides, read from
+#: kafka-clients 4.4.0). Any other API's client throttles itself in the versions whose
+#: response has a ``throttle_time_ms`` (the base class's rule in 4.4 — in 3.x it was
+#: never): DescribeCluster, DescribeProducers, ListTransactions, the client-quota APIs,
+#: OffsetForLeaderEpoch v2+, …; not SASL nor WriteTxnMarkers, which have none.
 CLIENT_THROTTLES_FROM: dict[int, int] = {
     ApiKey.PRODUCE: 6, ApiKey.FETCH: 8, ApiKey.LIST_OFFSETS: 3, ApiKey.METADATA: 6,
     ApiKey.OFFSET_COMMIT: 4, ApiKey.OFFSET_FETCH: 4, ApiKey.FIND_COORDINATOR: 2,
@@ -40,14 +40,28 @@ CLIENT_THROTTLES_FROM: dict[int, int] = {
     ApiKey.END_TXN: 1, ApiKey.TXN_OFFSET_COMMIT: 1, ApiKey.DESCRIBE_CONFIGS: 2,
     ApiKey.ALTER_CONFIGS: 1, ApiKey.DESCRIBE_LOG_DIRS: 1, ApiKey.CREATE_PARTITIONS: 1,
     ApiKey.DELETE_GROUPS: 1, ApiKey.INCREMENTAL_ALTER_CONFIGS: 0, ApiKey.OFFSET_DELETE: 0,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0, ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
-    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+    ApiKey.DESCRIBE_ACLS: 1, ApiKey.CREATE_ACLS: 1, ApiKey.DELETE_ACLS: 1,
 }
-_NEVER = 1 << 15
 
 
+@cache
 def client_throttles(api_key: int, version: int) -> bool:
-    return version >= CLIENT_THROTTLES_FROM.get(api_key, _NEVER)
+    first = CLIENT_THROTTLES_FROM.get(api_key)
+    if first is not None:
+        return version >= first
+    return has_throttle_time(api_key, version)
+
+
+@cache
+def has_throttle_time(api_key: int, version: int) -> bool:
+    """Whether the API's response has a ``throttle_time_ms`` in ``version`` (False for the
+    hand-written ones kafka-python has no schema for)."""
+    try:
+        fields = api.response_class(api_key)._json["fields"]
+    except Exception:  # no schema: ControlledShutdown
+        return False
+    return any(spec["name"] == "ThrottleTimeMs" and _in(spec.get("versions", "0+"), version)
+               for spec in fields)
 
 
 def _in(versions: str, version: int) -> bool:

@@ -154,6 +154,44 @@ def test_the_rebalance_listener_example_commits_on_revoke(broker: Any) -> None:
     run(main())
 
 
+def test_the_transactions_example_copies_under_the_consumers_group_metadata(
+        broker: Any) -> None:
+    example = Example(broker.bootstrap)
+    source, sink, group = f"in-{example.topic}", f"out-{example.topic}", example.group
+
+    async def main() -> None:
+        async with AdminClient(example.bootstrap) as admin:
+            for name in (source, sink):
+                await admin.create_topic(name, 1, 1)
+        async with Producer(example.bootstrap) as producer:
+            for value in (b"x", b"y", b"z"):
+                await producer.send(source, value, partition=0)
+            await producer.flush()
+        block = (example.source("consumer.group_metadata()")
+                 .replace('"in"', f'"{source}"').replace('"out"', f'"{sink}"')
+                 .replace('"copier"', f'"{group}"')
+                 .replace('"copier-1"', f'"{group}-1"'))
+        scope: dict[str, Any] = {**await imports(example), "Producer": Producer,
+                                 "AdminClient": AdminClient,
+                                 "Consumer": Consumer, "TopicPartition": TopicPartition}
+        exec(f"async def example():\n{textwrap.indent(block, '    ')}", scope)
+        await scope["example"]()
+        async with Consumer(example.bootstrap, group_id=group,
+                            isolation_level="read_committed",
+                            auto_offset_reset="earliest", max_wait_ms=100) as check:
+            assert (await check.committed([TopicPartition(source, 0)])).popitem()[1].offset == 3
+            check.assign([TopicPartition(sink, 0)])
+            await check.seek_to_beginning()
+            copied: list[Any] = []
+            for _ in range(100):
+                copied += [r.value for r in await check.poll(0.2)]
+                if len(copied) == 3:
+                    break
+            assert copied == [b"x", b"y", b"z"]
+
+    run(main())
+
+
 async def imports(example: Example) -> dict[str, Any]:
     """The names the README's first consumer block imports, by running its import lines."""
     lines = [line for line in block_with("async for record in consumer").splitlines()
@@ -165,7 +203,8 @@ async def imports(example: Example) -> dict[str, Any]:
 
 
 def test_every_consumer_block_is_covered() -> None:
-    markers = ("async for record in consumer", "await consumer.commit()", "class CommitOnRevoke")
+    markers = ("async for record in consumer", "await consumer.commit()", "class CommitOnRevoke",
+               "consumer.group_metadata()")
     consumer_blocks = [b for b in code_blocks() if "Consumer(" in b or "consumer." in b]
     assert all(any(m in b for m in markers) for b in consumer_blocks), consumer_blocks
 

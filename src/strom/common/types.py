@@ -35,6 +35,10 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
+#: Kafka's ``Uuid.ZERO_UUID``: no topic id (kafka-python decodes it as None).
+ZERO_UUID = uuid.UUID(int=0)
+
+
 def kafka_uuid(value: uuid.UUID) -> str:
     """Kafka's text form of a ``Uuid`` (topic ids in ZooKeeper and ``partition.metadata``):
     URL-safe base64 of the 16 bytes, without padding (22 characters)."""

@@ -15,11 +15,11 @@ from strom.common.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from strom.common.types import ZERO_UUID
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
 API_KEY = ApiKey.DELETE_TOPICS
-ZERO_UUID = uuid.UUID(int=0)
 
 
 class DeleteTopicsHandler:

@@ -26,7 +26,7 @@ from typing import Any
 from strom.broker.access import TOPIC_DENIED
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.handlers.authorized_ops import authorized
-from strom.broker.handlers.metadata import ZERO_UUID, topic_entry
+from strom.broker.handlers.metadata import topic_entry
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import (
@@ -35,6 +35,7 @@ from strom.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from strom.common.names import validate_topic_name
+from strom.common.types import ZERO_UUID
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
 

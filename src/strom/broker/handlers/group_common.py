@@ -20,12 +20,12 @@ from strom.broker.dispatch import HandlerResult, Request, ResponseParts
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import UnknownTopicIdError, UnknownTopicOrPartitionError
+from strom.common.types import ZERO_UUID
 from strom.coordinator.group.coordinator import OffsetToCommit
 from strom.metadata.image import MetadataImage
 from strom.protocol import api
 
 T = TypeVar("T")
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def respond_when_ready(

@@ -31,7 +31,7 @@ from strom.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from strom.common.names import validate_topic_name
-from strom.common.types import kafka_uuid
+from strom.common.types import ZERO_UUID, kafka_uuid
 from strom.metadata.image import PartitionInfo, TopicInfo
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -39,7 +39,6 @@ from strom.protocol.versions import ApiKey
 API_KEY = ApiKey.METADATA
 log = logging.getLogger("strom.broker.metadata")
 
-ZERO_UUID = uuid.UUID(int=0)
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
 
 

@@ -88,20 +88,22 @@ class RequestTopic:
         return {"topic_id": self.topic_id}
 
 
+def by_topic_id(image: MetadataImage, topic_id: uuid.UUID | None
+                ) -> tuple[str | None, uuid.UUID]:
+    """(the image's name for a requested topic id or None when no topic has it, the id) —
+    the zero id, which decodes as None, names no topic."""
+    topic_id = topic_id if topic_id is not None else ZERO_UUID
+    info = image.topic_by_id(topic_id)
+    return (info.name if info is not None else None), topic_id
+
+
 def request_topics(image: MetadataImage, topics: Iterable[Any], by_id: bool
                    ) -> list[RequestTopic]:
     """The request's topics (each with ``name`` up to v9, ``topic_id`` from v10), resolved
     against ``image``."""
     if not by_id:
         return [RequestTopic(t.name, None, t.partitions) for t in topics]
-    out = []
-    for t in topics:
-        # The zero id decodes as None: no topic has it.
-        topic_id = t.topic_id if t.topic_id is not None else ZERO_UUID
-        info = image.topic_by_id(topic_id)
-        out.append(RequestTopic(info.name if info is not None else None, topic_id,
-                                t.partitions))
-    return out
+    return [RequestTopic(*by_topic_id(image, t.topic_id), t.partitions) for t in topics]
 
 
 def offsets_to_commit(image: MetadataImage, topics: list[RequestTopic], with_leader_epoch: bool,

@@ -17,12 +17,11 @@ every committed partition is asked for).
 
 from __future__ import annotations
 
-import uuid
-from typing import Any, NamedTuple
+from typing import Any
 
 from strom.broker.access import GROUP_DENIED, TOPIC_DENIED
 from strom.broker.dispatch import Request, ResponseParts
-from strom.broker.handlers.group_common import request_topics
+from strom.broker.handlers.group_common import by_topic_id
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import UnknownTopicIdError
@@ -31,20 +30,6 @@ from strom.protocol import api
 from strom.protocol.versions import ApiKey
 
 API_KEY = ApiKey.OFFSET_FETCH
-
-
-class _ById(NamedTuple):
-    """A v10 request topic in :func:`request_topics`' shape (``partitions``)."""
-
-    topic_id: uuid.UUID | None  # the zero id decodes as None
-    partitions: Any
-
-
-class _ByName(NamedTuple):
-    """A v10 request topic resolved to its name, in a v1-9 request topic's shape."""
-
-    name: str
-    partition_indexes: Any
 
 
 class OffsetFetchHandler:
@@ -59,17 +44,20 @@ class OffsetFetchHandler:
         image = self._state.store.image
         by_id = version >= 10
         unknown: list[dict[str, Any]] = []
+        wanted: list[tuple[str, int]] | None = None
         if topics is not None and by_id:
-            resolved = request_topics(image, [_ById(t.topic_id, t.partition_indexes)
-                                              for t in topics], by_id=True)
-            unknown = [{"topic_id": t.topic_id, "partitions": [
-                {"partition_index": int(p), "committed_offset": -1,
-                 "committed_leader_epoch": -1, "metadata": "",
-                 "error_code": UnknownTopicIdError.code} for p in t.partitions]}
-                for t in resolved if t.name is None]
-            topics = [_ByName(t.name, t.partitions) for t in resolved if t.name is not None]
-        wanted = None if topics is None else [
-            (t.name, int(p)) for t in topics for p in t.partition_indexes]
+            wanted = []
+            for t in topics:
+                name, topic_id = by_topic_id(image, t.topic_id)
+                if name is not None:
+                    wanted += [(name, int(p)) for p in t.partition_indexes]
+                    continue
+                unknown.append({"topic_id": topic_id, "partitions": [
+                    {"partition_index": int(p), "committed_offset": -1,
+                     "committed_leader_epoch": -1, "metadata": "",
+                     "error_code": UnknownTopicIdError.code} for p in t.partition_indexes]})
+        elif topics is not None:
+            wanted = [(t.name, int(p)) for t in topics for p in t.partition_indexes]
         committed: list[CommittedOffset] = []
         if not access.allowed(request, ResourceType.GROUP, group_id):
             error = GROUP_DENIED

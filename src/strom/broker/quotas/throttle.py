@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 from functools import cache
 
+from strom.common.errors import UnsupportedVersionError
 from strom.protocol import api
 from strom.protocol.fast import ResponsePart
 from strom.protocol.versions import ApiKey
@@ -58,7 +59,7 @@ def has_throttle_time(api_key: int, version: int) -> bool:
     hand-written ones kafka-python has no schema for)."""
     try:
         fields = api.response_class(api_key)._json["fields"]
-    except Exception:  # no schema: ControlledShutdown
+    except UnsupportedVersionError:  # no schema: ControlledShutdown
         return False
     return any(spec["name"] == "ThrottleTimeMs" and _in(spec.get("versions", "0+"), version)
                for spec in fields)

@@ -51,4 +51,11 @@ def fill(disk: Path) -> Path:
 
 
 def leftover_tmp_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.name.endswith(".tmp"))
+    """The ``*.tmp`` files under ``directory``.
+
+    The broker may be removing a partition directory it failed to create (a retried
+    FindCoordinator creating ``__consumer_offsets``) while this walks: ``os.walk`` skips a
+    directory that vanished between listing and opening, where ``Path.rglob`` raised.
+    """
+    return sorted(Path(root) / name for root, _dirs, files in os.walk(directory)
+                  for name in files if name.endswith(".tmp"))

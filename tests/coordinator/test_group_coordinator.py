@@ -319,7 +319,7 @@ def test_delete_groups_and_offsets() -> None:
 def test_list_and_describe() -> None:
     c, _, _ = make_coordinator()
     a_id, b_id = stable_group_of_two(c)
-    assert c.list_groups() == (E.NONE, [("g", "consumer", "Stable")])
+    assert c.list_groups() == (E.NONE, [("g", "consumer", "Stable", "classic")])
     assert c.list_groups({"empty"}) == (E.NONE, [])
     error, summary = c.describe_group("g")
     assert error == E.NONE

@@ -1,4 +1,4 @@
-"""Kafka error codes the classic group coordinator answers (shared by the shard's modules)."""
+"""Kafka error codes the group coordinator answers (shared by the shard's modules)."""
 
 from __future__ import annotations
 
@@ -24,3 +24,10 @@ GROUP_MAX_SIZE_REACHED = _code("GROUP_MAX_SIZE_REACHED")
 FENCED_INSTANCE_ID = _code("FENCED_INSTANCE_ID")
 GROUP_SUBSCRIBED_TO_TOPIC = _code("GROUP_SUBSCRIBED_TO_TOPIC")
 UNSTABLE_OFFSET_COMMIT = _code("UNSTABLE_OFFSET_COMMIT")
+# KIP-848 consumer groups
+INVALID_REQUEST = _code("INVALID_REQUEST")
+FENCED_MEMBER_EPOCH = _code("FENCED_MEMBER_EPOCH")
+UNRELEASED_INSTANCE_ID = _code("UNRELEASED_INSTANCE_ID")
+UNSUPPORTED_ASSIGNOR = _code("UNSUPPORTED_ASSIGNOR")
+STALE_MEMBER_EPOCH = _code("STALE_MEMBER_EPOCH")
+INVALID_REGULAR_EXPRESSION = _code("INVALID_REGULAR_EXPRESSION")

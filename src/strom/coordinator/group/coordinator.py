@@ -23,7 +23,19 @@ from collections.abc import Callable
 from strom.common.clock import Clock
 from strom.common.errors import KafkaError
 from strom.common.timer import Scheduler
-from strom.coordinator.group.codes import ILLEGAL_GENERATION, INVALID_GROUP_ID
+from strom.coordinator.group.codes import (
+    GROUP_ID_NOT_FOUND,
+    ILLEGAL_GENERATION,
+    INVALID_GROUP_ID,
+    INVALID_REQUEST,
+)
+from strom.coordinator.group.consumer.groups import (
+    HeartbeatArgs,
+    HeartbeatCallback,
+    HeartbeatResult,
+    Topics,
+)
+from strom.coordinator.group.consumer.model import ConsumerGroup
 from strom.coordinator.group.model import (
     CommittedOffset,
     Group,
@@ -61,16 +73,18 @@ class GroupCoordinator:
     def __init__(
         self, writer: PartitionWriter, scheduler: Scheduler, clock: Clock,
         settings: GroupSettings, *, loop: asyncio.AbstractEventLoop | None = None,
+        topics: Topics = dict,
     ) -> None:
         self.scheduler = scheduler
         self.clock = clock
         self.settings = settings
+        self.topics = topics
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC, writer, clock, self._new_shard, scheduler=scheduler,
             write_timeout_ms=settings.write_timeout_ms, loop=loop)
 
     def _new_shard(self, context: ShardContext) -> GroupShard:
-        return GroupShard(context, self.scheduler, self.clock, self.settings)
+        return GroupShard(context, self.scheduler, self.clock, self.settings, self.topics)
 
     # -- routing -----------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -152,8 +166,10 @@ class GroupCoordinator:
         group_instance_id: str | None, offsets: list[OffsetToCommit],
         callback: Callable[[list[int]], None], expire_timestamp: int = -1,
         group_not_found_error: int = ILLEGAL_GENERATION,
+        stale_epoch_error: int = ILLEGAL_GENERATION,
     ) -> None:
-        """One error per offset through ``callback``, once the commit is durable."""
+        """One error per offset through ``callback``, once the commit is durable
+        (``stale_epoch_error``: a consumer group's member at another epoch)."""
         shard = self._route(group_id)
         if isinstance(shard, int):
             return callback([shard] * len(offsets))
@@ -161,7 +177,7 @@ class GroupCoordinator:
             group_id=group_id, generation=generation, member_id=member_id,
             group_instance_id=group_instance_id, offsets=offsets,
             expire_timestamp=expire_timestamp, group_not_found_error=group_not_found_error,
-            callback=callback)
+            callback=callback, stale_epoch_error=stale_epoch_error)
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None,
@@ -241,12 +257,13 @@ class GroupCoordinator:
 
     # -- ListGroups / DescribeGroups -----------------------------------------------------------
     def list_groups(self, states: set[str] | None = None
-                    ) -> tuple[int, list[tuple[str, str, str]]]:
-        """(error, [(group id, protocol type, state)]): COORDINATOR_LOAD_IN_PROGRESS while any
-        partition loads (as Kafka), else the groups of every partition led here."""
+                    ) -> tuple[int, list[tuple[str, str, str, str]]]:
+        """(error, [(group id, protocol type, state, group type)]):
+        COORDINATOR_LOAD_IN_PROGRESS while any partition loads (as Kafka), else the groups of
+        every partition led here (``classic`` and ``consumer`` groups)."""
         if self.runtime.any_loading():
             return COORDINATOR_LOAD_IN_PROGRESS, []
-        out: list[tuple[str, str, str]] = []
+        out: list[tuple[str, str, str, str]] = []
         for shard in self.runtime.active_shards():
             out.extend(shard.list_groups(states))
         return 0, out
@@ -256,6 +273,29 @@ class GroupCoordinator:
         if isinstance(shard, int):
             return shard, GroupSummary(group_id, "", "", "", [])  # Kafka's groupError
         return 0, shard.describe_group(group_id)
+
+    # -- KIP-848 consumer groups ---------------------------------------------------------------
+    def consumer_heartbeat(self, args: HeartbeatArgs, callback: HeartbeatCallback) -> None:
+        """ConsumerGroupHeartbeat: answered through ``callback`` once its records commit."""
+        if not args.group_id:
+            return callback(HeartbeatResult(INVALID_REQUEST, "GroupId can't be empty."))
+        shard = self._route(args.group_id)
+        if isinstance(shard, int):
+            return callback(HeartbeatResult(shard))
+        return shard.consumer.heartbeat(args, callback)
+
+    def consumer_group(self, group_id: str) -> tuple[int, ConsumerGroup | None, bool]:
+        """(error, the consumer group or None, whether a classic group holds the id) for
+        ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for an unknown id or a classic group
+        (Kafka's answer)."""
+        shard = self._route(group_id)
+        if isinstance(shard, int):
+            return shard, None, False
+        group = shard.consumer.groups.get(group_id)
+        if group is not None:
+            return 0, group, False
+        classic = shard.groups.get(group_id)
+        return GROUP_ID_NOT_FOUND, None, classic is not None and bool(classic.members)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def shutdown(self) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from strom.common.timer import TimerHandle
+from strom.coordinator.group.consumer.settings import ConsumerSettings
 from strom.coordinator.group.records import OffsetCommitValue, subscribed_topics
 
 
@@ -36,6 +37,7 @@ class GroupSettings:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     metadata_max_bytes: int = 4096
     write_timeout_ms: int = 5000
+    consumer: ConsumerSettings = field(default_factory=ConsumerSettings)
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,6 +76,13 @@ class OffsetOperations:
 
         def _touch(self, group: Group, member: Member) -> None: ...
 
+        def _consumer_commit_errors(self, group_id: str, member_id: str, epoch: int,
+                                    stale_epoch_error: int, partitions: list[tuple[str, int]]
+                                    ) -> list[int] | None: ...
+
+        def _consumer_txn_commit_error(self, group_id: str, member_id: str,
+                                       epoch: int) -> int | None: ...
+
         def _delete(self, group: Group, on_commit: Callable[[], None],
                     on_failure: Callable[[KafkaError], None],
                     offsets: Iterable[tuple[str, int]] | None = None, *,
@@ -85,18 +92,26 @@ class OffsetOperations:
         self, *, group_id: str, generation: int, member_id: str,
         group_instance_id: str | None, offsets: list[OffsetToCommit],
         expire_timestamp: int, group_not_found_error: int,
-        callback: Callable[[list[int]], None],
+        callback: Callable[[list[int]], None], stale_epoch_error: int = ILLEGAL_GENERATION,
     ) -> None:
         """Answer one error per offset through ``callback`` once the commit is durable (or
         at once when nothing is written, or with COORDINATOR_NOT_AVAILABLE when the write is
         not committed within the timeout: it stays in flight, UNSTABLE for ``require_stable``
         fetches, until it commits or fails)."""
         callback = answer_once(callback)
-        error = self._validate_commit(group_id, generation, member_id, group_instance_id,
-                                      group_not_found_error)
-        if error:
-            return callback([error] * len(offsets))
-        errors, records = self._offset_records(group_id, offsets, expire_timestamp)
+        refused = self._consumer_commit_errors(group_id, member_id, generation,
+                                               stale_epoch_error,
+                                               [(o.topic, o.partition) for o in offsets])
+        if refused is None:
+            error = self._validate_commit(group_id, generation, member_id, group_instance_id,
+                                          group_not_found_error)
+            if error:
+                return callback([error] * len(offsets))
+            refused = [NONE] * len(offsets)
+        accepted = [o for o, e in zip(offsets, refused, strict=True) if not e]
+        accepted_errors, records = self._offset_records(group_id, accepted, expire_timestamp)
+        merged = iter(accepted_errors)
+        errors = [e or next(merged) for e in refused]
         if not records:
             return callback(errors)
         group = self.groups.get(group_id)
@@ -194,7 +209,10 @@ class OffsetOperations:
         since (INVALID_TXN_STATE)."""
         group = self.groups.get(group_id)
         error = NONE
-        if group is not None and group.state is GroupState.DEAD:
+        consumer_error = self._consumer_txn_commit_error(group_id, member_id, generation)
+        if consumer_error is not None:
+            error = consumer_error
+        elif group is not None and group.state is GroupState.DEAD:
             error = COORDINATOR_NOT_AVAILABLE
         elif member_id:
             if group is None or member_id not in group.members:

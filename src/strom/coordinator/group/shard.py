@@ -73,6 +73,13 @@ from strom.coordinator.group.codes import (
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
 )
+from strom.coordinator.group.consumer.groups import ConsumerGroups, Topics
+from strom.coordinator.group.consumer.records import (
+    decode_consumer_key,
+    decode_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+)
 from strom.coordinator.group.model import (
     Group,
     GroupSettings,
@@ -120,7 +127,7 @@ class GroupShard(OffsetOperations):
     """The classic groups whose id maps to one ``__consumer_offsets`` partition."""
 
     def __init__(self, context: ShardContext, scheduler: Scheduler, clock: Clock,
-                 settings: GroupSettings) -> None:
+                 settings: GroupSettings, topics: Topics = dict) -> None:
         self.context = context
         self.scheduler = scheduler
         self.clock = clock
@@ -129,6 +136,28 @@ class GroupShard(OffsetOperations):
         self.txn_offsets = TxnOffsets()
         self.loaded = False
         self.closed = False
+        #: The KIP-848 consumer groups of this partition (same ids, same offsets).
+        self.consumer = ConsumerGroups(context, scheduler, clock, settings.consumer, topics,
+                                       self._is_classic)
+
+    def _is_classic(self, group_id: str) -> bool:
+        """A classic group with members (or mid-rebalance) holds ``group_id``."""
+        group = self.groups.get(group_id)
+        return group is not None and (bool(group.members) or group.state not in (
+            GroupState.EMPTY, GroupState.DEAD))
+
+    def _is_consumer(self, group_id: str) -> bool:
+        return group_id in self.consumer.groups
+
+    def _consumer_commit_errors(self, group_id: str, member_id: str, epoch: int,
+                                stale_epoch_error: int, partitions: list[tuple[str, int]]
+                                ) -> list[int] | None:
+        return self.consumer.validate_commit(group_id, member_id, epoch, stale_epoch_error,
+                                             partitions)
+
+    def _consumer_txn_commit_error(self, group_id: str, member_id: str,
+                                   epoch: int) -> int | None:
+        return self.consumer.validate_txn_commit(group_id, member_id, epoch)
 
     # ------------------------------------------------------------------------------------
     # runtime callbacks: replay, loaded, unloaded
@@ -143,6 +172,10 @@ class GroupShard(OffsetOperations):
         try:
             key = decode_key(record.key)
             if key is None:
+                consumer_key = decode_consumer_key(record.key)
+                if consumer_key is not None and record.producer_id < 0:
+                    self.consumer.replay(consumer_key,
+                                         decode_consumer_value(consumer_key, record.value))
                 return
             value = decode_value(key, record.value)
         except RecordFormatError as exc:
@@ -241,6 +274,7 @@ class GroupShard(OffsetOperations):
         for group in self.groups.values():
             for member in group.members.values():
                 self._schedule_session(group, member)
+        self.consumer.on_loaded()
         log.debug("__consumer_offsets-%d: %d groups loaded (epoch %d)", self.context.partition,
                  len(self.groups), self.context.epoch)
 
@@ -251,6 +285,7 @@ class GroupShard(OffsetOperations):
         for group in self.groups.values():
             self._cancel_all(group)
             self._answer_parked(group, NOT_COORDINATOR)
+        self.consumer.on_unloaded()
 
     # ------------------------------------------------------------------------------------
     # writing
@@ -309,6 +344,11 @@ class GroupShard(OffsetOperations):
             return callback(JoinResult(INVALID_GROUP_ID, member_id))
         if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
             return callback(JoinResult(INVALID_SESSION_TIMEOUT, member_id))
+        if self.consumer.groups.get(group_id) is not None and (
+                self.consumer.groups[group_id].members):
+            # online migration between the protocols is not built: Kafka's answer with
+            # group.consumer.migration.policy=disabled
+            return callback(JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id))
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
@@ -811,22 +851,32 @@ class GroupShard(OffsetOperations):
         group = self.groups.get(group_id)
         if not group_id:
             return callback(INVALID_GROUP_ID)
+        extra: list[tuple[bytes, bytes | None]] = []
+        if self._is_consumer(group_id):
+            tombstones = self.consumer.deletion_records(group_id)
+            if isinstance(tombstones, int):
+                return callback(tombstones)
+            extra = [(encode_consumer_key(k), encode_consumer_value(v)) for k, v in tombstones]
+            if group is None:
+                group = self._group_or_new(group_id)
         if group is None or group.state is GroupState.DEAD:
             return callback(GROUP_ID_NOT_FOUND)
         if group.state is not GroupState.EMPTY:
             return callback(NON_EMPTY_GROUP)
         answer = answer_once(callback)
         self._delete(group, lambda: answer(NONE), lambda exc: answer(coordinator_error(exc)),
-                     on_timeout=lambda exc: answer(coordinator_error(exc)))
+                     on_timeout=lambda exc: answer(coordinator_error(exc)), extra=extra)
         return None
 
     def _delete(self, group: Group, on_commit: Callable[[], None],
                 on_failure: Callable[[KafkaError], None],
                 offsets: Iterable[tuple[str, int]] | None = None, *,
-                on_timeout: Callable[[KafkaError], None] | None = None) -> None:
+                on_timeout: Callable[[KafkaError], None] | None = None,
+                extra: list[tuple[bytes, bytes | None]] | None = None) -> None:
         """Write the deletion of an Empty group; it is DEAD until the tombstone commits
         (replay then forgets it) and EMPTY again if the write fails (still DEAD when its
-        answer timed out: the write is pending)."""
+        answer timed out: the write is pending). ``extra``: encoded records written in the
+        same batch first (an empty consumer group's tombstones)."""
         doomed = set(group.offsets) | set(group.pending_offsets) if offsets is None else set(
             offsets)
         records: list[Record] = [(OffsetCommitKey(group.group_id, t, p), None)
@@ -839,19 +889,28 @@ class GroupShard(OffsetOperations):
                 group.state = GroupState.EMPTY
             on_failure(exc)
 
-        self._write(records, on_commit, failed, on_timeout)
+        raw = list(extra or []) + [(encode_key(k), encode_value(v)) for k, v in records]
+        self.context.write(raw, on_commit=on_commit, on_failure=failed, on_timeout=on_timeout)
 
     # ------------------------------------------------------------------------------------
     # ListGroups / DescribeGroups
     # ------------------------------------------------------------------------------------
-    def list_groups(self, states: set[str] | None = None) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of each group, optionally filtered by state."""
+    def list_groups(self, states: set[str] | None = None
+                    ) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of each group, optionally filtered
+        by state: classic groups, then consumer groups (whose offsets the classic shell
+        holds: it is not listed)."""
         wanted = {s.lower() for s in states} if states else None
-        return [
-            (g.group_id, g.protocol_type or "", g.state.value)
+        out = [
+            (g.group_id, g.protocol_type or "", g.state.value, "classic")
             for g in self.groups.values()
-            if wanted is None or g.state.value.lower() in wanted
+            if (wanted is None or g.state.value.lower() in wanted)
+            and not self._is_consumer(g.group_id)
         ]
+        out.extend((group_id, "consumer", state, "consumer")
+                   for group_id, state in self.consumer.list_groups()
+                   if wanted is None or state.lower() in wanted)
+        return out
 
     def describe_group(self, group_id: str) -> GroupSummary:
         group = self.groups.get(group_id)

@@ -1,0 +1,1 @@
+"""KIP-848 consumer groups (``group.protocol=consumer``): see README.md."""

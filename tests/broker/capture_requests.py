@@ -496,7 +496,31 @@ def _kafka_python_reassignments(bootstrap: str) -> None:
 
 #: Partial captures (``python -m tests.broker.capture_requests <name>``): the workloads and
 #: the api keys whose seeds they replace in the file, without regenerating the others.
+def _confluent_consumer_protocol(bootstrap: str) -> None:
+    """librdkafka's KIP-848 consumer (``group.protocol=consumer``): joins, consumes, commits,
+    is described by the admin client (ConsumerGroupDescribe) and leaves."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic("fuzz-848", 2, 1)]).values():
+        with contextlib.suppress(Exception):
+            future.result(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fuzz-848-group",
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["fuzz-848", "^fuzz-8.*"])
+    deadline = time.monotonic() + 20
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    for _ in range(10):
+        consumer.poll(0.2)
+    admin.describe_consumer_groups(["fuzz-848-group"])["fuzz-848-group"].result(30)
+    consumer.close()
+
+
 PARTIAL: dict[str, tuple[tuple[tuple[str, Callable[[str], None]], ...], frozenset[int]]] = {
+    "consumer-protocol": ((("confluent-kafka", _confluent_consumer_protocol),),
+                          frozenset({68, 69})),
     "acls": ((("confluent-kafka", _confluent_acls), ("kafka-python", _kafka_python_acls)),
              frozenset({29, 30, 31})),
     "reassignments": ((("kafka-python", _kafka_python_reassignments),), frozenset({45, 46})),

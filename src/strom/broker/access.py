@@ -72,6 +72,8 @@ RULES: dict[int, tuple[Rule, ...]] = {
     ApiKey.LEAVE_GROUP: _r((_G, _OP.READ)),
     ApiKey.SYNC_GROUP: _r((_G, _OP.READ)),
     ApiKey.DESCRIBE_GROUPS: _r((_G, _OP.DESCRIBE)),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _r((_G, _OP.READ)),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _r((_G, _OP.DESCRIBE)),
     ApiKey.LIST_GROUPS: _r((_G, _OP.DESCRIBE), (_C, _OP.DESCRIBE)),
     ApiKey.CREATE_TOPICS: _r((_T, _OP.CREATE), (_C, _OP.CREATE)),
     ApiKey.DELETE_TOPICS: _r((_T, _OP.DELETE), (_T, _OP.DESCRIBE)),

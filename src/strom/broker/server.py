@@ -245,7 +245,8 @@ class BrokerServer:
         self._rates.configure(store.image)
         store.subscribe(self._rates.configure)  # connection creation rates per IP
         coordinator = GroupCoordinator(ReplicaPartitionWriter(replicas), LoopScheduler(),
-                                       self.clock, state.group_settings())
+                                       self.clock, state.group_settings(),
+                                       topics=lambda: store.image.topics)
         state.group_coordinator = coordinator
         # Shards load (and unload) with the leadership of __consumer_offsets partitions.
         replicas.add_leadership_listener(OFFSETS_TOPIC, coordinator.runtime)

@@ -22,6 +22,7 @@ from strom.controller.internal_topics import internal_min_isr, internal_replicat
 from strom.controller.producer_ids import ProducerIdManager
 from strom.controller.topic_writes import TopicWriteQueue
 from strom.controller.topics import TopicAdmin
+from strom.coordinator.group.consumer.settings import ConsumerSettings
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.coordinator.txn.coordinator import TXN_TOPIC, TxnCoordinator, TxnSettings
@@ -116,6 +117,11 @@ class BrokerState:
             initial_rebalance_delay_ms=int(config.get("group.initial.rebalance.delay.ms")),
             offsets_retention_ms=int(config.get("offsets.retention.minutes")) * 60_000,
             metadata_max_bytes=int(config.get("offset.metadata.max.bytes")),
+            consumer=ConsumerSettings(
+                session_timeout_ms=int(config.get("group.consumer.session.timeout.ms")),
+                heartbeat_interval_ms=int(config.get("group.consumer.heartbeat.interval.ms")),
+                max_size=int(config.get("group.consumer.max.size")),
+            ),
         )
 
     def ensure_offsets_topic(self) -> None:

@@ -73,6 +73,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -126,6 +128,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 
@@ -199,6 +203,8 @@ def _import_all_messages() -> None:
     import kafka.protocol.metadata
     import kafka.protocol.producer
     import kafka.protocol.sasl  # noqa: F401
+
+    import strom.protocol.schemas  # noqa: F401  (APIs kafka-python has no schema for)
 
 
 def is_flexible(api_key: int, version: int) -> bool:

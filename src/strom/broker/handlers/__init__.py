@@ -12,6 +12,8 @@ from strom.broker.handlers.alter_partition_reassignments import (
 )
 from strom.broker.handlers.alter_user_scram_credentials import AlterUserScramCredentialsHandler
 from strom.broker.handlers.api_versions import ApiVersionsHandler
+from strom.broker.handlers.consumer_group_describe import ConsumerGroupDescribeHandler
+from strom.broker.handlers.consumer_group_heartbeat import ConsumerGroupHeartbeatHandler
 from strom.broker.handlers.controlled_shutdown import ControlledShutdownHandler
 from strom.broker.handlers.create_acls import CreateAclsHandler
 from strom.broker.handlers.create_partitions import CreatePartitionsHandler
@@ -88,6 +90,8 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(state),
         ApiKey.JOIN_GROUP: JoinGroupHandler(state),
         ApiKey.HEARTBEAT: HeartbeatHandler(state),
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatHandler(state),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(state),
         ApiKey.LEAVE_GROUP: LeaveGroupHandler(state),
         ApiKey.SYNC_GROUP: SyncGroupHandler(state),
         ApiKey.DESCRIBE_GROUPS: DescribeGroupsHandler(state),

@@ -75,6 +75,8 @@ class OffsetCommitHandler:
                 offsets=wanted,
                 expire_timestamp=expire,
                 group_not_found_error=group_not_found,
+                stale_epoch_error=error_class(
+                    "STALE_MEMBER_EPOCH" if version >= 9 else "ILLEGAL_GENERATION").code,
                 callback=callback,
             ),
             encode,

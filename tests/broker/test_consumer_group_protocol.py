@@ -1,0 +1,238 @@
+"""KIP-848 consumer groups end to end: librdkafka's ``group.protocol=consumer`` against a real
+broker (joining, sharing, leaving, a regex subscription, a broker restart), and the error
+paths of ConsumerGroupHeartbeat / ConsumerGroupDescribe / OffsetCommit over raw requests."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from strom.common.errors import ErrorCode
+from strom.protocol.versions import ApiKey
+from strom.testing import EmbeddedBroker
+from tests.broker.raw import RawClient
+from tests.broker.test_data_path import create
+
+CONFIG = {"offsets.topic.num.partitions": 3, "group.consumer.heartbeat.interval.ms": 300,
+          "group.consumer.session.timeout.ms": 6000}
+
+
+def consumer(bootstrap: str, group: str, topics: list[str], **extra: Any) -> Consumer:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, **extra})
+    c.subscribe(topics)
+    return c
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        p.produce(topic, value=b"%d" % i, partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def owned(c: Consumer) -> list[int]:
+    return sorted(tp.partition for tp in c.assignment())
+
+
+def poll_until(consumers: list[Consumer], done: Any, timeout: float = 30) -> list[Any]:
+    """Poll every consumer until ``done()``; the records received (value, consumer index)."""
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        for index, c in enumerate(consumers):
+            msg = c.poll(0.1)
+            if msg is not None and not msg.error():
+                got.append((msg.value(), index, msg.partition(), msg.offset()))
+                c.commit(msg, asynchronous=False)
+    assert done(), "timed out"
+    return got
+
+
+def test_members_share_the_partitions_and_take_them_over_when_one_leaves() -> None:
+    with EmbeddedBroker(config=CONFIG) as broker:
+        raw = RawClient(broker.bootstrap)
+        create(raw, "t", 6)
+        raw.close()
+        produce(broker.bootstrap, "t", 60, 6)
+        first = consumer(broker.bootstrap, "g", ["t"])
+        poll_until([first], lambda: owned(first) == list(range(6)))
+        second = consumer(broker.bootstrap, "g", ["t"])
+        poll_until([first, second], lambda: len(owned(first)) == 3 and len(owned(second)) == 3)
+        assert sorted(owned(first) + owned(second)) == list(range(6))
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        described = admin.describe_consumer_groups(["g"])["g"].result(30)
+        assert described.type.name == "CONSUMER" and described.state.name == "STABLE"
+        assert sorted(len(m.assignment.topic_partitions) for m in described.members) == [3, 3]
+        listed = admin.list_consumer_groups().result(30).valid
+        assert [(g.group_id, g.type.name) for g in listed] == [("g", "CONSUMER")]
+        second.close()  # leaves with epoch -1: the first member takes its partitions back
+        produce(broker.bootstrap, "t", 60, 6)
+        tps = [TopicPartition("t", p) for p in range(6)]
+        poll_until([first], lambda: owned(first) == list(range(6)) and sum(
+            tp.offset for tp in first.committed(tps, timeout=10)) == 120)
+        first.close()
+
+
+def test_a_regex_subscription_follows_new_topics() -> None:
+    with EmbeddedBroker(config=CONFIG) as broker:
+        raw = RawClient(broker.bootstrap)
+        create(raw, "orders-eu", 2)
+        create(raw, "other", 1)
+        c = consumer(broker.bootstrap, "rg", ["^orders-.*"])
+        poll_until([c], lambda: {tp.topic for tp in c.assignment()} == {"orders-eu"})
+        create(raw, "orders-us", 2)  # a new match joins the group's subscription
+        poll_until([c], lambda: {tp.topic for tp in c.assignment()} == {"orders-eu",
+                                                                          "orders-us"})
+        raw.close()
+        c.close()
+
+
+def test_the_group_survives_a_coordinator_restart(tmp_path: Path) -> None:
+    """The group's records are replayed: the member keeps its id and epoch and its committed
+    offsets, and goes on consuming where it stopped."""
+    with EmbeddedBroker(config=CONFIG, data_dir=tmp_path) as broker:
+        raw = RawClient(broker.bootstrap)
+        create(raw, "t", 2)
+        raw.close()
+        produce(broker.bootstrap, "t", 10, 2)
+        join = heartbeat(broker.bootstrap, "g", "m1", 0, names=["t"], owned=[])
+        assert join.error_code == 0 and join.member_epoch > 0
+        epoch = join.member_epoch
+        port = broker.port
+    with EmbeddedBroker(config=CONFIG, data_dir=tmp_path, port=port) as broker:
+        again = heartbeat_until_loaded(broker.bootstrap, "g", "m1", epoch)
+        assert (again.error_code, again.member_epoch) == (0, epoch)
+        client = RawClient(broker.bootstrap)
+        described = client.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+                                {"group_ids": ["g"], "include_authorized_operations": False})
+        group = described.groups[0]
+        assert (group.error_code, group.group_state, [m.member_id for m in group.members]) == (
+            0, "Stable", ["m1"])
+        assert sorted(p for tp in group.members[0].assignment.topic_partitions
+                      for p in tp.partitions) == [0, 1]
+        client.close()
+
+
+# -- raw error paths -----------------------------------------------------------------------
+def heartbeat(bootstrap: str, group: str, member: str, epoch: int, *, version: int = 1,
+              names: list[str] | None = None, owned: list[Any] | None = None,
+              **fields: Any) -> Any:
+    client = RawClient(bootstrap)
+    try:  # FindCoordinator creates __consumer_offsets, as on Kafka
+        client.call(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        body = {"group_id": group, "member_id": member, "member_epoch": epoch,
+                "rebalance_timeout_ms": 30000 if epoch == 0 else -1,
+                "subscribed_topic_names": names, "topic_partitions": owned, **fields}
+        deadline = time.monotonic() + 20
+        while True:
+            resp = client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, body)
+            if resp.error_code not in (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                       ErrorCode.NOT_COORDINATOR) or time.monotonic() > deadline:
+                return resp
+            time.sleep(0.2)
+    finally:
+        client.close()
+
+
+def heartbeat_until_loaded(bootstrap: str, group: str, member: str, epoch: int) -> Any:
+    return heartbeat(bootstrap, group, member, epoch)
+
+
+def test_heartbeat_errors_are_kafkas() -> None:
+    with EmbeddedBroker(config=CONFIG) as broker:
+        raw = RawClient(broker.bootstrap)
+        create(raw, "t", 3)
+        raw.close()
+        b = broker.bootstrap
+        ok = heartbeat(b, "g", "m1", 0, names=["t"], owned=[])
+        assert ok.error_code == 0 and ok.member_id == "m1" and ok.heartbeat_interval_ms == 300
+        assert sorted(p for tp in ok.assignment.topic_partitions for p in tp.partitions) == [
+            0, 1, 2]
+        epoch = ok.member_epoch
+        steady = heartbeat(b, "g", "m1", epoch)
+        assert (steady.error_code, steady.member_epoch, steady.assignment) == (0, epoch, None)
+        cases = [
+            (heartbeat(b, "g", "", 0, names=["t"], owned=[]), ErrorCode.INVALID_REQUEST),
+            (heartbeat(b, "g", "m2", 0, names=["t"], owned=[], rebalance_timeout_ms=-1),
+             ErrorCode.INVALID_REQUEST),
+            (heartbeat(b, "g", "m2", 0, owned=[]), ErrorCode.INVALID_REQUEST),
+            (heartbeat(b, "g", "m2", 0, names=["t"], owned=None), ErrorCode.INVALID_REQUEST),
+            (heartbeat(b, "g", "m2", -3), ErrorCode.INVALID_REQUEST),
+            (heartbeat(b, "g", "m2", -2), ErrorCode.INVALID_REQUEST),
+            (heartbeat(b, "", "m2", 0, names=["t"], owned=[]), ErrorCode.INVALID_REQUEST),
+            (heartbeat(b, "g", "m2", 0, names=["t"], owned=[], server_assignor="nope"),
+             ErrorCode.UNSUPPORTED_ASSIGNOR),
+            (heartbeat(b, "g", "m2", 0, owned=[], subscribed_topic_regex="("),
+             ErrorCode.INVALID_REGULAR_EXPRESSION),
+            (heartbeat(b, "g", "zz", 5), ErrorCode.UNKNOWN_MEMBER_ID),
+            (heartbeat(b, "no-such-group", "zz", 5), ErrorCode.GROUP_ID_NOT_FOUND),
+            (heartbeat(b, "g", "zz", -2, instance_id="i9"), ErrorCode.UNKNOWN_MEMBER_ID),
+            (heartbeat(b, "g", "m1", epoch + 5), ErrorCode.FENCED_MEMBER_EPOCH),
+        ]
+        assert [(r.error_code, bool(r.error_message)) for r, _ in cases] == [
+            (code, True) for _, code in cases]
+        # Kafka 4.4's answers to an error: no member id, epoch 0, no interval (measured)
+        assert {(r.member_id, r.member_epoch, r.heartbeat_interval_ms, r.assignment)
+                for r, _ in cases} == {(None, 0, 0, None)}
+        assert cases[4][0].error_message == "MemberEpoch is invalid."
+        assert cases[10][0].error_message == "Consumer group no-such-group not found."
+        v0 = heartbeat(b, "g", "", 0, version=0, names=["t"], owned=[])
+        assert v0.error_code == 0 and v0.member_id  # v0: the coordinator names the member
+        client = RawClient(b)
+        stale = client.call(ApiKey.OFFSET_COMMIT, 9, {
+            "group_id": "g", "generation_id_or_member_epoch": epoch + 7, "member_id": "m1",
+            "group_instance_id": None, "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                              "committed_leader_epoch": -1,
+                                              "committed_metadata": ""}]}]})
+        assert stale.topics[0].partitions[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
+        # the previous epoch, for a partition assigned since then: accepted (KIP-1251)
+        second = heartbeat(b, "g", "m3", 0, names=["t"], owned=[])
+        assert second.error_code == 0
+        moved = heartbeat(b, "g", "m1", epoch, owned=[{"topic_id": ok.assignment.
+                                                          topic_partitions[0].topic_id,
+                                                          "partitions": [0, 1, 2]}])
+        assert moved.error_code == 0
+        kept = sorted(p for tp in (moved.assignment.topic_partitions if moved.assignment
+                                   else ok.assignment.topic_partitions) for p in tp.partitions)
+        late = client.call(ApiKey.OFFSET_COMMIT, 9, {
+            "group_id": "g", "generation_id_or_member_epoch": epoch, "member_id": "m1",
+            "group_instance_id": None, "topics": [
+                {"name": "t", "partitions": [{"partition_index": kept[0],
+                                              "committed_offset": 1,
+                                              "committed_leader_epoch": -1,
+                                              "committed_metadata": ""}]}]})
+        assert late.topics[0].partitions[0].error_code == 0
+        unknown = client.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+            "group_ids": ["nope", ""], "include_authorized_operations": False})
+        assert [g.error_code for g in unknown.groups] == [ErrorCode.GROUP_ID_NOT_FOUND,
+                                                          ErrorCode.INVALID_GROUP_ID]
+        client.close()
+        left = heartbeat(b, "g", "m1", -1)
+        assert (left.error_code, left.member_id, left.member_epoch,
+                left.heartbeat_interval_ms) == (0, "m1", -1, 0)
+
+
+def test_a_classic_group_is_not_a_consumer_group() -> None:
+    with EmbeddedBroker(config={**CONFIG, "group.initial.rebalance.delay.ms": 0}) as broker:
+        raw = RawClient(broker.bootstrap)
+        create(raw, "t", 1)
+        raw.close()
+        classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "cg",
+                            "auto.offset.reset": "earliest"})
+        classic.subscribe(["t"])
+        deadline = time.monotonic() + 20
+        while not classic.assignment() and time.monotonic() < deadline:
+            classic.poll(0.2)
+        refused = heartbeat(broker.bootstrap, "cg", str(uuid.uuid4()), 0, names=["t"],
+                            owned=[])
+        assert refused.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        classic.close()

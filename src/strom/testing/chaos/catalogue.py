@@ -224,6 +224,7 @@ class NamedCoordinatorSchedule:
     #: seconds between faults (the combined schedule's four faults 2 s apart stay under 60 s)
     interval: float = COORDINATOR_CONFIG.interval
     default_run: bool = False
+    group_protocol: str = "classic"
 
 
 COORDINATOR_SCHEDULES: dict[str, NamedCoordinatorSchedule] = {entry.name: entry for entry in (
@@ -231,6 +232,10 @@ COORDINATOR_SCHEDULES: dict[str, NamedCoordinatorSchedule] = {entry.name: entry 
                              lambda: [coordinators.kill_txn_coordinator()], default_run=True),
     NamedCoordinatorSchedule("kill-group-coordinator", "kill -9 the group coordinator",
                              lambda: [coordinators.kill_group_coordinator()]),
+    NamedCoordinatorSchedule("kill-consumer-group-coordinator",
+                             "kill -9 the coordinator of a KIP-848 (group.protocol=consumer) "
+                             "group", lambda: [coordinators.kill_group_coordinator()],
+                             default_run=True, group_protocol="consumer"),
     NamedCoordinatorSchedule("pause-txn-coordinator-mid-commit",
                              "SIGSTOP the transaction coordinator 5 s as a commit starts",
                              lambda: [coordinators.pause_txn_coordinator_mid_commit()]),
@@ -251,7 +256,8 @@ def run_coordinator_named(entry: NamedCoordinatorSchedule, seed: int | None = No
     """Run ``entry`` on a fresh :class:`EmbeddedCluster` with few internal partitions
     (``coordinators.CLUSTER_CONFIGS``), closed afterwards."""
     config = dataclasses.replace(COORDINATOR_CONFIG, interval=entry.interval,
-                                 history_path=history_path)
+                                 history_path=history_path,
+                                 group_protocol=entry.group_protocol)
     if seed is not None:
         config = dataclasses.replace(config, seed=seed)
     with EmbeddedCluster(3, configs=coordinators.CLUSTER_CONFIGS) as cluster:

@@ -58,6 +58,9 @@ CLUSTER_CONFIGS: dict[str, object] = {
     "offsets.topic.num.partitions": 6,
     "transaction.state.log.num.partitions": 6,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 2000,
+    # KIP-848 members learn of a new assignment at their next heartbeat
+    "group.consumer.heartbeat.interval.ms": 500,
+    "group.consumer.session.timeout.ms": 6000,
 }
 
 
@@ -74,6 +77,8 @@ class CoordScheduleConfig:
     txn_records: int = 6
     abort_ratio: float = 0.2
     group_members: int = 2
+    #: the members' ``group.protocol``: ``classic`` or ``consumer`` (KIP-848)
+    group_protocol: str = "classic"
     group_rate: float = 50.0  # records per second into the group's topic
     warmup: float = 2.0
     interval: float = 4.0
@@ -139,7 +144,8 @@ def _run(cluster: Cluster, faults: Sequence[Fault], config: CoordScheduleConfig,
                             history, {"isolation.level": level}).start()
                for level in ("read_committed", "read_uncommitted")]
     members = [GroupMemberWorker(f"m{i}", cluster.bootstrap, config.group,
-                                 config.group_topic, history).start()
+                                 config.group_topic, history,
+                                 protocol=config.group_protocol).start()
                for i in range(config.group_members)]
     try:
         _await_workload(history, config)

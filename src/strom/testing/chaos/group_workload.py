@@ -27,15 +27,22 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from strom.testing.chaos.history import History, OpType
 from strom.testing.chaos.workload import FAST_RECONNECT
 
-#: commit errors that mean the coordinator refused the commit before writing it.
+#: commit errors that mean the coordinator refused the commit before writing it (the last
+#: two: a KIP-848 member's epoch moved on).
 REFUSED = frozenset({"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS",
-                     "_NO_OFFSET", "FENCED_INSTANCE_ID", "_STATE"})
+                     "_NO_OFFSET", "FENCED_INSTANCE_ID", "_STATE", "STALE_MEMBER_EPOCH",
+                     "FENCED_MEMBER_EPOCH"})
 
 
-def _member_config(bootstrap: str, group: str, name: str) -> dict[str, Any]:
+def _member_config(bootstrap: str, group: str, name: str,
+                   protocol: str = "classic") -> dict[str, Any]:
+    """A member's settings; a ``consumer`` (KIP-848) member takes its session timeout and
+    heartbeat interval from the broker (librdkafka refuses them client side)."""
+    timing: dict[str, Any] = ({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+                              if protocol == "classic" else {"group.protocol": protocol})
     return {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "client.id": f"chaos-{name}",
-            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, **FAST_RECONNECT}
+            "auto.offset.reset": "earliest", "client.id": f"chaos-{name}", **timing,
+            **FAST_RECONNECT}
 
 
 class GroupMemberWorker:
@@ -43,9 +50,9 @@ class GroupMemberWorker:
 
     def __init__(self, name: str, bootstrap: str, group: str, topic: str, history: History,
                  *, commit_interval: float = 0.2,
-                 config: Mapping[str, Any] | None = None) -> None:
+                 config: Mapping[str, Any] | None = None, protocol: str = "classic") -> None:
         self.name, self.history, self.commit_interval = name, history, commit_interval
-        self.consumer = Consumer({**_member_config(bootstrap, group, name),
+        self.consumer = Consumer({**_member_config(bootstrap, group, name, protocol),
                                   **dict(config or {})})
         self.topic = topic
         self._positions: dict[int, int] = {}

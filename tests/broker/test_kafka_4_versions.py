@@ -263,3 +263,22 @@ def test_describe_topic_partitions_pages_as_kafka_does(client: RawClient,
     everything = page([])[1]
     assert [t[0] for t in everything] == sorted(t[0] for t in everything)
     assert all(ok(n, *range(k)) in everything for n, k in sizes.items())
+
+
+def test_api_versions_lists_features_as_kafka_4_4(client: RawClient) -> None:
+    """KIP-584 features, as a Kafka 4.4.0 node answers (measured): v3 leaves out supported
+    features whose minimum is 0 (KAFKA-17011), v4 lists them; finalized levels are min = max;
+    v2 has neither. strom finalizes group.version 1 (KIP-848) and nothing it lacks."""
+    software = {"client_software_name": "t", "client_software_version": "1"}
+    v2 = client.call(ApiKey.API_VERSIONS, 2, {})
+    assert (v2.supported_features, v2.finalized_features_epoch, v2.finalized_features) == (
+        [], -1, [])
+    v3 = client.call(ApiKey.API_VERSIONS, 3, software)
+    v4 = client.call(ApiKey.API_VERSIONS, 4, software)
+    assert v3.supported_features == []
+    assert [(f.name, f.min_version, f.max_version) for f in v4.supported_features] == [
+        ("group.version", 0, 1)]
+    for answer in (v3, v4):
+        assert answer.finalized_features_epoch >= 0
+        assert [(f.name, f.min_version_level, f.max_version_level)
+                for f in answer.finalized_features] == [("group.version", 1, 1)]

@@ -133,6 +133,18 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 
+#: Feature flags (KIP-584) in ApiVersions v3+: name -> (min, max) level this broker supports,
+#: and name -> the level finalized for the cluster. strom's are fixed by its code: the
+#: KIP-848 consumer protocol (``group.version`` 1). Features strom does not have
+#: (``transaction.version`` 2, ``share.version``, ``streams.version``, KRaft's
+#: ``metadata.version`` / ``kraft.version``, ELR) are not listed, so clients keep their
+#: level-0 paths (Java 4.x producers stay on transactions V1).
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"group.version": (0, 1)}
+FINALIZED_FEATURES: dict[str, int] = {"group.version": 1}
+#: Kafka's FinalizedFeaturesEpoch is the metadata offset of the last feature change;
+#: strom's features never change, so one epoch (>= 0: the finalized list is valid).
+FINALIZED_FEATURES_EPOCH = 0
+
 #: Where the ApiVersions response lists a lower minimum than :data:`SUPPORTED` serves:
 #: api key -> the minimum listed. Only Produce, as Kafka (``ApiKeys.
 #: PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION``); see the module doc.

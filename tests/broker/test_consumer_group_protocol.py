@@ -236,3 +236,23 @@ def test_a_classic_group_is_not_a_consumer_group() -> None:
                             owned=[])
         assert refused.error_code == ErrorCode.GROUP_ID_NOT_FOUND
         classic.close()
+
+
+def test_offset_fetch_checks_a_members_epoch() -> None:
+    with EmbeddedBroker(config=CONFIG) as broker:
+        raw = RawClient(broker.bootstrap)
+        create(raw, "t", 1)
+        joined = heartbeat(broker.bootstrap, "g", "m1", 0, names=["t"], owned=[])
+        assert joined.error_code == 0
+
+        def fetch(member: str, epoch: int) -> int:
+            answer = raw.call(ApiKey.OFFSET_FETCH, 9, {"groups": [{
+                "group_id": "g", "member_id": member, "member_epoch": epoch,
+                "topics": None}], "require_stable": False})
+            return int(answer.groups[0].error_code)
+
+        assert fetch("m1", joined.member_epoch) == 0
+        assert fetch("", -1) == 0  # an admin's fetch
+        assert fetch("m1", joined.member_epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
+        assert fetch("zz", joined.member_epoch) == ErrorCode.UNKNOWN_MEMBER_ID
+        raw.close()

@@ -3,6 +3,9 @@
 v10 (KIP-848) names topics by id, in the request and the answer: a requested id no topic has
 answers its partitions UNKNOWN_TOPIC_ID; asked for every committed partition, a v10 answer
 leaves out topics the metadata no longer holds (they have no id to be named by).
+v9+ carry the member id and epoch of a KIP-848 member: checked as Kafka checks them
+(UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH as the group's error; an admin's fetch, no member and
+epoch -1, is not checked).
 
 Null topics (v2+) mean every committed partition. With ``require_stable`` (v7+) a partition
 whose commit is in flight or part of an open transaction answers UNSTABLE_OFFSET_COMMIT (the
@@ -37,7 +40,8 @@ class OffsetFetchHandler:
         self._state = state
 
     def _group(self, request: Request, group_id: str, topics: Any, version: int,
-               require_stable: bool) -> tuple[int, list[dict[str, Any]]]:
+               require_stable: bool, member: tuple[str, int] | None = None
+               ) -> tuple[int, list[dict[str, Any]]]:
         """(group error, topics) — on a group error v0-1 (no top-level error) carry it in
         every requested partition, as Kafka does; later versions list no topics."""
         access = self._state.access
@@ -63,7 +67,7 @@ class OffsetFetchHandler:
             error = GROUP_DENIED
         else:
             error, committed = self._state.groups.fetch_offsets(group_id, wanted,
-                                                                require_stable)
+                                                                require_stable, member)
         if not error:  # topics the caller may not DESCRIBE: refused, or left out of "all"
             described = {t: access.allowed(request, ResourceType.TOPIC, t)
                          for t in {c.topic for c in committed}}
@@ -97,8 +101,10 @@ class OffsetFetchHandler:
         if version >= 8:
             groups = []
             for g in body.groups:
+                member = ((g.member_id or "", int(g.member_epoch)) if version >= 9
+                          else None)
                 error, topics = self._group(request, g.group_id, g.topics, version,
-                                            bool(body.require_stable))
+                                            bool(body.require_stable), member)
                 groups.append({"group_id": g.group_id, "error_code": error, "topics": topics})
             return [api.response(API_KEY, version, {"throttle_time_ms": 0, "groups": groups})]
         error, topics = self._group(request, body.group_id, body.topics, version,

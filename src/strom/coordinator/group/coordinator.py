@@ -181,12 +181,18 @@ class GroupCoordinator:
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None,
-        require_stable: bool = False,
+        require_stable: bool = False, member: tuple[str, int] | None = None,
     ) -> tuple[int, list[CommittedOffset]]:
-        """(group error, committed offsets: -1 where there is none); ``None`` asks for all."""
+        """(group error, committed offsets: -1 where there is none); ``None`` asks for all.
+        ``member`` (OffsetFetch v9+: member id, member epoch) is checked against a KIP-848
+        group's members (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
         shard = self._route(group_id)
         if isinstance(shard, int):
             return shard, []
+        if member is not None:
+            error = shard.consumer.validate_fetch(group_id, *member)
+            if error:
+                return error, []
         return 0, shard.fetch_offsets(group_id, partitions, require_stable)
 
     def txn_commit_offsets(

@@ -54,6 +54,7 @@ from strom.coordinator.group.codes import (
     INVALID_REGULAR_EXPRESSION,
     INVALID_REQUEST,
     NON_EMPTY_GROUP,
+    STALE_MEMBER_EPOCH,
     UNKNOWN_MEMBER_ID,
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
@@ -533,6 +534,17 @@ class ConsumerGroups:
             since = member.assignment_epochs.get((info.topic_id, partition)) if info else None
             out.append(0 if since is not None and since <= epoch else stale_epoch_error)
         return out
+
+    def validate_fetch(self, group_id: str, member_id: str, epoch: int) -> int:
+        """OffsetFetch v9+ from a member of a consumer group: it must be a member at its
+        current epoch (an admin's fetch, no member and epoch -1, is not checked)."""
+        group = self.groups.get(group_id)
+        if group is None or (not member_id and epoch < 0):
+            return 0
+        member = group.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        return 0 if epoch == member.member_epoch else STALE_MEMBER_EPOCH
 
     def validate_txn_commit(self, group_id: str, member_id: str, epoch: int) -> int | None:
         group = self.groups.get(group_id)

@@ -913,6 +913,8 @@ class GroupShard(OffsetOperations):
         return out
 
     def describe_group(self, group_id: str) -> GroupSummary:
+        if self._is_consumer(group_id):
+            return self.consumer.describe_classic(group_id)
         group = self.groups.get(group_id)
         if group is None:
             return GroupSummary(group_id, GroupState.DEAD.value, "", "", [])

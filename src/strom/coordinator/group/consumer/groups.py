@@ -41,10 +41,16 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from strom.client.consumer_protocol import (
+    ConsumerAssignment,
+    ConsumerSubscription,
+    encode_assignment,
+    encode_subscription,
+)
 from strom.common.clock import Clock
 from strom.common.errors import KafkaError
 from strom.common.timer import Scheduler
-from strom.common.types import kafka_uuid
+from strom.common.types import TopicPartition, kafka_uuid
 from strom.coordinator.group.codes import (
     FENCED_INSTANCE_ID,
     FENCED_MEMBER_EPOCH,
@@ -87,6 +93,7 @@ from strom.coordinator.group.consumer.records import (
     encode_consumer_value,
 )
 from strom.coordinator.group.consumer.settings import ASSIGNORS, ConsumerSettings
+from strom.coordinator.group.model import GroupSummary, MemberSummary
 from strom.coordinator.runtime import NOT_COORDINATOR, ShardContext, coordinator_error
 from strom.metadata.image import TopicInfo
 
@@ -554,6 +561,25 @@ class ConsumerGroups:
         if member is None:
             return UNKNOWN_MEMBER_ID
         return 0 if epoch == member.member_epoch else ILLEGAL_GENERATION
+
+    def describe_classic(self, group_id: str) -> GroupSummary:
+        """The group as DescribeGroups shows it (Kafka's ``ConsumerGroup.asDescribedGroup``):
+        protocol type ``consumer``, the assignor as the protocol, each member's subscription
+        and assignment in the classic embedded consumer protocol's formats."""
+        group = self.groups[group_id]
+        names = {info.topic_id: name for name, info in self.topics().items()}
+        members = []
+        for m in group.members.values():
+            owned = tuple(TopicPartition(names[t], p) for t, ps in to_wire(m.assigned)
+                          if t in names for p in ps)
+            subscription = ConsumerSubscription(m.subscribed_topic_names, None, owned,
+                                                rack_id=m.rack_id)
+            members.append(MemberSummary(
+                m.member_id, m.instance_id, m.client_id, m.client_host,
+                encode_subscription(subscription), encode_assignment(
+                    ConsumerAssignment(owned))))
+        return GroupSummary(group_id, group.state().value, "consumer",
+                            _assignor(group.members.values()), members)
 
     def list_groups(self) -> list[tuple[str, str]]:
         """(group id, state) of each consumer group."""

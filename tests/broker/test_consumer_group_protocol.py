@@ -256,3 +256,34 @@ def test_offset_fetch_checks_a_members_epoch() -> None:
         assert fetch("m1", joined.member_epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
         assert fetch("zz", joined.member_epoch) == ErrorCode.UNKNOWN_MEMBER_ID
         raw.close()
+
+
+def test_a_static_member_keeps_its_partitions_across_a_restart() -> None:
+    """librdkafka static members (group.instance.id): closing leaves with epoch -2, so the
+    partitions wait for the member's return instead of moving; the new incarnation (a new
+    member id) gets the same partitions back, and the group epoch does not move."""
+    with EmbeddedBroker(config=CONFIG) as broker:
+        raw = RawClient(broker.bootstrap)
+        create(raw, "t", 4)
+        first = consumer(broker.bootstrap, "sg", ["t"], **{"group.instance.id": "A"})
+        second = consumer(broker.bootstrap, "sg", ["t"], **{"group.instance.id": "B"})
+        poll_until([first, second], lambda: len(owned(first)) == len(owned(second)) == 2)
+        before = owned(second)
+
+        def described() -> Any:
+            return raw.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+                "group_ids": ["sg"], "include_authorized_operations": False}).groups[0]
+
+        epoch = described().group_epoch
+        second.close()
+        time.sleep(1)  # a few of the first member's heartbeats: nothing moves to it
+        poll_until([first], lambda: True, timeout=1)
+        assert len(owned(first)) == 2
+        left = {m.instance_id: m.member_epoch for m in described().members}
+        assert left["B"] == -2
+        again = consumer(broker.bootstrap, "sg", ["t"], **{"group.instance.id": "B"})
+        poll_until([first, again], lambda: owned(again) == before)
+        assert described().group_epoch == epoch
+        again.close()
+        first.close()
+        raw.close()

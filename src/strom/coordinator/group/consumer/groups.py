@@ -293,6 +293,7 @@ class ConsumerGroups:
             group = ConsumerGroup(group_id)
         records: list[Record] = []
         old = group.members.get(args.member_id)
+        replaced: ConsumerMember | None = None
         if epoch == 0:
             member, replaced = self._joining(group, args, old)
             if replaced is not None:
@@ -312,7 +313,8 @@ class ConsumerGroups:
                                f"({old.member_epoch}). The member must abandon all its "
                                "partitions and rejoin.")
             member = _with_request(old, args)
-        bump = old is None or _subscription(old) != _subscription(member)
+        prior = old if old is not None else replaced  # a returning static member: its self
+        bump = prior is None or _subscription(prior) != _subscription(member)
         if old is None or member.metadata_value() != old.metadata_value():
             records.append((ConsumerGroupMemberMetadataKey(group_id, member.member_id),
                             member.metadata_value()))
@@ -348,6 +350,11 @@ class ConsumerGroups:
             records.append((ConsumerGroupTargetAssignmentMetadataKey(group_id),
                             ConsumerGroupTargetAssignmentMetadataValue(group_epoch)))
             target_epoch, targets = group_epoch, dict(new_targets)
+        elif replaced is not None:  # the returning static member keeps its target
+            kept = group.target.get(replaced.member_id, {})
+            targets[member.member_id] = kept
+            records.append((ConsumerGroupTargetAssignmentMemberKey(group_id, member.member_id),
+                            ConsumerGroupTargetAssignmentMemberValue(to_wire(kept))))
 
         def held_by_other(topic: uuid.UUID, partition: int) -> bool:
             owner = group.owner_of(topic, partition)

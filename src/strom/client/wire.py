@@ -64,6 +64,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
+    # The consumer protocol (KIP-848): v1, members name themselves (KIP-1082).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (1, 1),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
     # Transactions. AddPartitionsToTxn v4+ is broker-to-broker (KIP-890); EndTxn and

@@ -1,7 +1,9 @@
 """A consumer process for the group tests: ``python group_worker.py BOOTSTRAP GROUP TOPIC
 ASSIGNOR OUT`` (``OUT`` gets one line per event, flushed: ``record P O``,
 ``assigned P,P``, ``revoked P,P``, ``lost P,P``). It commits after every poll and in its
-revoke listener; SIGTERM makes it close cleanly (commit, revoke, LeaveGroup)."""
+revoke listener; SIGTERM makes it close cleanly (commit, revoke, LeaveGroup). ``ASSIGNOR``
+``consumer-protocol`` makes it a KIP-848 member (``group_protocol="consumer"``: the broker
+assigns, with its session timeout and heartbeat interval)."""
 
 from __future__ import annotations
 
@@ -21,9 +23,12 @@ def main(bootstrap: str, group: str, topic: str, assignor: str, out_path: str) -
         stopping = True
 
     signal.signal(signal.SIGTERM, stop)
+    membership: dict[str, Any] = (
+        {"group_protocol": "consumer"} if assignor == "consumer-protocol" else
+        {"partition_assignment_strategy": assignor, "session_timeout_ms": 6000,
+         "heartbeat_interval_ms": 300})
     consumer = SyncConsumer(bootstrap, group_id=group, enable_auto_commit=False,
-                            partition_assignment_strategy=assignor, auto_offset_reset="earliest",
-                            session_timeout_ms=6000, heartbeat_interval_ms=300, max_wait_ms=100)
+                            auto_offset_reset="earliest", max_wait_ms=100, **membership)
 
     def line(kind: str, tps: Any) -> None:
         out.write(f"{kind} {','.join(str(tp.partition) for tp in sorted(tps))}\n")

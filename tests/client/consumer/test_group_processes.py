@@ -97,7 +97,14 @@ def stable(workers: list[Worker], partitions: int) -> bool:
 @pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky", "cooperative-sticky"])
 def test_three_processes_one_leaves_one_is_killed_nothing_lost_or_duplicated(
         broker: Any, tmp_path: Path, workers: list[Worker], assignor: str) -> None:
-    bootstrap, partitions = broker.bootstrap, 6
+    three_processes_one_leaves_one_is_killed(broker.bootstrap, tmp_path, workers, assignor)
+
+
+def three_processes_one_leaves_one_is_killed(bootstrap: str, tmp_path: Path,
+                                             workers: list[Worker], assignor: str) -> None:
+    """Three worker processes share 6 partitions; one leaves cleanly, one is killed; every
+    record is read exactly once (``assignor``: a worker's, or ``consumer-protocol``)."""
+    partitions = 6
     topic, group = unique("procs"), unique("g")
     with SyncAdminClient(bootstrap) as admin:
         admin.create_topic(topic, partitions, 1)

@@ -6,7 +6,11 @@ Two ways to get partitions, as in Kafka:
   joins the group (:mod:`strom.client.consumer.member`), the leader runs the assignor the
   group agreed on, and partitions move between members on rebalances. A pattern is matched
   against the cluster's topics on every metadata refresh (``metadata_max_age_ms``), so topics
-  created later are picked up.
+  created later are picked up. With ``group_protocol="consumer"`` (KIP-848) the broker
+  assigns instead (:mod:`strom.client.consumer.protocol_member`; ``group_remote_assignor``
+  names its assignor, session timeout and heartbeat interval are the broker's): each poll
+  reconciles towards the broker's target incrementally — revoked partitions first (committed
+  and passed to ``on_partitions_revoked``), then the new ones.
 - :meth:`Consumer.assign` of explicit partitions (the standalone consumer): no group
   membership; with a ``group_id`` the group's committed offsets still give the starting
   positions and commits go to the group as generation -1 (the group must have no members).
@@ -63,6 +67,7 @@ from strom.client.consumer.member import (
     UnknownMemberIdError,
 )
 from strom.client.consumer.prefetch import Prefetcher
+from strom.client.consumer.protocol_member import ConsumerProtocolMember
 from strom.client.consumer_protocol import ConsumerSubscription
 from strom.client.coordinators import GROUP_KEY_TYPE, CoordinatorFinder
 from strom.client.fetcher import Fetcher, NoOffsetError
@@ -123,11 +128,16 @@ class Consumer:
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         client_rack: str = "",
         security: ClientSecurity | None = None,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
     ) -> None:
         if max_poll_records < 1:
             raise ClientConfigError("max_poll_records must be ≥ 1")
         if heartbeat_interval_ms >= session_timeout_ms:
             raise ClientConfigError("heartbeat_interval_ms must be below session_timeout_ms")
+        if group_protocol not in ("classic", "consumer"):
+            raise ClientConfigError(f"group_protocol must be 'classic' or 'consumer', not "
+                                    f"{group_protocol!r}")
         self.fetcher = Fetcher(bootstrap, client_id=client_id, max_wait_ms=max_wait_ms,
                                min_bytes=min_bytes, max_bytes=max_bytes,
                                max_partition_bytes=max_partition_bytes,
@@ -151,8 +161,16 @@ class Consumer:
         self._value_de = deserializer(value_deserializer)
         self.interceptors = Interceptors(interceptors)
         self.admin = GroupAdmin(self.cluster, request_timeout_s)
-        self.member: GroupMember | None = None
-        if group_id is not None:
+        self.member: GroupMember | ConsumerProtocolMember | None = None
+        if group_id is not None and group_protocol == "consumer":
+            # KIP-848: the broker assigns; session timeout and heartbeat interval are its.
+            self.member = ConsumerProtocolMember(
+                CoordinatorFinder(self.cluster, GROUP_KEY_TYPE, request_timeout_s, group_error),
+                self.admin, self.cluster, group_id, group_instance_id=group_instance_id,
+                rebalance_timeout_ms=max_poll_interval_ms, request_timeout_s=request_timeout_s,
+                server_assignor=group_remote_assignor, rack_id=client_rack)
+            self.member.poll_expired = self._poll_expired
+        elif group_id is not None:
             self.member = GroupMember(
                 CoordinatorFinder(self.cluster, GROUP_KEY_TYPE, request_timeout_s, group_error),
                 self.admin, group_id, self.assignors,
@@ -404,6 +422,8 @@ class Consumer:
     async def _rebalance(self) -> None:
         member = self.member
         assert member is not None
+        if isinstance(member, ConsumerProtocolMember):
+            return await self._reconcile(member)
         owned = set(self._assigned)
         cooperative = self._cooperative(member.protocol)
         errors: list[BaseException] = []
@@ -435,6 +455,30 @@ class Consumer:
         else:
             self._set_assignment(new)
             await self._call_listener("on_partitions_assigned", new, errors)
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
+        if errors:
+            raise errors[0]
+
+    async def _reconcile(self, member: ConsumerProtocolMember) -> None:
+        """KIP-848: move towards the broker's target — revoke what it leaves out (after a
+        commit), take the rest, and report what is owned (the broker then moves the member
+        to its new epoch and may give more)."""
+        errors: list[BaseException] = []
+        if self._assigned and member.generation_lost():
+            await self._revoke(set(self._assigned), "on_partitions_lost", errors)
+        if self._pattern is not None:
+            await self.cluster.refresh(None)
+            self._topics = self._matching()
+        result = await member.join(self._subscription_for, self._assign)
+        new = set(result.assignment.partitions)
+        revoked, added = self._assigned - new, new - self._assigned
+        if revoked:
+            await self._auto_commit_now()
+            await self._revoke(revoked, "on_partitions_revoked", errors)
+        self._set_assignment(new)
+        member.owned_now(new)
+        if added:
+            await self._call_listener("on_partitions_assigned", added, errors)
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
         if errors:
             raise errors[0]

@@ -428,6 +428,9 @@ def hand_built() -> list[dict[str, Any]]:
     requests.append((ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
         "topics": [{"name": ADMIN_TOPIC}, {"name": TOPIC}], "response_partition_limit": 1,
         "cursor": {"topic_name": TOPIC, "partition_index": 1}}))
+    # ListConfigResources: only Kafka's kafka-configs (4.1+) sends it.
+    requests.append((ApiKey.LIST_CONFIG_RESOURCES, 0, {}))
+    requests.append((ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [2, 4]}))
     built = [{"client": "hand-built", "api_key": int(key), "api_version": version,
               "body": api.request(key, version, fields).hex()}
              for key, version, fields in requests]

@@ -282,3 +282,26 @@ def test_api_versions_lists_features_as_kafka_4_4(client: RawClient) -> None:
         assert answer.finalized_features_epoch >= 0
         assert [(f.name, f.min_version_level, f.max_version_level)
                 for f in answer.finalized_features] == [("group.version", 1, 1)]
+
+
+def test_list_config_resources_as_kafka_4_4(client: RawClient) -> None:
+    """Kafka 4.4's answers (measured): every topic and broker for no types, the types
+    asked, UNSUPPORTED_VERSION for a type it does not know; v0 lists client metrics only."""
+    create = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+        "name": "lcr-topic", "num_partitions": 1, "replication_factor": 1,
+        "assignments": [], "configs": []}], "timeout_ms": 5000, "validate_only": False})
+    assert create.topics[0].error_code in (0, ErrorCode.TOPIC_ALREADY_EXISTS)
+
+    def listed(version: int, types: list[int]) -> tuple[int, set[tuple[int, str]]]:
+        fields = {"resource_types": types} if version >= 1 else {}
+        answer = client.call(ApiKey.LIST_CONFIG_RESOURCES, version, fields)
+        return answer.error_code, {(getattr(r, "resource_type", 16), r.resource_name)
+                                   for r in answer.config_resources}
+
+    error, everything = listed(1, [])
+    assert error == 0 and (2, "lcr-topic") in everything and (4, "0") in everything
+    assert listed(1, [4]) == (0, {(4, "0")})
+    assert all(t == 2 for t, _ in listed(1, [2])[1])
+    assert listed(1, [32]) == (0, set()) and listed(1, [16]) == (0, set())
+    assert listed(1, [1]) == (ErrorCode.UNSUPPORTED_VERSION, set())
+    assert listed(0, []) == (0, set())

@@ -106,6 +106,7 @@ RULES: dict[int, tuple[Rule, ...]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: _r((_X, _OP.DESCRIBE), (_T, _OP.DESCRIBE)),
     ApiKey.LIST_TRANSACTIONS: _r((_X, _OP.DESCRIBE)),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _r((_T, _OP.DESCRIBE)),
+    ApiKey.LIST_CONFIG_RESOURCES: _r((_C, _OP.DESCRIBE_CONFIGS)),
 }
 #: APIs any authenticated connection may use (Kafka checks nothing, or only reports
 #: authorized operations): ApiVersions, SaslHandshake, SaslAuthenticate, DescribeCluster.

@@ -42,6 +42,7 @@ from strom.broker.handlers.heartbeat import HeartbeatHandler
 from strom.broker.handlers.init_producer_id import InitProducerIdHandler
 from strom.broker.handlers.join_group import JoinGroupHandler
 from strom.broker.handlers.leave_group import LeaveGroupHandler
+from strom.broker.handlers.list_config_resources import ListConfigResourcesHandler
 from strom.broker.handlers.list_groups import ListGroupsHandler
 from strom.broker.handlers.list_offsets import ListOffsetsHandler
 from strom.broker.handlers.list_partition_reassignments import (
@@ -92,6 +93,7 @@ def build_handlers(state: BrokerState) -> dict[int, Handler]:
         ApiKey.HEARTBEAT: HeartbeatHandler(state),
         ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatHandler(state),
         ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(state),
+        ApiKey.LIST_CONFIG_RESOURCES: ListConfigResourcesHandler(state),
         ApiKey.LEAVE_GROUP: LeaveGroupHandler(state),
         ApiKey.SYNC_GROUP: SyncGroupHandler(state),
         ApiKey.DESCRIBE_GROUPS: DescribeGroupsHandler(state),

@@ -287,3 +287,30 @@ def test_a_static_member_keeps_its_partitions_across_a_restart() -> None:
         again.close()
         first.close()
         raw.close()
+
+
+def test_an_empty_consumer_group_is_deleted_a_live_one_is_not() -> None:
+    with EmbeddedBroker(config=CONFIG) as broker:
+        raw = RawClient(broker.bootstrap)
+        create(raw, "t", 1)
+        joined = heartbeat(broker.bootstrap, "dg", "m1", 0, names=["t"], owned=[])
+        assert joined.error_code == 0
+
+        def delete() -> int:
+            answer = raw.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["dg"]})
+            return int(answer.results[0].error_code)
+
+        def describe() -> Any:
+            return raw.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+                "group_ids": ["dg"], "include_authorized_operations": True}).groups[0]
+
+        assert 8 in describe().authorized_operations  # asked for: DESCRIBE among them
+        assert delete() == ErrorCode.NON_EMPTY_GROUP
+        assert heartbeat(broker.bootstrap, "dg", "m1", -1).error_code == 0
+        assert describe().group_state == "Empty"
+        assert delete() == 0
+        assert describe().error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert delete() == ErrorCode.GROUP_ID_NOT_FOUND
+        again = heartbeat(broker.bootstrap, "dg", "m2", 0, names=["t"], owned=[])
+        assert again.error_code == 0 and again.member_epoch == 1  # a new group
+        raw.close()

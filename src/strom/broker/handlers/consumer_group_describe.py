@@ -2,7 +2,8 @@
 current and target assignments (topics by id and name); v1 adds each member's type (1: a
 consumer-protocol member; strom has no classic members in consumer groups). An unknown id or
 a classic group is GROUP_ID_NOT_FOUND (the Java admin then falls back to DescribeGroups), an
-empty id INVALID_GROUP_ID; DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED)."""
+empty id INVALID_GROUP_ID; DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED); the caller's
+operations on the group when asked (``IncludeAuthorizedOperations``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from strom.broker.access import GROUP_DENIED
 from strom.broker.dispatch import Request, ResponseParts
+from strom.broker.handlers.authorized_ops import authorized
 from strom.broker.state import BrokerState
 from strom.common.acl import AclOperation, ResourceType
 from strom.common.errors import error_class
@@ -31,6 +33,11 @@ class ConsumerGroupDescribeHandler:
         version = request.version
         body = api.decode_request(API_KEY, version, request.body)
         groups = [self._describe(request, group_id, version) for group_id in body.group_ids]
+        if body.include_authorized_operations:
+            for entry in groups:
+                if not entry["error_code"]:
+                    entry["authorized_operations"] = authorized(
+                        self._state.access, request, ResourceType.GROUP, entry["group_id"])
         return [api.response(API_KEY, version, {"throttle_time_ms": 0, "groups": groups})]
 
     def _describe(self, request: Request, group_id: str, version: int) -> dict[str, Any]:

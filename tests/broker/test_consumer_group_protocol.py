@@ -314,3 +314,19 @@ def test_an_empty_consumer_group_is_deleted_a_live_one_is_not() -> None:
         again = heartbeat(broker.bootstrap, "dg", "m2", 0, names=["t"], owned=[])
         assert again.error_code == 0 and again.member_epoch == 1  # a new group
         raw.close()
+
+
+def test_the_first_configured_assignor_is_the_default() -> None:
+    with EmbeddedBroker(config={**CONFIG, "group.consumer.assignors": "range,uniform"}) as b:
+        raw = RawClient(b.bootstrap)
+        create(raw, "t", 4)
+        for member in ("m1", "m2"):
+            assert heartbeat(b.bootstrap, "rg", member, 0, names=["t"], owned=[]
+                             ).error_code == 0
+        group = raw.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+            "group_ids": ["rg"], "include_authorized_operations": False}).groups[0]
+        assert group.assignor_name == "range"
+        targets = {m.member_id: sorted(p for tp in m.target_assignment.topic_partitions
+                                       for p in tp.partitions) for m in group.members}
+        assert targets == {"m1": [0, 1], "m2": [2, 3]}  # contiguous ranges by member id
+        raw.close()

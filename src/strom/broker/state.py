@@ -22,7 +22,7 @@ from strom.controller.internal_topics import internal_min_isr, internal_replicat
 from strom.controller.producer_ids import ProducerIdManager
 from strom.controller.topic_writes import TopicWriteQueue
 from strom.controller.topics import TopicAdmin
-from strom.coordinator.group.consumer.settings import ConsumerSettings
+from strom.coordinator.group.consumer.settings import ConsumerSettings, assignor_names
 from strom.coordinator.group.coordinator import GroupCoordinator, GroupSettings
 from strom.coordinator.group.records import OFFSETS_TOPIC
 from strom.coordinator.txn.coordinator import TXN_TOPIC, TxnCoordinator, TxnSettings
@@ -121,6 +121,7 @@ class BrokerState:
                 session_timeout_ms=int(config.get("group.consumer.session.timeout.ms")),
                 heartbeat_interval_ms=int(config.get("group.consumer.heartbeat.interval.ms")),
                 max_size=int(config.get("group.consumer.max.size")),
+                assignors=assignor_names(config.get("group.consumer.assignors")),
             ),
         )
 

@@ -649,6 +649,12 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "Session timeout of consumer-protocol (KIP-848) group members.", at_least(1)),
     ConfigKey("group.consumer.heartbeat.interval.ms", ConfigType.INT, 5000,
               "Heartbeat interval given to consumer-protocol group members.", at_least(1)),
+    ConfigKey("group.consumer.assignors", ConfigType.LIST, ["uniform", "range"],
+              "Server-side assignors of consumer-protocol groups, the default first: names "
+              "or Kafka's class names of its built-in ones.",
+              one_of("uniform", "range", "org.apache.kafka.coordinator.group.assignor."
+                     "UniformAssignor", "org.apache.kafka.coordinator.group.assignor."
+                     "RangeAssignor"), read_only=True),
     ConfigKey("group.consumer.max.size", ConfigType.INT, 2**31 - 1,
               "The most members a consumer-protocol group may have.", at_least(1)),
     ConfigKey("offsets.topic.num.partitions", ConfigType.INT, 50,

@@ -42,3 +42,11 @@ def test_range_gives_contiguous_ranges_per_topic() -> None:
     out = range_assign({"b": frozenset({A}), "a": frozenset({A})}, {A: 5})
     assert out["a"][A] == frozenset({0, 1, 2}) and out["b"][A] == frozenset({3, 4})
     assert assign("range", {"a": frozenset({A})}, {A: 2}, {}) == {"a": {A: frozenset({0, 1})}}
+
+
+def test_configured_assignors_take_kafkas_class_names() -> None:
+    from strom.coordinator.group.consumer.settings import assignor_names
+
+    assert assignor_names(["org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+                           "uniform"]) == ("range", "uniform")
+    assert assignor_names([]) == ("uniform", "range")

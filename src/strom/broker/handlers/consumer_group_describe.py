@@ -15,6 +15,7 @@ from strom.broker.handlers.authorized_ops import authorized
 from strom.broker.state import BrokerState
 from strom.common.acl import AclOperation, ResourceType
 from strom.common.errors import error_class
+from strom.coordinator.group.consumer.groups import chosen_assignor
 from strom.coordinator.group.consumer.model import Assignment, ConsumerGroup, to_wire
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -80,9 +81,8 @@ class ConsumerGroupDescribeHandler:
             if version >= 1:
                 entry["member_type"] = CONSUMER_MEMBER_TYPE
             members.append(entry)
-        assignors = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        default = self._state.groups.settings.consumer.assignors[0]
         return {"group_state": group.state().value, "group_epoch": group.group_epoch,
                 "assignment_epoch": group.assignment_epoch,
-                "assignor_name": max(set(assignors), key=assignors.count) if assignors
-                else "uniform",
+                "assignor_name": chosen_assignor(group.members.values(), default),
                 "members": members}

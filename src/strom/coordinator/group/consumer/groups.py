@@ -339,7 +339,7 @@ class ConsumerGroups:
             ids = {name: info.topic_id for name, info in topics.items()}
             counts = {topics[name].topic_id: len(topics[name].partitions)
                       for name, _, _ in snapshot}
-            new_targets = assign(_assignor(members.values()),
+            new_targets = assign(chosen_assignor(members.values(), self.settings.assignors[0]),
                                  {m: frozenset(ids[n] for n in names)
                                   for m, names in resolved.items()}, counts, group.target)
             for member_id, target in new_targets.items():
@@ -586,7 +586,8 @@ class ConsumerGroups:
                 encode_subscription(subscription), encode_assignment(
                     ConsumerAssignment(owned))))
         return GroupSummary(group_id, group.state().value, "consumer",
-                            _assignor(group.members.values()), members)
+                            chosen_assignor(group.members.values(), self.settings.assignors[0]),
+                            members)
 
     def list_groups(self) -> list[tuple[str, str]]:
         """(group id, state) of each consumer group."""
@@ -667,10 +668,11 @@ def _resolve(member: ConsumerMember, topics: Mapping[str, TopicInfo]) -> frozens
     return frozenset(names)
 
 
-def _assignor(members: object) -> str:
+def chosen_assignor(members: object, default: str = ASSIGNORS[0]) -> str:
+    """The assignor most members ask for, else ``default`` (the first configured)."""
     wanted = Counter(m.server_assignor for m in members  # type: ignore[attr-defined]
                      if m.server_assignor)
-    return wanted.most_common(1)[0][0] if wanted else ASSIGNORS[0]
+    return wanted.most_common(1)[0][0] if wanted else default
 
 
 def _target_covers(group: ConsumerGroup,
@@ -694,4 +696,4 @@ def _contains(assigned: Assignment, owned: Assignment) -> bool:
 
 
 __all__ = ["ConsumerGroups", "ConsumerSettings", "GroupState", "HeartbeatArgs",
-           "HeartbeatResult"]
+           "HeartbeatResult", "chosen_assignor"]

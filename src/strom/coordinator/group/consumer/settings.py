@@ -8,6 +8,17 @@ from dataclasses import dataclass
 ASSIGNORS = ("uniform", "range")
 
 
+def assignor_names(configured: list[str]) -> tuple[str, ...]:
+    """``group.consumer.assignors`` as assignor names (Kafka also takes its built-in
+    assignors' class names: ``...assignor.UniformAssignor`` is ``uniform``)."""
+    names = []
+    for entry in configured:
+        short = entry.rsplit(".", 1)[-1].removesuffix("Assignor").lower()
+        if short not in names:
+            names.append(short)
+    return tuple(names) or ASSIGNORS
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerSettings:
     """``group.consumer.session.timeout.ms``, ``group.consumer.heartbeat.interval.ms``,

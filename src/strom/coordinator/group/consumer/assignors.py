@@ -16,6 +16,7 @@ every coordinator computes the same assignment from the same records.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 
 from strom.coordinator.group.consumer.model import Assignment
@@ -53,6 +54,50 @@ def range_assign(subscriptions: Subscriptions, partitions: Mapping[uuid.UUID, in
 
 def uniform_assign(subscriptions: Subscriptions, partitions: Mapping[uuid.UUID, int],
                    current: Mapping[str, Assignment]) -> Targets:
+    if len(set(subscriptions.values())) == 1:
+        return _homogeneous(subscriptions, partitions, current)
+    return _heterogeneous(subscriptions, partitions, current)
+
+
+def _homogeneous(subscriptions: Subscriptions, partitions: Mapping[uuid.UUID, int],
+                 current: Mapping[str, Assignment]) -> Targets:
+    """Every member subscribes to the same topics: ``P // M`` partitions each, the first
+    ``P % M`` one more — those that hold the most now, so the fewest move; each keeps what
+    it holds up to its share. O(P + M log M): a join to a group of a thousand members must
+    not stall the broker's loop."""
+    members = sorted(subscriptions)
+    kind = subscriptions[members[0]]
+    every = [(topic, p) for topic in sorted((t for t in kind if t in partitions),
+                                            key=lambda t: t.bytes)
+             for p in range(partitions[topic])]
+    valid = set(every)
+    held = {m: [(t, p) for t, ps in sorted(current.get(m, {}).items(), key=lambda kv: kv[0].bytes)
+                for p in sorted(ps) if (t, p) in valid] for m in members}
+    base, extra = divmod(len(every), len(members))
+    by_holding = sorted(members, key=lambda m: (-len(held[m]), m))
+    cap = {m: base + (1 if rank < extra else 0) for rank, m in enumerate(by_holding)}
+    taken: set[tuple[uuid.UUID, int]] = set()
+    mine: dict[str, list[tuple[uuid.UUID, int]]] = {m: [] for m in members}
+    for m in members:
+        for tp in held[m]:
+            if len(mine[m]) < cap[m] and tp not in taken:
+                taken.add(tp)
+                mine[m].append(tp)
+    free = iter(tp for tp in every if tp not in taken)
+    for m in members:
+        while len(mine[m]) < cap[m]:
+            mine[m].append(next(free))
+    out: Targets = {m: {} for m in members}
+    for m, tps in mine.items():
+        for topic, p in tps:
+            out[m][topic] = out[m].get(topic, frozenset()) | {p}
+    return out
+
+
+def _heterogeneous(subscriptions: Subscriptions, partitions: Mapping[uuid.UUID, int],
+                   current: Mapping[str, Assignment]) -> Targets:
+    """Members subscribe to different topics: sticky up to a fair share, the rest to the
+    least loaded member that may take each partition, then moves that narrow the gap."""
     members = sorted(subscriptions)
     out: Targets = {member: {} for member in members}
     if not members:
@@ -62,12 +107,15 @@ def uniform_assign(subscriptions: Subscriptions, partitions: Mapping[uuid.UUID, 
              for p in range(partitions[topic])
              if any(topic in subscriptions[m] for m in members)]
     eligible_total = len(every)
-    # A member's fair share: the partitions it could take, spread over those who could too.
-    quota = {}
-    for member in members:
-        mine = sum(partitions[t] for t in subscriptions[member] if t in partitions)
-        sharers = max(1, sum(1 for m in members if subscriptions[m] & subscriptions[member]))
-        quota[member] = -(-min(mine, eligible_total) // sharers)  # ceiling
+    # A member's fair share: the partitions it could take, spread over those who could too
+    # (per distinct subscription: usually every member has the same one).
+    kinds = Counter(subscriptions[m] for m in members)
+    share: dict[frozenset[uuid.UUID], int] = {}
+    for kind in kinds:
+        mine = sum(partitions[t] for t in kind if t in partitions)
+        sharers = max(1, sum(n for other, n in kinds.items() if other & kind))
+        share[kind] = -(-min(mine, eligible_total) // sharers)  # ceiling
+    quota = {member: share[subscriptions[member]] for member in members}
     taken: set[tuple[uuid.UUID, int]] = set()
     for member in members:  # sticky: keep what is still valid, up to the quota
         for topic, held in sorted(current.get(member, {}).items(), key=lambda kv: kv[0].bytes):

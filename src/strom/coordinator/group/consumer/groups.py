@@ -323,9 +323,20 @@ class ConsumerGroups:
         for gone in [r for r in members.values() if _replaced_by(r, member)]:
             del members[gone.member_id]
         topics = self.topics()
-        resolved = {m.member_id: _resolve(m, topics) for m in members.values()}
-        snapshot = tuple(sorted((name, topics[name].topic_id, len(topics[name].partitions))
-                                for name in set().union(*resolved.values())))
+        # Resolving every member's subscription is O(members) (regexes: O(topics) each):
+        # reused while the metadata image and the stored subscriptions are the same and this
+        # heartbeat changes none.
+        reusable = not bump and replaced is None
+        cached = group.resolved
+        if reusable and cached is not None and cached[0] is topics and (
+                cached[1] == group.subscription_version):
+            resolved, snapshot = cached[2], cached[3]
+        else:
+            resolved = {m.member_id: _resolve(m, topics) for m in members.values()}
+            snapshot = tuple(sorted((name, topics[name].topic_id, len(topics[name].partitions))
+                                    for name in set().union(*resolved.values())))
+            if reusable:
+                group.resolved = (topics, group.subscription_version, resolved, snapshot)
         if group.snapshot is None and _target_covers(group, snapshot):
             group.snapshot = snapshot  # loaded: the stored target already fits the topics
         if snapshot != group.snapshot:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from strom.common.timer import TimerHandle
 from strom.coordinator.group.consumer.records import (
@@ -110,9 +110,13 @@ class ConsumerGroup:
     #: (topic name, topic id, partition count) of every subscribed topic when the target
     #: assignment was last computed; None after a load (recomputed on the first heartbeat).
     snapshot: tuple[tuple[str, uuid.UUID, int], ...] | None = None
-    busy: bool = False
-    waiting: deque[Callable[[], None]] = field(default_factory=deque)
     dead: bool = False
+    #: moves with every replayed change of a member's subscription (or membership)
+    subscription_version: int = 0
+    #: (topics mapping, subscription version, each member's resolved topic names, snapshot):
+    #: the last resolution, reused while both are the same
+    resolved: tuple[Any, int, dict[str, frozenset[str]],
+                    tuple[tuple[str, uuid.UUID, int], ...]] | None = None
 
     def member_by_instance(self, instance_id: str) -> ConsumerMember | None:
         for member in self.members.values():
@@ -175,6 +179,7 @@ def apply(groups: dict[str, ConsumerGroup], key: ConsumerKey, value: ConsumerVal
             group.target.pop(key.member_id, None)
         elif isinstance(key, ConsumerGroupMemberMetadataKey) and member_id is not None:
             group.members.pop(member_id, None)
+            group.subscription_version += 1
         elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
             member = group.members.get(key.member_id)
             if member is not None:
@@ -201,6 +206,7 @@ def apply(groups: dict[str, ConsumerGroup], key: ConsumerKey, value: ConsumerVal
         member.rebalance_timeout_ms = value.rebalance_timeout_ms
         member.server_assignor = value.server_assignor
         member.has_metadata = True
+        group.subscription_version += 1
     elif isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
         assert isinstance(key, ConsumerGroupCurrentMemberAssignmentKey)
         member = group.members.setdefault(key.member_id, ConsumerMember(key.member_id))

@@ -131,7 +131,10 @@ def one_run(bootstrap: str, protocol: dict[str, Any], args: argparse.Namespace
 @contextlib.contextmanager
 def broker(name: str, args: argparse.Namespace) -> Iterator[str]:
     if name == "kafka":
-        with start_kafka(args.kafka_lib) as kafka:
+        # kafka_ref starts nodes with no initial rebalance delay; Kafka's default here, as
+        # strom's
+        with start_kafka(args.kafka_lib,
+                         {"group.initial.rebalance.delay.ms": "3000"}) as kafka:
             yield kafka.bootstrap
     else:
         strom = start_strom()

@@ -56,4 +56,10 @@ def test_produce_is_listed_from_v0_and_served_from_v3() -> None:
     assert ADVERTISED[ApiKey.PRODUCE] == (0, SUPPORTED[ApiKey.PRODUCE][1])
     assert SUPPORTED[ApiKey.PRODUCE][0] == 3
     assert {k: r for k, r in ADVERTISED.items() if k != ApiKey.PRODUCE} == {
-        k: r for k, r in SUPPORTED.items() if k != ApiKey.PRODUCE}
+        k: r for k, r in SUPPORTED.items()
+        if k not in (ApiKey.PRODUCE, ApiKey.CONTROLLED_SHUTDOWN)}
+
+
+def test_controlled_shutdown_is_served_but_not_listed_as_kafka_4() -> None:
+    assert ApiKey.CONTROLLED_SHUTDOWN in SUPPORTED
+    assert ApiKey.CONTROLLED_SHUTDOWN not in ADVERTISED

@@ -152,10 +152,17 @@ FINALIZED_FEATURES_EPOCH = 0
 #: PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION``); see the module doc.
 _ADVERTISED_MIN: dict[int, int] = {ApiKey.PRODUCE: 0}
 
+#: Served but not listed: ControlledShutdown, which strom's brokers send their controller at
+#: a fixed version (ZooKeeper-era Kafka's protocol; Kafka 4.x, KRaft only, no longer lists
+#: it), and no client uses.
+_UNLISTED = frozenset({ApiKey.CONTROLLED_SHUTDOWN})
+
 #: api key -> (min, max) listed in ApiVersions responses (and in the v0 answer to an
-#: ApiVersions request above our range): :data:`SUPPORTED` with :data:`_ADVERTISED_MIN`.
+#: ApiVersions request above our range): :data:`SUPPORTED` with :data:`_ADVERTISED_MIN`,
+#: without :data:`_UNLISTED`.
 ADVERTISED: dict[int, tuple[int, int]] = {
-    key: (_ADVERTISED_MIN.get(key, low), high) for key, (low, high) in SUPPORTED.items()}
+    key: (_ADVERTISED_MIN.get(key, low), high) for key, (low, high) in SUPPORTED.items()
+    if key not in _UNLISTED}
 
 
 @cache

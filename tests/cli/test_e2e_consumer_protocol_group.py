@@ -30,6 +30,12 @@ def test_describe_and_list_a_consumer_protocol_group(cli: Callable[..., Result])
         b = ["--bootstrap-server", broker.bootstrap]
         listed = cli("groups", "list", "--state", *b)
         assert listed.out.splitlines()[1].split() == ["g848", "Stable"]
+        typed = cli("groups", "list", "--type", "--state", *b)  # as kafka-consumer-groups
+        assert typed.out.splitlines() == ["GROUP  TYPE      STATE", "g848   Consumer  Stable"]
+        assert cli("groups", "list", "--type", "classic", *b).out.splitlines() == [
+            "GROUP  TYPE"]
+        bad = cli("groups", "list", "--type", "bogus", *b)
+        assert bad.code == 1 and "unknown group type 'bogus'" in bad.err
         described = cli("groups", "describe", "g848", "--members", *b)
         assert described.code == 0, described.err
         lines = described.out.splitlines()

@@ -24,6 +24,7 @@ from strom.cli.groups_reset import (
 from strom.client.admin_types import (
     GroupDescription,
     GroupState,
+    GroupType,
     MemberDescription,
     OffsetSpec,
 )
@@ -47,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--state", nargs="?", const="", default=None, metavar="STATE[,STATE]",
                     help="show each group's state; with STATE, only groups in those states "
                          f"({', '.join(GroupState.ALL)})")
+    ls.add_argument("--type", nargs="?", const="", default=None, metavar="TYPE[,TYPE]",
+                    help="show each group's type; with TYPE, only groups of those types "
+                         f"({', '.join(GroupType.ALL)}), as kafka-consumer-groups --type")
     add_client_config(ls, "admin")
     ls.set_defaults(run=run_list)
 
@@ -125,15 +129,31 @@ def parse_states(text: str) -> list[str]:
     return states
 
 
+def parse_types(text: str) -> list[str]:
+    """``"consumer,classic"`` → group types; UsageError for an unknown one."""
+    types = [item.strip().lower() for item in text.split(",") if item.strip()]
+    for name in types:
+        if name not in GroupType.ALL:
+            raise UsageError(f"unknown group type {name!r}: expected one of "
+                             f"{', '.join(GroupType.ALL)}")
+    return types
+
+
 def run_list(args: argparse.Namespace) -> int:
     states = parse_states(args.state) if args.state else None
+    types = parse_types(args.type) if args.type else None
     with _admin(args) as admin:
-        groups = admin.list_groups(states)
-    if args.state is None:
+        groups = admin.list_groups(states, types=types)
+    if args.state is None and args.type is None:
         for g in groups:
             print(g.group_id)
         return 0
-    print(format_table(["GROUP", "STATE"], ((g.group_id, g.state) for g in groups)))
+    headers = ["GROUP"] + (["TYPE"] if args.type is not None else []) + (
+        ["STATE"] if args.state is not None else [])
+    print(format_table(headers, (
+        [g.group_id] + ([(g.group_type or "classic").capitalize()]
+                        if args.type is not None else [])
+        + ([g.state] if args.state is not None else []) for g in groups)))
     return 0
 
 

@@ -493,10 +493,12 @@ class AdminClient:
         """The coordinators of several groups (one batched FindCoordinator on v4+)."""
         return await self.groups.find_coordinators(group_ids)
 
-    async def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
-        """All groups of the cluster, sorted by id; only those in ``states`` when given
-        (names as in :class:`~strom.client.admin_types.GroupState`)."""
-        return await self.groups.list_groups(states)
+    async def list_groups(self, states: Iterable[str] | None = None, *,
+                          types: Iterable[str] | None = None) -> list[GroupListing]:
+        """All groups of the cluster, sorted by id; only those in ``states`` / of ``types``
+        when given (names as in :class:`~strom.client.admin_types.GroupState` /
+        :class:`~strom.client.admin_types.GroupType`)."""
+        return await self.groups.list_groups(states, types=types)
 
     async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         """State, protocol, members and their decoded subscriptions and assignments."""

@@ -173,14 +173,29 @@ class OffsetAndTimestamp(NamedTuple):
 
 # -- consumer groups ----------------------------------------------------------------------------
 class GroupState:
-    """Classic group states as the broker names them (DescribeGroups / ListGroups)."""
+    """Group states as the broker names them (DescribeGroups / ListGroups): the classic
+    ones, and KIP-848 consumer groups' Assigning / Reconciling."""
 
     EMPTY = "Empty"
     STABLE = "Stable"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
     DEAD = "Dead"
-    ALL = (EMPTY, STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, DEAD)
+    ALL = (EMPTY, STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, ASSIGNING, RECONCILING,
+           DEAD)
+
+
+class GroupType:
+    """Group types as ListGroups v5 names them (Kafka's ``GroupType``; strom has classic and
+    consumer groups so far)."""
+
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+    SHARE = "share"
+    STREAMS = "streams"
+    ALL = (CLASSIC, CONSUMER, SHARE, STREAMS)
 
 
 @dataclass(frozen=True, slots=True)

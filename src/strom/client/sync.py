@@ -242,8 +242,9 @@ class SyncAdminClient(_Facade):
     def find_coordinators(self, group_ids: Iterable[str]) -> dict[str, BrokerNode]:
         return self._run(self.admin.find_coordinators(group_ids))
 
-    def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
-        return self._run(self.admin.list_groups(states))
+    def list_groups(self, states: Iterable[str] | None = None, *,
+                    types: Iterable[str] | None = None) -> list[GroupListing]:
+        return self._run(self.admin.list_groups(states, types=types))
 
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         return self._run(self.admin.describe_groups(group_ids))

@@ -17,14 +17,14 @@ from strom.coordinator.group.consumer.groups import HeartbeatArgs, HeartbeatResu
 from strom.coordinator.group.consumer.model import MemberState
 from strom.coordinator.group.consumer.settings import ConsumerSettings
 from strom.coordinator.group.coordinator import GroupCoordinator
-from strom.coordinator.group.model import GroupSettings
+from strom.coordinator.group.model import GroupSettings, OffsetToCommit
 from strom.metadata.image import PartitionInfo, TopicInfo
 from strom.testing.partition_writer import MemoryPartitionWriter
 from strom.testing.scheduler import ManualScheduler
 
 T = uuid.UUID(int=7)
 TOPICS = {"t": TopicInfo("t", T, tuple(PartitionInfo(p, 0, 0, (0,), (0,)) for p in range(4)))}
-SESSION_MS, REBALANCE_MS = 6000, 10000
+SESSION_MS, REBALANCE_MS, RETENTION_MS = 6000, 10000, 2000
 
 
 class Harness:
@@ -33,8 +33,9 @@ class Harness:
         self.clock = ManualClock()
         self.scheduler = ManualScheduler(self.clock)
         self.writer = MemoryPartitionWriter(self.loop)
-        settings = GroupSettings(partitions=1, consumer=ConsumerSettings(
-            session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500))
+        settings = GroupSettings(partitions=1, offsets_retention_ms=RETENTION_MS,
+                                 consumer=ConsumerSettings(session_timeout_ms=SESSION_MS,
+                                                           heartbeat_interval_ms=500))
         self.coordinator = GroupCoordinator(self.writer, self.scheduler, self.clock, settings,
                                             loop=self.loop, topics=lambda: TOPICS)
         self.load()
@@ -166,3 +167,39 @@ def test_a_reload_rebuilds_exactly_what_was_in_memory(h: Harness) -> None:
     h.settle()
     h.load(epoch=2)
     assert state() == before
+
+
+def commit(h: Harness, member: str, epoch: int, topic: str) -> list[int]:
+    out: list[list[int]] = []
+    h.coordinator.commit_offsets(group_id="g", generation=epoch, member_id=member,
+                                 group_instance_id=None,
+                                 offsets=[OffsetToCommit(topic, 0, 5, -1, "")],
+                                 callback=out.append,
+                                 stale_epoch_error=ErrorCode.STALE_MEMBER_EPOCH)
+    h.settle()
+    return out[0]
+
+
+def test_an_active_groups_subscribed_offsets_do_not_expire(h: Harness) -> None:
+    """KIP-211 for consumer groups: while members subscribe to a topic its offsets stay;
+    others expire by commit time; an emptied group goes with its offsets; OffsetDelete of a
+    subscribed topic is GROUP_SUBSCRIBED_TO_TOPIC."""
+    a = h.ok("a", 0, set())
+    assert commit(h, "a", a.member_epoch, "t") == [0]
+    assert commit(h, "a", a.member_epoch, "u") == [0]
+    for _ in range(3):
+        h.scheduler.advance(1000)
+        h.ok("a", a.member_epoch)  # the member stays
+    h.coordinator.expire_offsets()
+    h.settle()
+    assert [c.topic for c in h.coordinator.fetch_offsets("g", None)[1]] == ["t"]
+    answers: list[Any] = []
+    h.coordinator.delete_offsets("g", [("t", 0)], lambda *r: answers.append(r))
+    h.settle()
+    assert answers == [(0, [ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC])]
+    assert h.beat("a", -1)[0].error == 0  # leaves: the group is empty
+    h.scheduler.advance(RETENTION_MS + 1000)
+    h.coordinator.expire_offsets()
+    h.settle()
+    assert h.coordinator.fetch_offsets("g", None)[1] == []
+    assert h.coordinator.consumer_group("g")[0] == ErrorCode.GROUP_ID_NOT_FOUND

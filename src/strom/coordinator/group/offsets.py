@@ -83,10 +83,15 @@ class OffsetOperations:
         def _consumer_txn_commit_error(self, group_id: str, member_id: str,
                                        epoch: int) -> int | None: ...
 
+        def _consumer_subscribed(self, group_id: str) -> set[str] | None: ...
+
+        def _consumer_tombstones(self, group_id: str) -> list[tuple[bytes, bytes | None]]: ...
+
         def _delete(self, group: Group, on_commit: Callable[[], None],
                     on_failure: Callable[[KafkaError], None],
                     offsets: Iterable[tuple[str, int]] | None = None, *,
-                    on_timeout: Callable[[KafkaError], None] | None = None) -> None: ...
+                    on_timeout: Callable[[KafkaError], None] | None = None,
+                    extra: list[tuple[bytes, bytes | None]] | None = None) -> None: ...
 
     def commit_offsets(
         self, *, group_id: str, generation: int, member_id: str,
@@ -268,6 +273,9 @@ class OffsetOperations:
         if group.members and group.protocol_type != "consumer":
             return callback(NON_EMPTY_GROUP, [])
         subscribed = group.subscribed_topics() if group.members else set()
+        consumer = self._consumer_subscribed(group_id)  # a KIP-848 group's members' topics
+        if consumer is not None:
+            subscribed = consumer
         errors: list[int] = []
         records: list[Record] = []
         for topic, partition in partitions:
@@ -303,6 +311,10 @@ class OffsetOperations:
                 continue  # a group being created (KIP-394) or deleted
             doomed: list[tuple[str, int]] = []
             subscribed = group.subscribed_topics() if group.state is GroupState.STABLE else None
+            # A KIP-848 group with members keeps the offsets of the topics they subscribe to;
+            # its classic shell (which only holds the offsets) is never Empty for expiry.
+            consumer = self._consumer_subscribed(group.group_id)
+            active_consumer = bool(consumer)
             for tp, value in group.offsets.items():
                 if tp in group.pending_offsets:
                     continue
@@ -310,7 +322,11 @@ class OffsetOperations:
                     if value.expire_timestamp <= now:
                         doomed.append(tp)
                     continue
-                if group.state is GroupState.EMPTY:
+                if active_consumer:
+                    if consumer is not None and tp[0] in consumer:
+                        continue
+                    base = value.commit_timestamp
+                elif group.state is GroupState.EMPTY:
                     base = (group.state_timestamp if group.protocol_type
                             and group.state_timestamp >= 0 else value.commit_timestamp)
                 elif subscribed is not None and tp[0] not in subscribed:
@@ -319,8 +335,8 @@ class OffsetOperations:
                     continue
                 if base + retention <= now:
                     doomed.append(tp)
-            drop_group = (group.state is GroupState.EMPTY and not group.pending_offsets
-                          and len(doomed) == len(group.offsets))
+            drop_group = (group.state is GroupState.EMPTY and not active_consumer
+                          and not group.pending_offsets and len(doomed) == len(group.offsets))
             if not doomed and not drop_group:
                 continue
             group_id = group.group_id
@@ -328,8 +344,9 @@ class OffsetOperations:
             def failed(exc: KafkaError, group_id: str = group_id) -> None:
                 log.warning("offset expiry for group %s failed: %s", group_id, exc)
 
-            if drop_group:
-                self._delete(group, lambda: None, failed, doomed)
+            if drop_group:  # an empty consumer group goes with its offsets, as in Kafka
+                self._delete(group, lambda: None, failed, doomed,
+                             extra=self._consumer_tombstones(group_id))
             else:
                 self._write([(OffsetCommitKey(group_id, t, p), None) for t, p in doomed],
                             lambda: None, failed)

@@ -159,6 +159,20 @@ class GroupShard(OffsetOperations):
                                    epoch: int) -> int | None:
         return self.consumer.validate_txn_commit(group_id, member_id, epoch)
 
+    def _consumer_subscribed(self, group_id: str) -> set[str] | None:
+        """The topics a KIP-848 group's members subscribe to (empty: no members); None when
+        ``group_id`` is not a consumer group."""
+        return self.consumer.subscribed_topics(group_id)
+
+    def _consumer_tombstones(self, group_id: str) -> list[tuple[bytes, bytes | None]]:
+        """The encoded deletion of an empty consumer group (none if not one)."""
+        if not self._is_consumer(group_id):
+            return []
+        records = self.consumer.deletion_records(group_id)
+        if isinstance(records, int):
+            return []
+        return [(encode_consumer_key(k), encode_consumer_value(v)) for k, v in records]
+
     # ------------------------------------------------------------------------------------
     # runtime callbacks: replay, loaded, unloaded
     # ------------------------------------------------------------------------------------

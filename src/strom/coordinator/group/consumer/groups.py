@@ -600,6 +600,15 @@ class ConsumerGroups:
                             chosen_assignor(group.members.values(), self.settings.assignors[0]),
                             members)
 
+    def subscribed_topics(self, group_id: str) -> set[str] | None:
+        """The topics the group's members subscribe to, regular expressions resolved (empty:
+        no members); None when this is not a consumer group."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        topics = self.topics()
+        return set().union(*(_resolve(m, topics) for m in group.members.values()))
+
     def list_groups(self) -> list[tuple[str, str]]:
         """(group id, state) of each consumer group."""
         return [(g.group_id, g.state().value) for g in self.groups.values()]

@@ -274,6 +274,7 @@ class NamedEosSchedule:
     faults: Callable[[EosConfig], list[EosFault]]
     default_run: bool = False
     inputs: int = 3000
+    group_protocol: str = "classic"
 
 
 def eos_config(entry: NamedEosSchedule, seed: int = 1,
@@ -282,7 +283,7 @@ def eos_config(entry: NamedEosSchedule, seed: int = 1,
     name = entry.name
     return EosConfig(input_topic=f"in-{name}", output_topic=f"out-{name}", group=f"g-{name}",
                      transactional_id=f"t-{name}", inputs=entry.inputs, seed=seed,
-                     history_path=history_path)
+                     history_path=history_path, group_protocol=entry.group_protocol)
 
 
 def _group(config: EosConfig) -> EosFault:
@@ -314,6 +315,15 @@ EOS_SCHEDULES: dict[str, NamedEosSchedule] = {entry.name: entry for entry in (
                      "it produces; a new incarnation takes over",
                      lambda c: [eos.kill_loop("committing"), eos.kill_loop("txn")],
                      default_run=True),
+    NamedEosSchedule("eos-kip848-kill-group-coordinator", "the application's consumer speaks "
+                     "KIP-848 (group.protocol=consumer): kill -9 its group coordinator (3 s "
+                     "down)", lambda c: [_group(c)], default_run=True,
+                     group_protocol="consumer"),
+    NamedEosSchedule("eos-kip848-kill-loop", "the application's consumer speaks KIP-848: "
+                     "kill -9 it as it commits, and again as it produces; a new incarnation "
+                     "(a new dynamic member) takes over once the dead one's session expires",
+                     lambda c: [eos.kill_loop("committing"), eos.kill_loop("txn")],
+                     group_protocol="consumer"),
     NamedEosSchedule("eos-combined", "all four kills, 2 s apart: group coordinator, "
                      "transaction coordinator, output leader, application", lambda c: [
                          _group(c), _txn(c), _output(c), eos.kill_loop("committing")],

@@ -90,6 +90,8 @@ class EosConfig:
     history_path: Path | None = None
     #: where each incarnation's stderr goes (a temporary directory if None).
     log_dir: Path | None = None
+    #: the application's consumer ``group.protocol`` (``consumer``: KIP-848)
+    group_protocol: str = "classic"
 
 
 @dataclass
@@ -148,7 +150,12 @@ def _run(cluster: Cluster, faults: Sequence[EosFault], config: EosConfig, histor
     settings = LoopSettings(cluster.bootstrap, config.input_topic, config.output_topic,
                             config.group, config.transactional_id, config.output_partitions,
                             batch=config.batch, abort_ratio=config.abort_ratio,
-                            seed=config.seed)
+                            seed=config.seed, group_protocol=config.group_protocol,
+                            # a KIP-848 static member restarted before its session expired
+                            # is refused for good (UNRELEASED_INSTANCE_ID, fatal to clients,
+                            # as on Kafka): incarnations join as new dynamic members
+                            **({"instance_id": ""} if config.group_protocol == "consumer"
+                               else {}))
     supervisor = LoopSupervisor(settings, history, log_dir)
     reader = ReaderWorker("r-committed", cluster.bootstrap, config.output_topic, outputs,
                           history, {"isolation.level": "read_committed"}).start()

@@ -151,9 +151,12 @@ class EosLoop:
         consumer_config: dict[str, Any] = {
             "bootstrap.servers": args.bootstrap, "group.id": args.group,
             "enable.auto.commit": False, "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 100,
+            "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
             "client.id": f"eos-{self.name}", **FAST_RECONNECT, **_debug()}
+        if args.group_protocol == "consumer":  # KIP-848: timings are the broker's
+            consumer_config["group.protocol"] = "consumer"
+        else:
+            consumer_config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
         if args.instance_id:
             consumer_config["group.instance.id"] = args.instance_id
         self.consumer = Consumer(consumer_config)
@@ -392,6 +395,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     for name in ("bootstrap", "input", "output", "group", "transactional_id", "name"):
         parser.add_argument(name)
     parser.add_argument("--instance-id", default="")
+    parser.add_argument("--group-protocol", default="classic", choices=("classic", "consumer"))
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--abort-ratio", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)

@@ -85,12 +85,15 @@ class LoopSettings:
     seed: int = 0
     #: the static member id (``group.instance.id``) of the incarnations; "" for dynamic
     instance_id: str = "eos-loop"
+    #: the consumer's ``group.protocol``: ``classic`` or ``consumer`` (KIP-848)
+    group_protocol: str = "classic"
 
     def argv(self, name: str) -> list[str]:
         return [sys.executable, "-m", LOOP_MODULE, self.bootstrap, self.input, self.output,
                 self.group, self.transactional_id, name, "--instance-id", self.instance_id,
                 "--batch", str(self.batch), "--abort-ratio", str(self.abort_ratio),
-                "--seed", str(self.seed), "--partitions", str(self.output_partitions)]
+                "--seed", str(self.seed), "--partitions", str(self.output_partitions),
+                "--group-protocol", self.group_protocol]
 
 
 class LoopProcess:

@@ -330,3 +330,23 @@ def test_the_first_configured_assignor_is_the_default() -> None:
                                        for p in tp.partitions) for m in group.members}
         assert targets == {"m1": [0, 1], "m2": [2, 3]}  # contiguous ranges by member id
         raw.close()
+
+
+def test_subscription_patterns_are_re2_as_in_kafka() -> None:
+    """Kafka compiles SubscribedTopicRegex with RE2/J: no backreferences (INVALID_REGULAR_
+    EXPRESSION), and matching in linear time — ``(a+)+$`` against a topic of 40 a's and a b
+    is answered at once (Python's backtracking ``re`` would take hours, the broker stalled)."""
+    with EmbeddedBroker(config=CONFIG) as broker:
+        raw = RawClient(broker.bootstrap)
+        create(raw, "a" * 40 + "b", 1)
+        create(raw, "orders-eu", 1)
+        bad = heartbeat(broker.bootstrap, "rx", "m1", 0, owned=[],
+                        subscribed_topic_regex=r"(a)\1")
+        assert bad.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+        slow = heartbeat(broker.bootstrap, "rx", "m1", 0, owned=[],
+                         subscribed_topic_regex=r"(a+)+$")
+        assert slow.error_code == 0 and slow.assignment.topic_partitions == []
+        orders = heartbeat(broker.bootstrap, "rx2", "m2", 0, owned=[],
+                           subscribed_topic_regex=r"orders-.*")
+        assert [tp.partitions for tp in orders.assignment.topic_partitions] == [[0]]
+        raw.close()

@@ -2,20 +2,23 @@
 state names, producer ids, (v1) how long an Ongoing transaction has run (``duration_filter`` ms, -1:
 no filter) and (v2, KIP-1152) a regular expression the whole transactional id must match
 (``transactional_id_pattern``; null or empty: no filter; one that does not compile:
-INVALID_REGULAR_EXPRESSION and nothing listed). Patterns are Python's ``re``, which agrees with
-Java's for the usual ones (classes, ``.*``, alternation, anchors). State names strom does not know
+INVALID_REGULAR_EXPRESSION and nothing listed). Patterns are RE2's (:mod:`strom.common.patterns`:
+linear time, so no pattern stalls the broker), which agrees with Java's for the usual ones
+(classes, ``.*``, alternation, anchors); backreferences and lookaround, which Java's regex has,
+are refused. State names strom does not know
 are echoed in ``unknown_state_filters``; if every state filter is unknown nothing matches, as Kafka.
 COORDINATOR_LOAD_IN_PROGRESS while a ``__transaction_state`` partition loads.
 """
 
 from __future__ import annotations
 
-import re
+from typing import Any
 
 from strom.broker.dispatch import Request, ResponseParts
 from strom.broker.state import BrokerState
 from strom.common.acl import ResourceType
 from strom.common.errors import error_class
+from strom.common.patterns import PatternError, compile_pattern
 from strom.coordinator.txn.model import TxnState
 from strom.protocol import api
 from strom.protocol.versions import ApiKey
@@ -38,11 +41,11 @@ class ListTransactionsHandler:
         if body.state_filters and not known:
             return [api.response(API_KEY, version, fields)]
         duration = int(body.duration_filter) if version >= 1 else -1
-        pattern: re.Pattern[str] | None = None
+        pattern: Any = None
         if version >= 2 and body.transactional_id_pattern:
             try:
-                pattern = re.compile(body.transactional_id_pattern)
-            except re.error:
+                pattern = compile_pattern(body.transactional_id_pattern)
+            except PatternError:
                 fields["error_code"] = InvalidRegularExpressionError.code
                 return [api.response(API_KEY, version, fields)]
         error, views = self._state.txns.list_transactions(

@@ -34,15 +34,11 @@ Owned by the broker's event-loop thread.
 
 from __future__ import annotations
 
-import functools
 import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
-
-import re2  # type: ignore[import-untyped]
 
 from strom.client.consumer_protocol import (
     ConsumerAssignment,
@@ -52,6 +48,7 @@ from strom.client.consumer_protocol import (
 )
 from strom.common.clock import Clock
 from strom.common.errors import KafkaError
+from strom.common.patterns import PatternError, compile_pattern
 from strom.common.timer import Scheduler
 from strom.common.types import TopicPartition, kafka_uuid
 from strom.coordinator.group.codes import (
@@ -276,8 +273,8 @@ class ConsumerGroups:
                            f"Supported assignors: {', '.join(self.settings.assignors)}.")
         if args.subscribed_topic_regex:
             try:
-                topic_pattern(args.subscribed_topic_regex)
-            except re2.error as exc:
+                compile_pattern(args.subscribed_topic_regex)
+            except PatternError as exc:
                 raise _Refused(INVALID_REGULAR_EXPRESSION,
                                f"SubscribedTopicRegex `{args.subscribed_topic_regex}` is not "
                                f"a valid regular expression: {exc}.") from None
@@ -680,25 +677,12 @@ def _replaced_by(other: ConsumerMember, joining: ConsumerMember) -> bool:
             and other.instance_id == joining.instance_id)
 
 
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # a client's bad pattern is its answer, not a log line
-
-
-@functools.lru_cache(maxsize=1024)
-def topic_pattern(text: str) -> Any:
-    """A subscription's regular expression, compiled by RE2 as Kafka compiles it with
-    RE2/J: its dialect, and matching in linear time, so no pattern can stall the broker
-    (Python's backtracking ``re`` took 0.55 s for ``(a+)+$`` against 24 a's and a b, and
-    doubled with each further a). ``re2.error`` for an invalid one."""
-    return re2.compile(text, _RE2_OPTIONS)
-
-
 def _resolve(member: ConsumerMember, topics: Mapping[str, TopicInfo]) -> frozenset[str]:
     """The member's topics that exist: its names, and (internal topics aside) the names its
     regular expression matches whole."""
     names = {name for name in member.subscribed_topic_names if name in topics}
     if member.subscribed_topic_regex:
-        pattern = topic_pattern(member.subscribed_topic_regex)
+        pattern = compile_pattern(member.subscribed_topic_regex)
         names.update(name for name, info in topics.items()
                      if not info.internal and pattern.fullmatch(name))
     return frozenset(names)

@@ -203,3 +203,20 @@ def test_an_active_groups_subscribed_offsets_do_not_expire(h: Harness) -> None:
     h.settle()
     assert h.coordinator.fetch_offsets("g", None)[1] == []
     assert h.coordinator.consumer_group("g")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_an_unexpected_error_answers_and_releases_the_groups_queue(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in one heartbeat answers UNKNOWN_SERVER_ERROR and is logged; the group's next
+    operations are not left queued behind it for good."""
+    h.ok("a", 0, set())
+    groups = h.coordinator.runtime.shard(0).consumer
+    real = groups._heartbeat
+
+    def broken(*_args: Any) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(groups, "_heartbeat", broken)
+    assert [r.error for r in h.beat("b", 0, set())] == [ErrorCode.UNKNOWN_SERVER_ERROR]
+    monkeypatch.setattr(groups, "_heartbeat", real)
+    assert h.ok("b", 0, set()).member_epoch > 0

@@ -94,7 +94,12 @@ from strom.coordinator.group.consumer.records import (
 )
 from strom.coordinator.group.consumer.settings import ASSIGNORS, ConsumerSettings
 from strom.coordinator.group.model import GroupSummary, MemberSummary
-from strom.coordinator.runtime import NOT_COORDINATOR, ShardContext, coordinator_error
+from strom.coordinator.runtime import (
+    NOT_COORDINATOR,
+    UNKNOWN_SERVER_ERROR,
+    ShardContext,
+    coordinator_error,
+)
 from strom.metadata.image import TopicInfo
 
 log = logging.getLogger("strom.coordinator.group.consumer")
@@ -187,10 +192,23 @@ class ConsumerGroups:
     # -- serialisation per group ---------------------------------------------------------------
     def _run(self, group_id: str, operation: Callable[[Callable[[], None]], None]) -> None:
         """Run ``operation(done)`` once no earlier operation of the group is in flight;
-        ``operation`` calls ``done`` when its write (if any) resolved."""
+        ``operation`` calls ``done`` when its write (if any) resolved (once counts; an
+        operation that raises is logged and releases the queue)."""
         def start() -> None:
             self._busy.add(group_id)
-            operation(lambda: self._next(group_id))
+            released = False
+
+            def done() -> None:
+                nonlocal released
+                if not released:
+                    released = True
+                    self._next(group_id)
+
+            try:
+                operation(done)
+            except Exception:  # a bug must not leave the group's queue blocked for good
+                log.exception("group %s: operation failed", group_id)
+                done()
 
         if group_id in self._busy:
             self._queues.setdefault(group_id, []).append(start)
@@ -237,6 +255,9 @@ class ConsumerGroups:
             except _Refused as refused:
                 answer(HeartbeatResult(refused.code, refused.message))
                 done()
+            except Exception:
+                answer(HeartbeatResult(UNKNOWN_SERVER_ERROR))  # Kafka's unexpected error
+                raise
 
         self._run(args.group_id, operation)
         return None
@@ -632,7 +653,7 @@ def replace_assignment(member: ConsumerMember, nxt: object) -> ConsumerMember:
     out = ConsumerMember(
         member.member_id, member.instance_id, member.rack_id, member.client_id,
         member.client_host, member.subscribed_topic_names, member.subscribed_topic_regex,
-        member.rebalance_timeout_ms, member.server_assignor, member.has_metadata)
+        member.rebalance_timeout_ms, member.server_assignor)
     out.member_epoch = nxt.member_epoch  # type: ignore[attr-defined]
     out.previous_member_epoch = nxt.previous_member_epoch  # type: ignore[attr-defined]
     out.state = nxt.state  # type: ignore[attr-defined]

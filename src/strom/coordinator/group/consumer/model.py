@@ -39,7 +39,6 @@ from strom.coordinator.group.consumer.records import (
 )
 
 Assignment = Mapping[uuid.UUID, frozenset[int]]
-EMPTY: Assignment = {}
 
 
 class MemberState(enum.IntEnum):
@@ -77,7 +76,6 @@ class ConsumerMember:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = 300000
     server_assignor: str | None = None
-    has_metadata: bool = False
     # CurrentMemberAssignment (record 8)
     member_epoch: int = 0
     previous_member_epoch: int = 0
@@ -110,7 +108,6 @@ class ConsumerGroup:
     #: (topic name, topic id, partition count) of every subscribed topic when the target
     #: assignment was last computed; None after a load (recomputed on the first heartbeat).
     snapshot: tuple[tuple[str, uuid.UUID, int], ...] | None = None
-    dead: bool = False
     #: moves with every replayed change of a member's subscription (or membership)
     subscription_version: int = 0
     #: (topics mapping, subscription version, each member's resolved topic names, snapshot):
@@ -143,12 +140,6 @@ class ConsumerGroup:
                 return member.member_id
         return None
 
-    def subscribed_names(self) -> set[str]:
-        names: set[str] = set()
-        for member in self.members.values():
-            names.update(member.subscribed_topic_names)
-        return names
-
 
 def to_wire(assignment: Assignment) -> TopicPartitions:
     return tuple((t, tuple(sorted(ps))) for t, ps in sorted(assignment.items(),
@@ -172,7 +163,6 @@ def apply(groups: dict[str, ConsumerGroup], key: ConsumerKey, value: ConsumerVal
             return None
         if isinstance(key, ConsumerGroupMetadataKey):
             del groups[key.group]
-            group.dead = True
             return None
         member_id = getattr(key, "member_id", None)
         if isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
@@ -205,7 +195,6 @@ def apply(groups: dict[str, ConsumerGroup], key: ConsumerKey, value: ConsumerVal
         member.subscribed_topic_regex = value.subscribed_topic_regex or None
         member.rebalance_timeout_ms = value.rebalance_timeout_ms
         member.server_assignor = value.server_assignor
-        member.has_metadata = True
         group.subscription_version += 1
     elif isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
         assert isinstance(key, ConsumerGroupCurrentMemberAssignmentKey)
@@ -239,7 +228,7 @@ def assignment_value(member: ConsumerMember) -> ConsumerGroupCurrentMemberAssign
 
 
 __all__ = [
-    "EMPTY", "Assignment", "ConsumerGroup", "ConsumerGroupMetadataKey",
+    "Assignment", "ConsumerGroup", "ConsumerGroupMetadataKey",
     "ConsumerGroupMetadataValue", "ConsumerGroupTargetAssignmentMetadataKey",
     "ConsumerGroupTargetAssignmentMetadataValue", "ConsumerMember", "GroupState",
     "MemberState", "apply", "assignment_value", "from_wire", "to_wire",
